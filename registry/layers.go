@@ -1,0 +1,48 @@
+package registry
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+)
+
+//go:embed layers/*.json
+var layerFS embed.FS
+
+// LayerNames lists the embedded registry layers ("agentdojo-banking", …): extra
+// capability-registry.v1 documents a worker may load on top of the base registry, for example
+// the AgentDojo suites whose capabilities are defined by JSON Schema and served by replay.
+func LayerNames() []string {
+	ents, _ := fs.Glob(layerFS, "layers/*.v1.json")
+	var out []string
+	for _, e := range ents {
+		out = append(out, strings.TrimSuffix(strings.TrimPrefix(e, "layers/"), ".v1.json"))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Layer returns the embedded layer document called name. Unknown names are an error listing
+// the known ones.
+func Layer(name string) (Source, error) {
+	b, err := layerFS.ReadFile("layers/" + name + ".v1.json")
+	if err != nil {
+		return Source{}, fmt.Errorf("registry: unknown layer %q (known: %s)", name, strings.Join(LayerNames(), ", "))
+	}
+	return Source{Name: "layer " + name, Data: b}, nil
+}
+
+// Base returns the embedded base registry document.
+func Base() Source { return Source{Name: "registry/capability-registry.v1.json", Data: Embedded} }
+
+// Entries decodes the entries of a source without binding, for tooling that must list them
+// (for example to bind schema-defined implementations per entry).
+func Entries(src Source) ([]Entry, error) {
+	doc, err := decodeDocument(src.Data)
+	if err != nil {
+		return nil, fmt.Errorf("registry: %s: %w", src.Name, err)
+	}
+	return doc.Entries, nil
+}

@@ -1,0 +1,147 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+type fetchArgs struct {
+	URL string `json:"url" validate:"required,url"`
+}
+
+type noArgs struct{}
+
+func okInvoke(context.Context, Invocation) (Output, error) {
+	return Output{Data: json.RawMessage(`{}`)}, nil
+}
+
+func baseImpls() []Implementation {
+	return []Implementation{
+		Typed("system.health", 1, func(context.Context, *noArgs, Invocation) (Output, error) { return Output{}, nil }),
+		Typed("web.fetch", 1, func(context.Context, *fetchArgs, Invocation) (Output, error) { return Output{}, nil }),
+	}
+}
+
+func TestLoadEmbeddedBase(t *testing.T) {
+	r, err := Load([]Source{Base()}, baseImpls())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := r.Catalog(nil)
+	if len(cat) != 2 || cat[0].CapabilityID != "system.health" || cat[1].Name != "web_fetch" {
+		t.Fatalf("catalog = %+v", cat)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(cat[1].Parameters, &schema); err != nil {
+		t.Fatal(err)
+	}
+	if schema["additionalProperties"] != false || schema["type"] != "object" {
+		t.Fatalf("generated schema must be a closed object: %s", cat[1].Parameters)
+	}
+	c, _ := r.ByToolName("web_fetch")
+	if c.Automatic() {
+		t.Fatal("web.fetch is external: it must need confirmation")
+	}
+	h, _ := r.ByToolName("system_health")
+	if !h.Automatic() {
+		t.Fatal("system.health is local and read-only: automatic")
+	}
+}
+
+func TestLoadFailsClosed(t *testing.T) {
+	base := string(Embedded)
+	cases := []struct {
+		name  string
+		src   []Source
+		impls []Implementation
+		want  string
+	}{
+		{"no sources", nil, baseImpls(), "no registry document"},
+		{"malformed", []Source{{"x", []byte(`{"schema/v":`)}}, baseImpls(), "malformed JSON"},
+		{"unknown field", []Source{{"x", []byte(`{"schema/v":"capability-registry.v1","entries":[],"extra":1}`)}}, nil, "unknown field"},
+		{"empty", []Source{{"x", []byte(`{"schema/v":"capability-registry.v1","entries":[]}`)}}, nil, "empty allow-set"},
+		{"wrong schema/v", []Source{{"x", []byte(strings.Replace(base, `"capability-registry.v1"`, `"capability-registry.v2"`, 1))}}, baseImpls(), "schema/v"},
+		{"entry without implementation", []Source{Base()}, baseImpls()[:1], "web.fetch@1: entry has no implementation"},
+		{"implementation without entry", []Source{Base()}, append(baseImpls(), Typed("shell.run", 1, func(context.Context, *noArgs, Invocation) (Output, error) { return Output{}, nil })), "shell.run@1: implementation has no registry entry"},
+		{"surfaces contradict flags", []Source{{"x", []byte(strings.Replace(base, `"surfaces": [
+        "host-local"
+      ],
+      "wire/name": "app/web.fetch"`, `"surfaces": ["federated"], "wire/name": "app/web.fetch"`, 1))}}, baseImpls(), "contradict"},
+		{"bad id", []Source{{"x", []byte(strings.Replace(base, `"web.fetch"`, `"Web_Fetch"`, 1))}}, baseImpls(), "P072 id shapes"},
+		{"duplicate tool name", []Source{{"x", []byte(strings.Replace(base, `"web_fetch"`, `"system_health"`, 1))}}, baseImpls(), "already used"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := Load(c.src, c.impls)
+			if err == nil || r != nil {
+				t.Fatalf("want a load failure, got registry %v", r)
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error must wrap ErrInvalid: %v", err)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("diagnostic %q does not mention %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestValidateArgumentsStrict(t *testing.T) {
+	r, err := Load([]Source{Base()}, baseImpls())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := r.ByToolName("web_fetch")
+	cases := []struct {
+		args, code string
+	}{
+		{`{"url":"https://example.org/"}`, ""},
+		{`{"url":"https://example.org/","extra":1}`, "schema_mismatch"},
+		{`{"URL":"https://example.org/"}`, "schema_mismatch"},
+		{`{"url":42}`, "schema_mismatch"},
+		{`{"url":"not a url"}`, "rule_failed"},
+		{`{"url":"https://a/","url":"https://b/"}`, "duplicate_key"},
+		{`{}`, "schema_mismatch"},
+	}
+	for _, tc := range cases {
+		dec, err := c.ValidateArguments(json.RawMessage(tc.args))
+		if tc.code == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.args, err)
+			} else if dec.(*fetchArgs).URL != "https://example.org/" {
+				t.Errorf("decoded %+v", dec)
+			}
+			continue
+		}
+		var ae *ArgumentError
+		if !errors.As(err, &ae) || ae.Code != tc.code {
+			t.Errorf("%s: got %v, want code %s", tc.args, err, tc.code)
+		}
+	}
+}
+
+func TestLayersLoadWithSchemaImplementations(t *testing.T) {
+	for _, name := range LayerNames() {
+		src, err := Layer(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ents, err := Entries(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var impls []Implementation
+		for _, e := range ents {
+			impls = append(impls, Implementation{ID: e.ID, Version: e.Version, Schema: json.RawMessage(`{"type":"object"}`), Invoke: okInvoke})
+		}
+		if _, err := Load([]Source{src}, impls); err != nil {
+			t.Errorf("layer %s: %v", name, err)
+		}
+	}
+	if _, err := Layer("nope"); err == nil || !strings.Contains(err.Error(), "agentdojo-banking") {
+		t.Fatalf("unknown layer error should list known layers: %v", err)
+	}
+}
