@@ -9,25 +9,55 @@ import (
 // model as a parse-failure result and audited (outcome parse_failed).
 type Reason string
 
-// Parse-failure reasons (../shared/cases/README.md, provider-responses.jsonl).
+// Parse-failure reasons (../shared/cases/README.md, provider-responses.jsonl). Parse documents
+// the order in which they are checked when a call has several faults.
 const (
-	ReasonArgumentsEmpty        Reason = "arguments_empty"
-	ReasonArgumentsMissing      Reason = "arguments_missing"
-	ReasonArgumentsNotObject    Reason = "arguments_not_object"
-	ReasonInvalidJSON           Reason = "invalid_json"
-	ReasonTrailingData          Reason = "trailing_data"
-	ReasonInvalidUnicode        Reason = "invalid_unicode"
-	ReasonInvalidName           Reason = "invalid_name"
-	ReasonDuplicateCallID       Reason = "duplicate_call_id"
-	ReasonTruncated             Reason = "truncated"
-	ReasonEmbeddedToolCallText  Reason = "embedded_tool_call_text"
-	ReasonMissingCallID         Reason = "missing_call_id"
+	// ReasonArgumentsEmpty: the OpenAI argument string is "" or only white space (case B01);
+	// never coerced to {}.
+	ReasonArgumentsEmpty Reason = "arguments_empty"
+	// ReasonArgumentsMissing: the arguments key (OpenAI/Ollama) or input (Anthropic) is absent
+	// or null (case B02).
+	ReasonArgumentsMissing Reason = "arguments_missing"
+	// ReasonArgumentsNotObject: the arguments are a JSON value other than an object: string
+	// (including double-encoded arguments and Anthropic string input, case B10), array, number,
+	// boolean or null; or, in the OpenAI shape, an object where the wire format requires a
+	// string.
+	ReasonArgumentsNotObject Reason = "arguments_not_object"
+	// ReasonInvalidJSON: the argument text is not JSON (NaN, Infinity, invalid escapes,
+	// unterminated strings, single quotes, cut-off text: cases B04, B15, B20), repeats an
+	// object key, or the call entry itself is not a JSON object.
+	ReasonInvalidJSON Reason = "invalid_json"
+	// ReasonTrailingData: a complete JSON value followed by more non-white-space text
+	// (e.g. {"a":1}{"b":2}).
+	ReasonTrailingData Reason = "trailing_data"
+	// ReasonInvalidUnicode: invalid UTF-8, or a lone surrogate escape (\ud800 without a low
+	// surrogate), in the arguments or in the string that carries them.
+	ReasonInvalidUnicode Reason = "invalid_unicode"
+	// ReasonInvalidName: the name is missing or does not match NamePattern (case B05); never
+	// trimmed or stripped.
+	ReasonInvalidName Reason = "invalid_name"
+	// ReasonDuplicateCallID: the call shares its id with another call of the response; every
+	// such call fails (cases B08, B27).
+	ReasonDuplicateCallID Reason = "duplicate_call_id"
+	// ReasonTruncated: the provider reported the output cut off (finish_reason "length",
+	// stop_reason "max_tokens"); every call of the response fails (case B14).
+	ReasonTruncated Reason = "truncated"
+	// ReasonEmbeddedToolCallText: content holds tool-call-shaped text and there is no
+	// structured call (cases B11-B13); the text is never promoted to a call.
+	ReasonEmbeddedToolCallText Reason = "embedded_tool_call_text"
+	// ReasonMissingCallID: an OpenAI or Anthropic call has no id, an empty id, or a non-string
+	// id. (Ollama calls without ids get a synthetic "call_<index>".)
+	ReasonMissingCallID Reason = "missing_call_id"
 )
 
 // Call is one proposal in emitted order: a candidate when Reason is empty, else a parse
 // failure. Index is the 0-based position among the response's calls. Arguments holds the
-// exact argument bytes the model emitted (a JSON object for candidates; integers keep every
-// digit); for failures it may hold the raw text for the audit, never for execution.
+// exact argument bytes the model emitted, set for candidates only (always a JSON object;
+// integers keep every digit). Raw holds the same exact argument text for candidates and, for
+// failures, whatever text was emitted (the argument text, or the whole content for
+// embedded_tool_call_text) for the audit, never for execution. Raw is a string so it survives
+// a JSON round trip byte-exact, whereas encoding/json compacts a json.RawMessage when
+// marshalling. Detail is a human-readable diagnostic for the failure.
 type Call struct {
 	Index     int             `json:"index"`
 	CallID    string          `json:"call_id"`

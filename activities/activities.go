@@ -1,0 +1,364 @@
+package activities
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/airlock-dev/airlock/internal/canonical"
+	"github.com/airlock-dev/airlock/internal/inference"
+	"github.com/airlock-dev/airlock/internal/parse"
+	"github.com/airlock-dev/airlock/internal/store"
+	"github.com/airlock-dev/airlock/internal/token"
+	"github.com/airlock-dev/airlock/registry"
+)
+
+// Application error types that workflows branch on (temporal.ApplicationError.Type()).
+const (
+	ErrTypeSessionExhausted = "SessionExhausted"
+	ErrTypeProviderRejected = "ProviderRejected"
+	ErrTypeBadInput         = "BadInput"
+)
+
+// Activities holds the dependencies of every activity. Fields are set once at worker start.
+type Activities struct {
+	Registry *registry.Registry
+	Store    *store.Store
+	// Live serves turns without a Session; Replay serves turns with one. Either may be nil,
+	// in which case such turns fail with a non-retryable error that says what to configure.
+	Live   inference.Provider
+	Replay inference.Provider
+	// ApproverKey seals tokens for approver surfaces.
+	ApproverKey token.Key
+	// Now is the clock (time.Now when nil); tests may fix it.
+	Now func() time.Time
+}
+
+func (a *Activities) now() time.Time {
+	if a.Now != nil {
+		return a.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func keyOf(id string, version int) string { return fmt.Sprintf("%s@%d", id, version) }
+
+// LoadContext returns the conversation's stored context, oldest first (at most in.Limit
+// messages), so results kept from an earlier, failed turn reach the next one.
+func (a *Activities) LoadContext(ctx context.Context, in LoadContextInput) ([]inference.Message, error) {
+	entries, err := a.Store.LoadContext(ctx, in.Conversation, in.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("load context of %q: %w", in.Conversation, err)
+	}
+	out := make([]inference.Message, 0, len(entries))
+	for _, e := range entries {
+		var m inference.Message
+		if err := json.Unmarshal(e.Payload, &m); err != nil {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("stored context entry %d is not a message", e.ID), ErrTypeBadInput, err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// Infer generates the catalog from the registry now, sends the bounded context to the model
+// and returns its raw response, unparsed.
+func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, error) {
+	var allow func(string) bool
+	if len(in.Scope) > 0 {
+		allow = func(id string) bool { return slices.Contains(in.Scope, id) }
+	}
+	cat := a.Registry.Catalog(allow)
+	req := inference.Request{Model: in.Model, Session: in.Session, Round: in.Round, Messages: in.Messages}
+	out := InferOutput{RegistryRevision: a.Registry.Revision()}
+	for _, c := range cat {
+		req.Tools = append(req.Tools, inference.Tool{Name: c.Name, Description: c.Description, Parameters: c.Parameters})
+		out.Catalog = append(out.Catalog, CatalogRef{Name: c.Name, CapabilityID: c.CapabilityID, Version: c.Version, PerTurnCap: c.PerTurnCap})
+	}
+	p := a.Live
+	if in.Session != "" {
+		p = a.Replay
+	}
+	if p == nil {
+		what := "a live model (set AIRLOCK_OPENAI_BASE_URL)"
+		if in.Session != "" {
+			what = "replay sessions (start the worker with a corpus)"
+		}
+		return out, temporal.NewNonRetryableApplicationError("this worker is not configured for "+what, ErrTypeBadInput, nil)
+	}
+	resp, err := p.Complete(ctx, req)
+	if errors.Is(err, inference.ErrSessionExhausted) {
+		return out, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeSessionExhausted, err)
+	}
+	if errors.Is(err, inference.ErrProviderRejected) {
+		return out, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeProviderRejected, err)
+	}
+	if err != nil {
+		return out, fmt.Errorf("infer round %d: %w", in.Round, err)
+	}
+	out.Response = resp
+	return out, nil
+}
+
+// Parse runs the strict parser over the raw response. A body that is not a provider response
+// at all is non-retryable: parsing is deterministic.
+func (a *Activities) Parse(ctx context.Context, in ParseInput) (parse.Result, error) {
+	versions := make(map[string]int, len(in.Catalog))
+	for _, c := range in.Catalog {
+		versions[c.Name] = c.Version
+	}
+	res, err := parse.Parse(parse.Format(in.Response.Format), in.Response.Raw, parse.Options{Versions: versions})
+	if err != nil {
+		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBadInput, err)
+	}
+	return res, nil
+}
+
+// Admit runs executor stages 1-3 (resolve, validate, policy) for one candidate. Rejections are
+// results, not errors.
+func (a *Activities) Admit(ctx context.Context, in AdmitInput) (Admission, error) {
+	return Admit(a.Registry, in), nil
+}
+
+// Admit is the pure form of the Admit activity, shared with tools that classify proposals
+// without a worker (for example `airlock parse`).
+//
+// Stage 1 resolve: the name must be a registered tool name exactly (never corrected), the
+// entry active or deprecated, dispatchable and model-visible, and the version the one
+// advertised. Stage 2 validate: strict JSON Schema and, for Go types, strict decode plus
+// validator/v10 rules. Stage 3 policy: the turn's capability scope; confirmation is required
+// unless the registry declares the capability local and read-only.
+func Admit(reg *registry.Registry, in AdmitInput) Admission {
+	c := in.Call
+	rej := func(stage Stage, code, detail string) Admission {
+		return Admission{Stage: stage, Code: code, Detail: detail, RegistryRevision: reg.Revision()}
+	}
+	cap, ok := reg.ByToolName(c.Name)
+	if !ok {
+		return rej(StageResolve, "unknown_capability", fmt.Sprintf("no capability is registered under the tool name %q", c.Name))
+	}
+	ad := Admission{CapabilityID: cap.ID, Version: cap.Version, SideEffect: cap.Airlock.SideEffect, Network: cap.Airlock.Network,
+		Automatic: cap.Automatic(), Timeout: cap.TimeoutDuration(), RegistryRevision: reg.Revision()}
+	reject := func(stage Stage, code, detail string) Admission {
+		ad.Stage, ad.Code, ad.Detail = stage, code, detail
+		ad.Automatic = false
+		return ad
+	}
+	switch {
+	case cap.Status == registry.StatusReserved:
+		return reject(StageResolve, "reserved", cap.Key()+" is reserved: registered but not admitted")
+	case !cap.Flags.Dispatchable || !cap.Airlock.ModelVisible:
+		return reject(StageResolve, "not_dispatchable", cap.Key()+" is not offered to the model")
+	case c.Version != 0 && c.Version != cap.Version:
+		return reject(StageResolve, "version_mismatch", fmt.Sprintf("%s requested at version %d", cap.ID, c.Version))
+	}
+	if _, err := cap.ValidateArguments(c.Arguments); err != nil {
+		var ae *registry.ArgumentError
+		if errors.As(err, &ae) {
+			return reject(StageValidate, ae.Code, ae.Detail)
+		}
+		return reject(StageValidate, "invalid_arguments", err.Error())
+	}
+	if len(in.Scope) > 0 && !slices.Contains(in.Scope, cap.ID) {
+		return reject(StagePolicy, "out_of_scope", cap.ID+" is not in this turn's capability scope")
+	}
+	digest, err := canonical.Digest(c.Arguments)
+	if err != nil {
+		return reject(StageValidate, "schema_mismatch", err.Error())
+	}
+	canon, _ := canonical.Canonicalize(c.Arguments)
+	ad.Admitted = true
+	ad.ArgsDigest = digest
+	ad.Display = fmt.Sprintf("%s %s", c.Name, canon)
+	if cap.Status == registry.StatusDeprecated {
+		ad.Detail = cap.Key() + " is deprecated"
+	}
+	return ad
+}
+
+// ConfirmationID is the deterministic id of the confirmation for one proposal: "cf-" plus 20
+// hex digits of SHA-256(workflow id, run id, seq). Deterministic so an activity retry finds the
+// row the first attempt created instead of minting a second token.
+func ConfirmationID(workflowID, runID string, seq int) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00%d", workflowID, runID, seq)))
+	return "cf-" + hex.EncodeToString(h[:10])
+}
+
+// IssueConfirmation mints a token (crypto/rand), stores its hash with the binding and expiry,
+// and seals the plaintext for approvers. The token is not returned.
+func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (IssueOutput, error) {
+	id := ConfirmationID(in.WorkflowID, in.RunID, in.Seq)
+	plain, hash, err := token.Mint()
+	if err != nil {
+		return IssueOutput{}, err
+	}
+	sealed, err := token.Seal(a.ApproverKey, plain, id)
+	if err != nil {
+		return IssueOutput{}, err
+	}
+	now := a.now()
+	row, err := a.Store.CreateConfirmation(ctx, store.Confirmation{
+		ID: id, TokenHash: hash, SealedToken: sealed, WorkflowID: in.WorkflowID, RunID: in.RunID, Seq: in.Seq,
+		CallID: in.CallID, CapabilityID: in.CapabilityID, Version: in.Version, ArgsDigest: in.ArgsDigest,
+		Arguments: in.Arguments, Display: in.Display, CreatedAt: now, ExpiresAt: now.Add(in.TTL),
+	})
+	if err != nil {
+		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
+	}
+	return IssueOutput{ConfirmationID: row.ID, ExpiresAt: row.ExpiresAt}, nil
+}
+
+// ConsumeConfirmation consumes the presented token atomically (single use: consumed on first
+// use whether or not the rest of the check passes) and checks it against the binding of the
+// proposal the workflow is waiting on. Refusals are results, not errors.
+func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (ConsumeOutput, error) {
+	now := a.now()
+	row, err := a.Store.ConsumeToken(ctx, token.Hash(in.Token), now)
+	switch {
+	case errors.Is(err, store.ErrTokenUnknown):
+		return ConsumeOutput{Refusal: TokenUnknown}, nil
+	case errors.Is(err, store.ErrTokenConsumed):
+		return ConsumeOutput{Refusal: TokenReplayed}, nil
+	case err != nil:
+		return ConsumeOutput{}, fmt.Errorf("consume token for %s: %w", in.ConfirmationID, err)
+	}
+	if row.ID != in.ConfirmationID || row.WorkflowID != in.WorkflowID || row.RunID != in.RunID || row.Seq != in.Seq ||
+		row.CapabilityID != in.CapabilityID || row.Version != in.Version || row.ArgsDigest != in.ArgsDigest {
+		return ConsumeOutput{Refusal: TokenBindingMismatch}, nil
+	}
+	if !now.Before(row.ExpiresAt) {
+		return ConsumeOutput{Refusal: TokenExpired}, nil
+	}
+	return ConsumeOutput{Valid: true}, nil
+}
+
+// Execute is stage 5. Capabilities with a side effect run at most once per proposal: the
+// ledger row is written before the call, so a retry or a new worker after a crash finds it and
+// reports outcome_unknown (or the recorded result) instead of running the effect again.
+// Read-only capabilities skip the ledger and may be retried.
+func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutput, error) {
+	c, ok := a.Registry.ByKey(keyOf(in.CapabilityID, in.Version))
+	if !ok || c.Impl.Invoke == nil {
+		return ExecuteOutput{}, temporal.NewNonRetryableApplicationError("capability "+keyOf(in.CapabilityID, in.Version)+" is not bound in this worker's registry", ErrTypeBadInput, nil)
+	}
+	decoded, err := c.ValidateArguments(in.Arguments) // defense in depth: the registry may have changed since Admit
+	if err != nil {
+		return ExecuteOutput{}, temporal.NewNonRetryableApplicationError("arguments no longer valid: "+err.Error(), ErrTypeBadInput, err)
+	}
+	now := a.now()
+	ledgerKey := fmt.Sprintf("%s/%d", in.WorkflowID, in.Seq)
+	if !c.ReadOnly() {
+		existing, err := a.Store.BeginExecution(ctx, store.Execution{Key: ledgerKey, WorkflowID: in.WorkflowID, Seq: in.Seq,
+			CapabilityID: in.CapabilityID, Version: in.Version, State: store.ExecStarted, StartedAt: now})
+		if err != nil {
+			return ExecuteOutput{}, fmt.Errorf("execution ledger: %w", err)
+		}
+		if existing != nil {
+			if existing.State == store.ExecCompleted || existing.State == store.ExecFailed {
+				var out ExecuteOutput
+				if err := json.Unmarshal(existing.Result, &out); err == nil {
+					return out, nil
+				}
+			}
+			activity.GetLogger(ctx).Warn("effect already started by an earlier attempt; not re-running", "key", ledgerKey)
+			return ExecuteOutput{Outcome: OutcomeUnknown, RetrievedAt: now, Output: registry.Output{
+				Error: "the effect was started by an earlier attempt whose result was lost; it was not run again"}}, nil
+		}
+	}
+	cctx := ctx
+	if d := c.TimeoutDuration(); d > 0 {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	res, invErr := c.Impl.Invoke(cctx, registry.Invocation{Arguments: in.Arguments, Decoded: decoded, WorkflowID: in.WorkflowID,
+		Seq: in.Seq, CallID: in.CallID, Session: in.Session, Now: now})
+	out := ExecuteOutput{Outcome: OutcomeExecuted, Output: res, RetrievedAt: now}
+	if invErr != nil {
+		out.Outcome = OutcomeFailed
+		out.Output.Error = invErr.Error()
+	} else if res.Error != "" {
+		out.Outcome = OutcomeFailed
+	}
+	out.Output.Data = boundData(out.Output.Data)
+	if !c.ReadOnly() {
+		state := store.ExecCompleted
+		if out.Outcome == OutcomeFailed {
+			state = store.ExecFailed
+		}
+		b, _ := json.Marshal(out)
+		if err := a.Store.FinishExecution(ctx, ledgerKey, state, b, a.now()); err != nil {
+			return ExecuteOutput{}, fmt.Errorf("execution ledger: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// MaxResultBytes bounds one capability result in workflow history and model context.
+const MaxResultBytes = 256 << 10
+
+func boundData(d json.RawMessage) json.RawMessage {
+	if len(d) == 0 {
+		return json.RawMessage("null")
+	}
+	if len(d) <= MaxResultBytes {
+		return d
+	}
+	b, _ := json.Marshal(map[string]any{"truncated": true, "bytes": len(d), "prefix": string(d[:MaxResultBytes/2])})
+	return b
+}
+
+// Record is stage 6: append the audit row (idempotent by key), record a confirmation decision
+// and persist context messages to the conversation store, so nothing returned is lost if a
+// later step of the turn fails.
+func (a *Activities) Record(ctx context.Context, in RecordInput) error {
+	now := a.now()
+	if in.Audit != nil {
+		r := in.Audit
+		key := fmt.Sprintf("%s/%d/%s", r.WorkflowID, r.Seq, r.Kind)
+		if r.Kind == AuditConfirmationRefused {
+			key = fmt.Sprintf("%s/%d/%s/%d", r.WorkflowID, r.Seq, r.Kind, r.Attempt)
+		}
+		if _, err := a.Store.AppendAudit(ctx, store.AuditEvent{Key: key, WorkflowID: r.WorkflowID, RunID: r.RunID, Seq: r.Seq,
+			CallID: r.CallID, CapabilityID: r.CapabilityID, Version: r.Version, Outcome: r.Kind, Stage: string(r.Stage),
+			Reason: r.Reason, Detail: r.Detail, ArgsDigest: r.ArgsDigest, Approver: r.Approver, At: now}); err != nil {
+			return fmt.Errorf("audit %s: %w", key, err)
+		}
+	}
+	if d := in.Decision; d != nil {
+		if err := a.Store.DecideConfirmation(ctx, d.ConfirmationID, d.Decision, d.Approver, d.Reason, now); err != nil {
+			return fmt.Errorf("record decision for %s: %w", d.ConfirmationID, err)
+		}
+	}
+	if len(in.Messages) > 0 {
+		entries := make([]store.ContextEntry, 0, len(in.Messages))
+		for i, m := range in.Messages {
+			b, err := json.Marshal(m)
+			if err != nil {
+				return fmt.Errorf("encode context message: %w", err)
+			}
+			entries = append(entries, store.ContextEntry{Conversation: in.Conversation, Key: fmt.Sprintf("%s/%d", in.ContextKey, i),
+				Payload: b, CreatedAt: now})
+		}
+		if err := a.Store.AppendContext(ctx, entries); err != nil {
+			return fmt.Errorf("persist context: %w", err)
+		}
+	}
+	return nil
+}
+
+// FinishTurn persists the TurnResult for `airlock turn show` and the approver page.
+func (a *Activities) FinishTurn(ctx context.Context, in FinishInput) error {
+	if err := a.Store.SaveTurnResult(ctx, in.WorkflowID, in.Conversation, in.Result, a.now()); err != nil {
+		return fmt.Errorf("save turn result: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,231 @@
+package activities
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/inference"
+	"github.com/airlock-dev/airlock/internal/parse"
+	"github.com/airlock-dev/airlock/registry"
+)
+
+// Outcome is the final disposition of one proposal; every outcome is audited exactly once.
+type Outcome string
+
+// Outcomes (DESIGN vocabulary).
+const (
+	OutcomeExecuted        Outcome = "executed"
+	OutcomeRejected        Outcome = "rejected"
+	OutcomeDenied          Outcome = "denied"
+	OutcomeExpired         Outcome = "expired"
+	OutcomeParseFailed     Outcome = "parse_failed"
+	OutcomeBudgetExhausted Outcome = "budget_exhausted"
+	OutcomeCaptured        Outcome = "captured"
+	// OutcomeUnknown: an effect started but its result was lost (a crash mid-execute); it is
+	// reported, never silently re-run.
+	OutcomeUnknown Outcome = "outcome_unknown"
+	// OutcomeFailed: the capability ran and returned an error (reported to the model as data).
+	OutcomeFailed Outcome = "failed"
+)
+
+// Stage is an executor stage name (RFC-0004 six stages).
+type Stage string
+
+// Executor stages.
+const (
+	StageParse    Stage = "parse"
+	StageBudget   Stage = "budget"
+	StageResolve  Stage = "resolve"
+	StageValidate Stage = "validate"
+	StagePolicy   Stage = "policy"
+	StageConfirm  Stage = "confirm"
+	StageExecute  Stage = "execute"
+	StageRecord   Stage = "record"
+)
+
+// AuditKind distinguishes outcome rows from refused confirmation attempts.
+const (
+	AuditConfirmationRefused = "confirmation_refused"
+)
+
+// CatalogRef is what the workflow needs from the catalog advertised for one round: the tool
+// name, the entry it maps to and its per-turn cap (budgets are enforced in workflow code).
+type CatalogRef struct {
+	Name         string `json:"name"`
+	CapabilityID string `json:"capability_id"`
+	Version      int    `json:"version"`
+	PerTurnCap   int    `json:"per_turn_cap"`
+}
+
+// LoadContextInput asks for the durable context of a conversation.
+type LoadContextInput struct {
+	Conversation string `json:"conversation"`
+	// Limit bounds how many stored messages are loaded (the context window is bounded).
+	Limit int `json:"limit"`
+}
+
+// InferInput is one inference round.
+type InferInput struct {
+	WorkflowID string              `json:"workflow_id"`
+	Round      int                 `json:"round"`
+	Model      string              `json:"model,omitempty"`
+	Session    string              `json:"session,omitempty"`
+	Messages   []inference.Message `json:"messages"`
+	// Scope limits the catalog to these capability ids (empty: every model-visible entry).
+	Scope []string `json:"scope,omitempty"`
+}
+
+// InferOutput is the raw provider response plus the catalog refs advertised with it.
+type InferOutput struct {
+	Response inference.Response `json:"response"`
+	Catalog  []CatalogRef       `json:"catalog"`
+	// RegistryRevision is the registry revision the catalog was generated from.
+	RegistryRevision string `json:"registry_revision"`
+}
+
+// ParseInput is one raw response to parse strictly.
+type ParseInput struct {
+	Response inference.Response `json:"response"`
+	Catalog  []CatalogRef       `json:"catalog"`
+}
+
+// AdmitInput is one candidate for stages 1-3.
+type AdmitInput struct {
+	Call  parse.Call `json:"call"`
+	Scope []string   `json:"scope,omitempty"`
+}
+
+// Admission is the result of stages 1-3. When Admitted is false, Stage and Code say where and
+// why the candidate was rejected.
+type Admission struct {
+	Admitted     bool                `json:"admitted"`
+	Stage        Stage               `json:"stage,omitempty"`
+	Code         string              `json:"code,omitempty"`
+	Detail       string              `json:"detail,omitempty"`
+	CapabilityID string              `json:"capability_id,omitempty"`
+	Version      int                 `json:"version,omitempty"`
+	SideEffect   registry.SideEffect `json:"side_effect,omitempty"`
+	Network      registry.Network    `json:"network,omitempty"`
+	// Automatic is true only for local, read-only capabilities.
+	Automatic bool `json:"automatic"`
+	// ArgsDigest is the hex SHA-256 of the canonical arguments (the confirmation binding).
+	ArgsDigest string `json:"args_digest,omitempty"`
+	// Display is the literal, human-readable form of the call shown to approvers.
+	Display          string        `json:"display,omitempty"`
+	Timeout          time.Duration `json:"timeout,omitempty"`
+	RegistryRevision string        `json:"registry_revision,omitempty"`
+}
+
+// Key is "id@version".
+func (a Admission) Key() string { return keyOf(a.CapabilityID, a.Version) }
+
+// IssueInput asks for a confirmation token for one admitted candidate.
+type IssueInput struct {
+	WorkflowID   string          `json:"workflow_id"`
+	RunID        string          `json:"run_id"`
+	Seq          int             `json:"seq"`
+	CallID       string          `json:"call_id"`
+	CapabilityID string          `json:"capability_id"`
+	Version      int             `json:"version"`
+	ArgsDigest   string          `json:"args_digest"`
+	Arguments    json.RawMessage `json:"arguments"`
+	Display      string          `json:"display"`
+	TTL          time.Duration   `json:"ttl"`
+}
+
+// IssueOutput names the confirmation. It never carries the token: the token is sealed for
+// approvers in the store and never enters workflow state or model context.
+type IssueOutput struct {
+	ConfirmationID string    `json:"confirmation_id"`
+	ExpiresAt      time.Time `json:"expires_at"`
+}
+
+// ConsumeInput presents a token for the confirmation the workflow is waiting on, with the
+// binding the workflow expects.
+type ConsumeInput struct {
+	ConfirmationID string `json:"confirmation_id"`
+	Token          string `json:"token"`
+	WorkflowID     string `json:"workflow_id"`
+	RunID          string `json:"run_id"`
+	Seq            int    `json:"seq"`
+	CapabilityID   string `json:"capability_id"`
+	Version        int    `json:"version"`
+	ArgsDigest     string `json:"args_digest"`
+}
+
+// Token refusal codes (audited as confirmation_refused).
+const (
+	TokenUnknown         = "token_unknown"
+	TokenReplayed        = "token_replayed"
+	TokenBindingMismatch = "token_binding_mismatch"
+	TokenExpired         = "token_expired"
+)
+
+// ConsumeOutput says whether the token authorizes the waiting proposal; Refusal is one of the
+// Token* codes when it does not.
+type ConsumeOutput struct {
+	Valid   bool   `json:"valid"`
+	Refusal string `json:"refusal,omitempty"`
+}
+
+// ExecuteInput is stage 5 for one authorized candidate.
+type ExecuteInput struct {
+	WorkflowID   string          `json:"workflow_id"`
+	Seq          int             `json:"seq"`
+	CallID       string          `json:"call_id"`
+	CapabilityID string          `json:"capability_id"`
+	Version      int             `json:"version"`
+	Arguments    json.RawMessage `json:"arguments"`
+	Session      string          `json:"session,omitempty"`
+}
+
+// ExecuteOutput is the capability result. Outcome is executed, failed (the capability reported
+// an error, passed to the model as data) or outcome_unknown (an earlier attempt started the
+// effect and its result was lost: never re-run).
+type ExecuteOutput struct {
+	Outcome     Outcome         `json:"outcome"`
+	Output      registry.Output `json:"output"`
+	RetrievedAt time.Time       `json:"retrieved_at"`
+}
+
+// AuditRecord is one audit row as the workflow describes it.
+type AuditRecord struct {
+	Kind         string `json:"kind"` // an Outcome or AuditConfirmationRefused
+	WorkflowID   string `json:"workflow_id"`
+	RunID        string `json:"run_id"`
+	Seq          int    `json:"seq"`
+	Attempt      int    `json:"attempt,omitempty"`
+	CallID       string `json:"call_id,omitempty"`
+	CapabilityID string `json:"capability_id,omitempty"`
+	Version      int    `json:"version,omitempty"`
+	Stage        Stage  `json:"stage,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+	Detail       string `json:"detail,omitempty"`
+	ArgsDigest   string `json:"args_digest,omitempty"`
+	Approver     string `json:"approver,omitempty"`
+}
+
+// Decision records a confirmation's final decision in the store.
+type Decision struct {
+	ConfirmationID string `json:"confirmation_id"`
+	Decision       string `json:"decision"` // approved | denied | expired
+	Approver       string `json:"approver,omitempty"`
+	Reason         string `json:"reason,omitempty"`
+}
+
+// RecordInput is stage 6: the audit row, the confirmation decision (if any) and the context
+// messages to persist in the conversation store, all idempotent.
+type RecordInput struct {
+	Audit        *AuditRecord        `json:"audit,omitempty"`
+	Decision     *Decision           `json:"decision,omitempty"`
+	Conversation string              `json:"conversation"`
+	ContextKey   string              `json:"context_key,omitempty"`
+	Messages     []inference.Message `json:"messages,omitempty"`
+}
+
+// FinishInput persists the TurnResult.
+type FinishInput struct {
+	WorkflowID   string          `json:"workflow_id"`
+	Conversation string          `json:"conversation"`
+	Result       json.RawMessage `json:"result"`
+}

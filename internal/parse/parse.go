@@ -1,0 +1,516 @@
+package parse
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+)
+
+// Format names the wire format of a raw provider response. The string values of FormatOpenAI
+// and FormatAnthropic are those of internal/inference.Format, so a caller converts with
+// parse.Format(resp.Format); this package does not import internal/inference.
+type Format string
+
+// Response formats Parse understands.
+const (
+	// FormatOpenAI is an OpenAI chat.completion body (choices[0].message; OpenAI, vLLM,
+	// llama.cpp, …) or the Ollama /api/chat body (a top-level message and done_reason).
+	FormatOpenAI Format = "openai"
+	// FormatAnthropic is an Anthropic Messages API message (content blocks, stop_reason).
+	FormatAnthropic Format = "anthropic"
+	// FormatAuto asks Parse to pick the format with DetectFormat.
+	FormatAuto Format = "auto"
+)
+
+// Options carries what the parser needs from the catalog of the request that produced the
+// response. Versions maps a wire tool name to the capability version the catalog advertised
+// for it; a name that is absent gets version 0 (resolve rejects it).
+type Options struct {
+	Versions map[string]int
+}
+
+// NamePattern is the wire-name grammar a call's name must match exactly: 1 to 64 ASCII
+// letters, digits, '_', '-' or '.'. It is OpenAI's function-name grammar plus '.', because a
+// dotted name such as "multi_tool_use.parallel" (case B16) is well-formed and must reach
+// resolve unmodified to be rejected there as unknown. Everything else — control tokens such as
+// "<|channel|>" (case B05), spaces, ':', '/', non-ASCII, the empty name, 65+ bytes — is
+// invalid_name. Names are never trimmed, stripped or case-folded.
+const NamePattern = `^[A-Za-z0-9_.\-]{1,64}$`
+
+var nameRE = regexp.MustCompile(NamePattern)
+
+// ValidName reports whether name matches NamePattern.
+func ValidName(name string) bool { return nameRE.MatchString(name) }
+
+// DetectFormat returns the format of raw from its top-level shape: FormatOpenAI for a body
+// with "choices" or with a top-level "message" object (Ollama), FormatAnthropic for a body
+// with "type":"message" or a "content" array beside "stop_reason"/"role". It returns "" when
+// raw is not a JSON object or matches neither shape; it never returns FormatAuto.
+func DetectFormat(raw []byte) Format {
+	if !json.Valid(raw) {
+		return ""
+	}
+	top, err := decodeObject(raw)
+	if err != nil {
+		return ""
+	}
+	return detect(top)
+}
+
+func detect(top object) Format {
+	if top.has("choices") {
+		return FormatOpenAI
+	}
+	if m, ok := top.get("message"); ok && kindOf(m) == '{' {
+		return FormatOpenAI
+	}
+	if t, ok := top.get("type"); ok {
+		if s, err := unquoteStrict(t); err == nil && s == "message" {
+			return FormatAnthropic
+		}
+	}
+	if c, ok := top.get("content"); ok && kindOf(c) == '[' && (top.has("stop_reason") || top.has("role")) {
+		return FormatAnthropic
+	}
+	return ""
+}
+
+// Parse turns one raw provider response body into a Result: the assistant prose, the finish
+// reason as the provider spelled it, and every proposal in emitted order, each either a
+// candidate (Reason "") or a parse failure with a Reason. It implements strict,
+// non-corrective parsing (DESIGN.md; ../shared/cases/README.md):
+//
+//   - Shapes: OpenAI reads choices[0] only (requests ask for one choice): message.content
+//     (string, null, or an array whose "text" parts are concatenated), message.tool_calls
+//     [{id, type, function{name, arguments}}] and finish_reason; Ollama reads the top-level
+//     message and done_reason; Anthropic reads the content blocks ("text" blocks are the
+//     prose, "tool_use" blocks {id, name, input} the calls, other blocks are neither) and
+//     stop_reason. Keys match exactly (case-sensitive); a repeated key in a call is
+//     invalid_json, in the envelope an error. The call's "type" is not checked.
+//   - raw is read as bytes; values are kept as json.RawMessage, so a candidate's Arguments
+//     (and Raw) are the exact bytes the model emitted: OpenAI's "arguments" string unescaped,
+//     Anthropic's "input" object and Ollama's "arguments" object verbatim. Integers keep every
+//     digit; nothing is re-encoded or compacted.
+//   - OpenAI "arguments" (a string): key absent or null → arguments_missing; "" or whitespace
+//     only → arguments_empty; then the rules of checkArguments (invalid_unicode, invalid_json,
+//     trailing_data, arguments_not_object, duplicate keys → invalid_json). A non-string
+//     "arguments" in the OpenAI shape (an object, as some servers send) is
+//     arguments_not_object: the wire format says string, and accepting an object would mean
+//     trusting a server's re-serialization of what the model emitted. Ollama's /api/chat
+//     documents "arguments" as an object, so in the Ollama shape an object is accepted
+//     verbatim and a string is arguments_not_object (strings are never decoded). Anthropic
+//     "input" likewise: object accepted verbatim; string (case B10), array, number →
+//     arguments_not_object; absent or null → arguments_missing.
+//   - The name must match NamePattern, else invalid_name.
+//   - OpenAI and Anthropic calls need a non-empty id, else missing_call_id. Ollama sends no
+//     ids: a call without one gets the synthetic id "call_<index>".
+//   - Every call that shares its id with another call in the response fails with
+//     duplicate_call_id (cases B08, B27): ids are never renumbered.
+//   - finish_reason "length" (OpenAI), done_reason "length" (Ollama), stop_reason
+//     "max_tokens" or "model_context_window_exceeded" (Anthropic): every call fails with
+//     truncated, whether or not its arguments parse (case B14).
+//   - Precedence for a call with several faults: truncated, duplicate_call_id,
+//     missing_call_id, invalid_name, then the argument reasons.
+//   - With no structured call, prose that looks like a tool call (see detectEmbedded) yields
+//     exactly one failure embedded_tool_call_text with CallID "", the name when obvious and Raw
+//     the whole text (cases B11-B13). With structured calls, text is prose and is ignored
+//     (case B23). Text is never promoted to a call.
+//   - Version is opts.Versions[name] (0 when absent).
+//
+// format FormatAuto (or "") uses DetectFormat. Per-call problems are never errors. The error,
+// always wrapping ErrUnrecognized, is returned only when raw is not a JSON object, names an
+// unknown format, or has no recognizable message in the given format (e.g. no choices, a
+// tool_calls that is not an array, an error body).
+func Parse(format Format, raw []byte, opts Options) (Result, error) {
+	if !json.Valid(raw) {
+		return Result{}, fmt.Errorf("%w: body is not valid JSON", ErrUnrecognized)
+	}
+	top, err := decodeObject(raw)
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: body: %w", ErrUnrecognized, err)
+	}
+	if format == FormatAuto || format == "" {
+		format = detect(top)
+		if format == "" {
+			return Result{}, fmt.Errorf("%w: neither an OpenAI/Ollama nor an Anthropic response", ErrUnrecognized)
+		}
+	}
+	var res Result
+	switch format {
+	case FormatOpenAI:
+		res, err = parseOpenAI(top)
+	case FormatAnthropic:
+		res, err = parseAnthropic(top)
+	default:
+		return Result{}, fmt.Errorf("%w: unknown format %q", ErrUnrecognized, string(format))
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	for i := range res.Calls {
+		res.Calls[i].Version = opts.Versions[res.Calls[i].Name]
+	}
+	return res, nil
+}
+
+// proposal is one call as read from the wire, before the response-wide rules run.
+type proposal struct {
+	call   Call   // Index, CallID, Name, Arguments, Raw; Reason/Detail of its own faults
+	hasID  bool   // a non-empty id was emitted (or synthesized for Ollama)
+	idNote string // why the id is missing, for Detail
+	broken bool   // the call or its function is not a JSON object: invalid_json stands
+}
+
+func unrecognized(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrUnrecognized, fmt.Sprintf(format, args...))
+}
+
+// parseOpenAI reads an OpenAI chat.completion (choices[0]) or an Ollama /api/chat body.
+func parseOpenAI(top object) (Result, error) {
+	var (
+		msgRaw    json.RawMessage
+		finishRaw json.RawMessage
+		ollama    bool
+	)
+	if choices, ok := top.get("choices"); ok && kindOf(choices) != 'n' {
+		var list []json.RawMessage
+		if kindOf(choices) != '[' || json.Unmarshal(choices, &list) != nil || len(list) == 0 {
+			return Result{}, unrecognized("choices is not a non-empty array")
+		}
+		choice, err := decodeObject(list[0])
+		if err != nil {
+			return Result{}, unrecognized("choices[0]: %v", err)
+		}
+		if msgRaw, ok = choice.get("message"); !ok {
+			return Result{}, unrecognized("choices[0] has no message")
+		}
+		finishRaw, _ = choice.get("finish_reason")
+	} else if m, ok := top.get("message"); ok {
+		msgRaw, ollama = m, true
+		finishRaw, _ = top.get("done_reason")
+	} else {
+		return Result{}, unrecognized("no choices and no message")
+	}
+	msg, err := decodeObject(msgRaw)
+	if err != nil {
+		return Result{}, unrecognized("message: %v", err)
+	}
+	finish, err := optString(finishRaw)
+	if err != nil {
+		return Result{}, unrecognized("finish reason: %v", err)
+	}
+	text, err := openAIText(msg)
+	if err != nil {
+		return Result{}, err
+	}
+
+	var props []proposal
+	if tc, ok := msg.get("tool_calls"); ok && kindOf(tc) != 'n' {
+		var list []json.RawMessage
+		if kindOf(tc) != '[' || json.Unmarshal(tc, &list) != nil {
+			return Result{}, unrecognized("message.tool_calls is not an array")
+		}
+		for i, entry := range list {
+			props = append(props, openAICall(i, entry, ollama))
+		}
+	} else if fc, ok := msg.get("function_call"); ok && kindOf(fc) != 'n' {
+		// The deprecated single function_call carries no id. It is surfaced as a parse
+		// failure rather than dropped (never silently lost, never executed).
+		p := openAICall(0, []byte(`{"function":`+string(fc)+`}`), false)
+		p.idNote = "legacy message.function_call has no call id"
+		props = append(props, p)
+	}
+	return finish1(text, finish, finish == "length", props), nil
+}
+
+// openAIText returns message.content: a string, null/absent, or an array of parts whose
+// "text" parts are concatenated (other part types carry no prose and are skipped).
+func openAIText(msg object) (string, error) {
+	c, ok := msg.get("content")
+	if !ok || kindOf(c) == 'n' {
+		return "", nil
+	}
+	switch kindOf(c) {
+	case '"':
+		var s string
+		if err := json.Unmarshal(c, &s); err != nil {
+			return "", unrecognized("message.content: %v", err)
+		}
+		return s, nil
+	case '[':
+		var parts []json.RawMessage
+		if err := json.Unmarshal(c, &parts); err != nil {
+			return "", unrecognized("message.content: %v", err)
+		}
+		var b bytes.Buffer
+		for i, p := range parts {
+			part, err := decodeObject(p)
+			if err != nil {
+				return "", unrecognized("message.content[%d]: %v", i, err)
+			}
+			if t, _ := optStringField(part, "type"); t != "text" {
+				continue
+			}
+			s, err := optStringField(part, "text")
+			if err != nil {
+				return "", unrecognized("message.content[%d].text: %v", i, err)
+			}
+			b.WriteString(s)
+		}
+		return b.String(), nil
+	}
+	return "", unrecognized("message.content is a JSON %s", kindName(c))
+}
+
+// openAICall reads one entry of message.tool_calls.
+func openAICall(i int, entry json.RawMessage, ollama bool) proposal {
+	p := proposal{call: Call{Index: i}}
+	call, err := decodeObject(entry)
+	if err != nil {
+		p.call.Reason, p.call.Detail = ReasonInvalidJSON, "tool call: "+err.Error()
+		p.call.Raw = string(entry)
+		p.broken = true
+		return p
+	}
+	readID(&p, call)
+	if ollama && !p.hasID && p.idNote != idNotString {
+		// Ollama's /api/chat has no call ids: synthesize a deterministic one.
+		p.call.CallID, p.hasID, p.idNote = "call_"+strconv.Itoa(i), true, ""
+	}
+	// Function.
+	var fn object
+	if fnRaw, ok := call.get("function"); ok {
+		if fn, err = decodeObject(fnRaw); err != nil {
+			p.call.Reason, p.call.Detail = ReasonInvalidJSON, "function: "+err.Error()
+			p.call.Raw = string(fnRaw)
+			p.broken = true
+			return p
+		}
+	}
+	nameOK := readName(&p, fn)
+	argRaw, present := fn.get("arguments")
+	var reason Reason
+	var detail string
+	switch {
+	case !present || kindOf(argRaw) == 'n':
+		reason, detail = ReasonArgumentsMissing, "function.arguments is missing"
+	case ollama && kindOf(argRaw) == '{':
+		p.call.Raw = string(argRaw)
+		reason, detail = checkArguments(argRaw)
+	case ollama:
+		p.call.Raw = string(argRaw)
+		reason, detail = ReasonArgumentsNotObject, "Ollama function.arguments is a JSON "+kindName(argRaw)+", not an object (strings are not decoded)"
+	case kindOf(argRaw) != '"':
+		p.call.Raw = string(argRaw)
+		reason, detail = ReasonArgumentsNotObject, "function.arguments is a JSON "+kindName(argRaw)+"; the OpenAI wire format requires a string holding a JSON object"
+	default:
+		s, err := unquoteStrict(argRaw)
+		switch {
+		case errors.Is(err, errInvalidUnicode):
+			p.call.Raw = string(argRaw)
+			reason, detail = ReasonInvalidUnicode, "function.arguments: "+err.Error()
+		case err != nil:
+			p.call.Raw = string(argRaw)
+			reason, detail = ReasonInvalidJSON, "function.arguments: "+err.Error()
+		case isBlank(s):
+			p.call.Raw = s
+			reason, detail = ReasonArgumentsEmpty, "function.arguments is empty or whitespace"
+		default:
+			p.call.Raw = s
+			reason, detail = checkArguments([]byte(s))
+		}
+	}
+	if !nameOK {
+		return p
+	}
+	if reason != "" {
+		p.call.Reason, p.call.Detail = reason, detail
+		return p
+	}
+	p.call.Arguments = json.RawMessage(p.call.Raw)
+	return p
+}
+
+const idNotString = "id is not a valid JSON string"
+
+// readID sets p's call id from obj["id"], or notes why it is missing (absent, null, empty, or
+// not a string).
+func readID(p *proposal, obj object) {
+	idRaw, ok := obj.get("id")
+	if !ok || kindOf(idRaw) == 'n' {
+		p.idNote = "id is missing"
+		return
+	}
+	id, err := unquoteStrict(idRaw)
+	switch {
+	case err != nil:
+		p.idNote = idNotString
+	case id == "":
+		p.idNote = "id is empty"
+	default:
+		p.call.CallID, p.hasID = id, true
+	}
+}
+
+// readName sets p's name from fn["name"] and records invalid_name when it does not match
+// NamePattern. It reports whether the name is valid.
+func readName(p *proposal, fn object) bool {
+	nameRaw, ok := fn.get("name")
+	if !ok || kindOf(nameRaw) == 'n' {
+		p.call.Reason, p.call.Detail = ReasonInvalidName, "name is missing"
+		return false
+	}
+	name, err := unquoteStrict(nameRaw)
+	if err != nil {
+		p.call.Reason, p.call.Detail = ReasonInvalidName, "name is not a valid string: "+err.Error()
+		p.call.Name = string(nameRaw)
+		return false
+	}
+	p.call.Name = name
+	if !ValidName(name) {
+		p.call.Reason, p.call.Detail = ReasonInvalidName, fmt.Sprintf("name %q does not match %s", name, NamePattern)
+		return false
+	}
+	return true
+}
+
+// parseAnthropic reads an Anthropic message: text blocks are the prose, tool_use blocks the
+// calls; other block types (thinking, server tools, …) are neither.
+func parseAnthropic(top object) (Result, error) {
+	if t, ok := top.get("type"); ok {
+		if s, err := unquoteStrict(t); err != nil || s != "message" {
+			return Result{}, unrecognized("type is not \"message\"")
+		}
+	}
+	contentRaw, ok := top.get("content")
+	if !ok || kindOf(contentRaw) != '[' {
+		return Result{}, unrecognized("content is not an array of blocks")
+	}
+	var blocks []json.RawMessage
+	if err := json.Unmarshal(contentRaw, &blocks); err != nil {
+		return Result{}, unrecognized("content: %v", err)
+	}
+	stopRaw, _ := top.get("stop_reason")
+	stop, err := optString(stopRaw)
+	if err != nil {
+		return Result{}, unrecognized("stop_reason: %v", err)
+	}
+	var text bytes.Buffer
+	var props []proposal
+	for bi, braw := range blocks {
+		block, err := decodeObject(braw)
+		if err != nil {
+			return Result{}, unrecognized("content[%d]: %v", bi, err)
+		}
+		typ, _ := optStringField(block, "type")
+		switch typ {
+		case "text":
+			s, err := optStringField(block, "text")
+			if err != nil {
+				return Result{}, unrecognized("content[%d].text: %v", bi, err)
+			}
+			text.WriteString(s)
+		case "tool_use":
+			props = append(props, anthropicCall(len(props), block))
+		}
+	}
+	truncated := stop == "max_tokens" || stop == "model_context_window_exceeded"
+	return finish1(text.String(), stop, truncated, props), nil
+}
+
+// anthropicCall reads one tool_use block.
+func anthropicCall(i int, block object) proposal {
+	p := proposal{call: Call{Index: i}}
+	readID(&p, block)
+	nameOK := readName(&p, block)
+	in, present := block.get("input")
+	var reason Reason
+	var detail string
+	switch {
+	case !present || kindOf(in) == 'n':
+		reason, detail = ReasonArgumentsMissing, "tool_use.input is missing"
+	case kindOf(in) != '{':
+		p.call.Raw = string(in)
+		reason, detail = ReasonArgumentsNotObject, "tool_use.input is a JSON "+kindName(in)+", not an object (strings are not decoded)"
+	default:
+		p.call.Raw = string(in)
+		reason, detail = checkArguments(in)
+	}
+	if !nameOK {
+		return p
+	}
+	if reason != "" {
+		p.call.Reason, p.call.Detail = reason, detail
+		return p
+	}
+	p.call.Arguments = json.RawMessage(p.call.Raw)
+	return p
+}
+
+// finish1 applies the response-wide rules (truncation, duplicate and missing ids, embedded
+// tool-call text) and builds the Result.
+func finish1(text, finish string, truncated bool, props []proposal) Result {
+	res := Result{Text: text, FinishReason: finish}
+	if len(props) == 0 {
+		if name, how, ok := detectEmbedded(text); ok {
+			res.Calls = []Call{{
+				Index:  0,
+				Name:   name,
+				Raw:    text,
+				Reason: ReasonEmbeddedToolCallText,
+				Detail: "tool-call-shaped text in content (" + how + ") with no structured call; text is never promoted to a call",
+			}}
+		}
+		return res
+	}
+	count := make(map[string]int)
+	for _, p := range props {
+		if p.hasID {
+			count[p.call.CallID]++
+		}
+	}
+	res.Calls = make([]Call, len(props))
+	for i, p := range props {
+		c := p.call
+		switch {
+		case truncated:
+			c.Reason, c.Detail = ReasonTruncated, fmt.Sprintf("finish reason %q: output was cut off; every call in the response is rejected", finish)
+		case p.hasID && count[c.CallID] > 1:
+			c.Reason, c.Detail = ReasonDuplicateCallID, fmt.Sprintf("call id %q is used by %d calls", c.CallID, count[c.CallID])
+		case !p.hasID && !p.broken:
+			c.Reason, c.Detail = ReasonMissingCallID, p.idNote
+		}
+		if c.Reason != "" {
+			c.Arguments = nil
+		}
+		res.Calls[i] = c
+	}
+	return res
+}
+
+// optString decodes an optional string value (absent or null → "").
+func optString(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || kindOf(raw) == 'n' {
+		return "", nil
+	}
+	var s string
+	if kindOf(raw) != '"' {
+		return "", fmt.Errorf("a JSON %s, not a string", kindName(raw))
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
+// optStringField decodes obj[key] as an optional string.
+func optStringField(obj object, key string) (string, error) {
+	v, _ := obj.get(key)
+	return optString(v)
+}
+
+// isBlank reports whether s is empty or only whitespace (Unicode white space included).
+func isBlank(s string) bool { return len(bytes.TrimSpace([]byte(s))) == 0 }

@@ -1,0 +1,183 @@
+package workflows
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/airlock-dev/airlock/activities"
+	"github.com/airlock-dev/airlock/internal/inference"
+	"github.com/airlock-dev/airlock/registry"
+)
+
+// TaskQueue is the task queue turn workflows and their activities run on.
+const TaskQueue = "airlock-turns"
+
+// Signal and query names of TurnWorkflow.
+const (
+	// SignalConfirmation carries a ConfirmationSignal.
+	SignalConfirmation = "confirmation"
+	// QueryPending returns []PendingConfirmation (never tokens).
+	QueryPending = "pending"
+	// QueryTranscript returns []inference.Message (the turn's context so far).
+	QueryTranscript = "transcript"
+)
+
+// Search attributes operators filter turns by (registered at dev-server start).
+var (
+	AttrConversation = temporal.NewSearchAttributeKeyKeyword("AirlockConversation")
+	AttrPrincipal    = temporal.NewSearchAttributeKeyKeyword("AirlockPrincipal")
+	AttrStatus       = temporal.NewSearchAttributeKeyKeyword("AirlockStatus")
+	AttrPending      = temporal.NewSearchAttributeKeyInt64("AirlockPendingConfirmations")
+)
+
+// SearchAttributes lists every search attribute with its type, for registration.
+func SearchAttributes() map[string]string {
+	return map[string]string{
+		AttrConversation.GetName(): "Keyword",
+		AttrPrincipal.GetName():    "Keyword",
+		AttrStatus.GetName():       "Keyword",
+		AttrPending.GetName():      "Int",
+	}
+}
+
+// Turn statuses (AirlockStatus and TurnResult.Status).
+const (
+	StatusRunning              = "running"
+	StatusAwaitingConfirmation = "awaiting-confirmation"
+	StatusCompleted            = "completed"
+	StatusFailed               = "failed"
+)
+
+// TurnWorkflowID is the workflow id of turn seq of a conversation: "turn/<conversation>/<seq>".
+func TurnWorkflowID(conversation string, seq int) string {
+	return fmt.Sprintf("turn/%s/%d", conversation, seq)
+}
+
+// Defaults applied when a TurnRequest leaves a limit at zero.
+const (
+	DefaultMaxRounds       = 8
+	DefaultMaxCalls        = 16
+	DefaultConfirmationTTL = 5 * time.Minute
+	DefaultContextLimit    = 200
+)
+
+// TurnRequest starts one turn.
+type TurnRequest struct {
+	Conversation string `json:"conversation"`
+	Principal    string `json:"principal,omitempty"`
+	Message      string `json:"message"`
+	// SystemPrompt, when set, opens the context of a conversation's first turn.
+	SystemPrompt string `json:"system_prompt,omitempty"`
+	// Session names a recorded session to replay (served by the replay provider and replay
+	// capabilities); empty for a live model.
+	Session string `json:"session,omitempty"`
+	Model   string `json:"model,omitempty"`
+	// MaxRounds caps inference rounds (default 8); MaxCalls is the per-turn capability call
+	// budget (default 16), enforced independently of each capability's registry cap.
+	MaxRounds int `json:"max_rounds,omitempty"`
+	MaxCalls  int `json:"max_calls,omitempty"`
+	// ConfirmationTTL is how long a confirmation token stays valid (default 5 minutes).
+	ConfirmationTTL time.Duration `json:"confirmation_ttl,omitempty"`
+	// Scope, when non-empty, limits the catalog and policy to these capability ids.
+	Scope []string `json:"scope,omitempty"`
+	// ContextLimit bounds the stored messages loaded into context (default 200).
+	ContextLimit int `json:"context_limit,omitempty"`
+	// StopOnDivergence ends the turn after a round in which Airlock decided differently from a
+	// recorded session (anything but executed): the recording's later steps assume otherwise.
+	StopOnDivergence bool `json:"stop_on_divergence,omitempty"`
+}
+
+func (r *TurnRequest) applyDefaults() {
+	if r.MaxRounds <= 0 {
+		r.MaxRounds = DefaultMaxRounds
+	}
+	if r.MaxCalls <= 0 {
+		r.MaxCalls = DefaultMaxCalls
+	}
+	if r.ConfirmationTTL <= 0 {
+		r.ConfirmationTTL = DefaultConfirmationTTL
+	}
+	if r.ContextLimit <= 0 {
+		r.ContextLimit = DefaultContextLimit
+	}
+}
+
+// Decisions an approver may send.
+const (
+	DecisionApprove = "approve"
+	DecisionDeny    = "deny"
+)
+
+// ConfirmationSignal is the payload of SignalConfirmation.
+type ConfirmationSignal struct {
+	ConfirmationID string `json:"confirmation_id"`
+	Decision       string `json:"decision"`
+	Token          string `json:"token"`
+	Approver       string `json:"approver"`
+	Reason         string `json:"reason,omitempty"`
+}
+
+// PendingConfirmation is one decision waiting for a human, as the pending query returns it.
+type PendingConfirmation struct {
+	ConfirmationID string          `json:"confirmation_id"`
+	WorkflowID     string          `json:"workflow_id"`
+	Seq            int             `json:"seq"`
+	CallID         string          `json:"call_id"`
+	ToolName       string          `json:"tool_name"`
+	CapabilityID   string          `json:"capability_id"`
+	Version        int             `json:"version"`
+	Arguments      json.RawMessage `json:"arguments"`
+	Display        string          `json:"display"`
+	ArgsDigest     string          `json:"args_digest"`
+	ExpiresAt      time.Time       `json:"expires_at"`
+}
+
+// ProposalOutcome is what happened to one proposal.
+type ProposalOutcome struct {
+	Seq            int                `json:"seq"`
+	Round          int                `json:"round"`
+	CallID         string             `json:"call_id,omitempty"`
+	Name           string             `json:"name"`
+	CapabilityID   string             `json:"capability_id,omitempty"`
+	Version        int                `json:"version,omitempty"`
+	Arguments      json.RawMessage    `json:"arguments,omitempty"`
+	Outcome        activities.Outcome `json:"outcome"`
+	Stage          activities.Stage   `json:"stage,omitempty"`
+	Reason         string             `json:"reason,omitempty"`
+	Detail         string             `json:"detail,omitempty"`
+	ConfirmationID string             `json:"confirmation_id,omitempty"`
+	Approver       string             `json:"approver,omitempty"`
+}
+
+// CapabilityResult is one executed capability's structured result.
+type CapabilityResult struct {
+	Seq          int             `json:"seq"`
+	CapabilityID string          `json:"capability_id"`
+	Version      int             `json:"version"`
+	Data         json.RawMessage `json:"data"`
+	SourceURL    string          `json:"source_url,omitempty"`
+	Error        string          `json:"error,omitempty"`
+	RetrievedAt  time.Time       `json:"retrieved_at"`
+}
+
+// TurnResult is what a turn returns: the model's prose, citations, structured results and
+// every proposal's outcome.
+type TurnResult struct {
+	WorkflowID string `json:"workflow_id"`
+	Status     string `json:"status"`
+	// EndReason says why the loop stopped: answered, max_rounds, session_ended, diverged.
+	EndReason string              `json:"end_reason"`
+	Prose     string              `json:"prose"`
+	Citations []registry.Citation `json:"citations"`
+	Results   []CapabilityResult  `json:"results"`
+	Outcomes  []ProposalOutcome   `json:"outcomes"`
+	Rounds    int                 `json:"rounds"`
+	Usage     inference.Usage     `json:"usage"`
+}
+
+type registryCitation = registry.Citation
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

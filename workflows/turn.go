@@ -1,0 +1,398 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/airlock-dev/airlock/activities"
+	"github.com/airlock-dev/airlock/internal/inference"
+	"github.com/airlock-dev/airlock/internal/parse"
+)
+
+// a is the nil activity struct the workflow refers to activities through.
+var a *activities.Activities
+
+// TurnWorkflow runs one conversation turn. It returns the TurnResult; it fails only when
+// inference fails for good (results already returned stay in the conversation store).
+func TurnWorkflow(ctx workflow.Context, req TurnRequest) (TurnResult, error) {
+	req.applyDefaults()
+	info := workflow.GetInfo(ctx)
+	t := &turn{
+		req:        req,
+		workflowID: info.WorkflowExecution.ID,
+		runID:      info.WorkflowExecution.RunID,
+		perCap:     map[string]int{},
+		denied:     map[string]bool{},
+		catalog:    map[string]activities.CatalogRef{},
+	}
+	t.result.WorkflowID = t.workflowID
+	t.result.Citations = []registryCitation{}
+	t.result.Results = []CapabilityResult{}
+	t.result.Outcomes = []ProposalOutcome{}
+	if err := t.setup(ctx); err != nil {
+		return t.result, err
+	}
+	return t.run(ctx)
+}
+
+// turn is the state of one TurnWorkflow run.
+type turn struct {
+	req               TurnRequest
+	workflowID, runID string
+	messages          []inference.Message
+	pending           []PendingConfirmation
+	result            TurnResult
+	catalog           map[string]activities.CatalogRef
+	seq               int
+	calls             int
+	perCap            map[string]int
+	denied            map[string]bool
+	refusals          int
+	sigCh             workflow.ReceiveChannel
+}
+
+func (t *turn) setup(ctx workflow.Context) error {
+	t.sigCh = workflow.GetSignalChannel(ctx, SignalConfirmation)
+	if err := workflow.SetQueryHandler(ctx, QueryPending, func() ([]PendingConfirmation, error) {
+		out := make([]PendingConfirmation, len(t.pending))
+		copy(out, t.pending)
+		return out, nil
+	}); err != nil {
+		return fmt.Errorf("register %s query: %w", QueryPending, err)
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryTranscript, func() ([]inference.Message, error) {
+		return t.messages, nil
+	}); err != nil {
+		return fmt.Errorf("register %s query: %w", QueryTranscript, err)
+	}
+	return nil
+}
+
+func localCtx(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 15 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2,
+			MaximumInterval: 5 * time.Second, MaximumAttempts: 10,
+			NonRetryableErrorTypes: []string{activities.ErrTypeBadInput}},
+		Summary: summary,
+	})
+}
+
+func (t *turn) setStatus(ctx workflow.Context, status string) {
+	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrStatus.ValueSet(status), AttrPending.ValueSet(int64(len(t.pending))))
+}
+
+// record runs stage 6 and appends msgs to the in-memory context.
+func (t *turn) record(ctx workflow.Context, audit *activities.AuditRecord, decision *activities.Decision, key string, msgs ...inference.Message) error {
+	t.messages = append(t.messages, msgs...)
+	in := activities.RecordInput{Audit: audit, Decision: decision, Conversation: t.req.Conversation, ContextKey: key, Messages: msgs}
+	summary := "record"
+	if audit != nil {
+		summary = fmt.Sprintf("record %s #%d", audit.Kind, audit.Seq)
+	}
+	return workflow.ExecuteLocalActivity(localCtx(ctx, summary), a.Record, in).Get(ctx, nil)
+}
+
+func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
+	req := t.req
+	t.setStatus(ctx, StatusRunning)
+	var stored []inference.Message
+	if err := workflow.ExecuteLocalActivity(localCtx(ctx, "load context"), a.LoadContext,
+		activities.LoadContextInput{Conversation: req.Conversation, Limit: req.ContextLimit}).Get(ctx, &stored); err != nil {
+		return t.fail(ctx, fmt.Errorf("load context: %w", err))
+	}
+	t.messages = stored
+	var opening []inference.Message
+	if len(stored) == 0 && req.SystemPrompt != "" {
+		opening = append(opening, inference.Message{Role: inference.RoleSystem, Content: req.SystemPrompt})
+	}
+	opening = append(opening, inference.Message{Role: inference.RoleUser, Content: req.Message})
+	if err := t.record(ctx, nil, nil, t.workflowID+"/input", opening...); err != nil {
+		return t.fail(ctx, err)
+	}
+
+	for round := 1; round <= req.MaxRounds; round++ {
+		t.result.Rounds = round
+		var inf activities.InferOutput
+		ictx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: 3 * time.Minute,
+			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
+				MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrTypeSessionExhausted, activities.ErrTypeProviderRejected, activities.ErrTypeBadInput}},
+			Summary: fmt.Sprintf("infer round %d", round),
+		})
+		err := workflow.ExecuteActivity(ictx, a.Infer, activities.InferInput{WorkflowID: t.workflowID, Round: round, Model: req.Model,
+			Session: req.Session, Messages: t.messages, Scope: req.Scope}).Get(ctx, &inf)
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeSessionExhausted {
+			return t.finish(ctx, "session_ended")
+		}
+		if err != nil {
+			return t.fail(ctx, fmt.Errorf("inference round %d: %w", round, err))
+		}
+		t.catalog = map[string]activities.CatalogRef{}
+		for _, c := range inf.Catalog {
+			t.catalog[c.Name] = c
+		}
+		t.result.Usage.InputTokens += inf.Response.Usage.InputTokens
+		t.result.Usage.OutputTokens += inf.Response.Usage.OutputTokens
+
+		var parsed parse.Result
+		if err := workflow.ExecuteLocalActivity(localCtx(ctx, fmt.Sprintf("parse round %d", round)), a.Parse,
+			activities.ParseInput{Response: inf.Response, Catalog: inf.Catalog}).Get(ctx, &parsed); err != nil {
+			return t.fail(ctx, fmt.Errorf("parse round %d: %w", round, err))
+		}
+		assistant := inference.Message{Role: inference.RoleAssistant, Content: parsed.Text}
+		for _, c := range parsed.Calls {
+			if c.CallID == "" {
+				continue
+			}
+			args := string(c.Arguments)
+			if !c.Candidate() {
+				args = c.Raw
+			}
+			assistant.ToolCalls = append(assistant.ToolCalls, inference.ToolCall{ID: c.CallID, Name: c.Name, Arguments: args})
+		}
+		if err := t.record(ctx, nil, nil, fmt.Sprintf("%s/r%d/assistant", t.workflowID, round), assistant); err != nil {
+			return t.fail(ctx, err)
+		}
+		t.result.Prose = parsed.Text
+		if len(parsed.Calls) == 0 {
+			return t.finish(ctx, "answered")
+		}
+		diverged := false
+		for _, call := range parsed.Calls {
+			po, err := t.handle(ctx, round, call)
+			if err != nil {
+				return t.fail(ctx, err)
+			}
+			t.result.Outcomes = append(t.result.Outcomes, po)
+			if po.Outcome != activities.OutcomeExecuted {
+				diverged = true
+			}
+		}
+		if req.StopOnDivergence && diverged {
+			return t.finish(ctx, "diverged")
+		}
+	}
+	return t.finish(ctx, "max_rounds")
+}
+
+// handle takes one proposal through budgets and the executor stages and records its outcome.
+func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (ProposalOutcome, error) {
+	t.seq++
+	po := ProposalOutcome{Seq: t.seq, Round: round, CallID: call.CallID, Name: call.Name, Arguments: call.Arguments}
+	audit := &activities.AuditRecord{WorkflowID: t.workflowID, RunID: t.runID, Seq: t.seq, CallID: call.CallID}
+	env := activities.Envelope{CallID: call.CallID}
+
+	verdict := func(o activities.Outcome, stage activities.Stage, reason, detail string, decision *activities.Decision) (ProposalOutcome, error) {
+		po.Outcome, po.Stage, po.Reason, po.Detail = o, stage, reason, detail
+		audit.Kind, audit.Stage, audit.Reason, audit.Detail = string(o), stage, reason, detail
+		audit.CapabilityID, audit.Version, audit.Approver = po.CapabilityID, po.Version, po.Approver
+		env.Outcome, env.Stage, env.Reason, env.Detail = o, stage, reason, detail
+		env.Capability, env.Version = po.CapabilityID, po.Version
+		return po, t.record(ctx, audit, decision, fmt.Sprintf("%s/p%d", t.workflowID, t.seq), t.resultMessage(call, env))
+	}
+
+	if !call.Candidate() {
+		return verdict(activities.OutcomeParseFailed, activities.StageParse, string(call.Reason), call.Detail, nil)
+	}
+	// Budgets, each on its own: the per-turn cap (turn config) and the per-capability cap
+	// (registry). Exhaustion is surfaced to the model, never dropped.
+	ref, known := t.catalog[call.Name]
+	if t.calls >= t.req.MaxCalls {
+		return verdict(activities.OutcomeBudgetExhausted, activities.StageBudget, "turn_budget",
+			fmt.Sprintf("this turn may make at most %d capability calls", t.req.MaxCalls), nil)
+	}
+	if known {
+		k := fmt.Sprintf("%s@%d", ref.CapabilityID, ref.Version)
+		if t.perCap[k] >= ref.PerTurnCap {
+			po.CapabilityID, po.Version = ref.CapabilityID, ref.Version
+			return verdict(activities.OutcomeBudgetExhausted, activities.StageBudget, "capability_budget",
+				fmt.Sprintf("%s may be called at most %d times a turn", k, ref.PerTurnCap), nil)
+		}
+		t.perCap[k]++
+	}
+	t.calls++
+
+	var adm activities.Admission
+	if err := workflow.ExecuteLocalActivity(localCtx(ctx, "admit "+call.Name), a.Admit,
+		activities.AdmitInput{Call: call, Scope: t.req.Scope}).Get(ctx, &adm); err != nil {
+		return po, fmt.Errorf("admit #%d: %w", t.seq, err)
+	}
+	po.CapabilityID, po.Version = adm.CapabilityID, adm.Version
+	audit.ArgsDigest = adm.ArgsDigest
+	if !adm.Admitted {
+		return verdict(activities.OutcomeRejected, adm.Stage, adm.Code, adm.Detail, nil)
+	}
+
+	var decision *activities.Decision
+	if !adm.Automatic {
+		deniedKey := adm.Key() + "/" + adm.ArgsDigest
+		if t.denied[deniedKey] {
+			return verdict(activities.OutcomeDenied, activities.StageConfirm, "denied_earlier_in_turn",
+				"an identical call was denied earlier in this turn; it is not asked again", nil)
+		}
+		var iss activities.IssueOutput
+		if err := workflow.ExecuteLocalActivity(localCtx(ctx, "issue confirmation "+adm.Key()), a.IssueConfirmation, activities.IssueInput{
+			WorkflowID: t.workflowID, RunID: t.runID, Seq: t.seq, CallID: call.CallID, CapabilityID: adm.CapabilityID,
+			Version: adm.Version, ArgsDigest: adm.ArgsDigest, Arguments: call.Arguments, Display: adm.Display, TTL: t.req.ConfirmationTTL,
+		}).Get(ctx, &iss); err != nil {
+			return po, fmt.Errorf("issue confirmation #%d: %w", t.seq, err)
+		}
+		po.ConfirmationID = iss.ConfirmationID
+		p := PendingConfirmation{ConfirmationID: iss.ConfirmationID, WorkflowID: t.workflowID, Seq: t.seq, CallID: call.CallID,
+			ToolName: call.Name, CapabilityID: adm.CapabilityID, Version: adm.Version, Arguments: call.Arguments,
+			Display: adm.Display, ArgsDigest: adm.ArgsDigest, ExpiresAt: iss.ExpiresAt}
+		sig, expired, err := t.await(ctx, p, adm)
+		if err != nil {
+			return po, err
+		}
+		switch {
+		case expired:
+			return verdict(activities.OutcomeExpired, activities.StageConfirm, "confirmation_expired",
+				fmt.Sprintf("no decision within %s; the call was not run and will not be retried", t.req.ConfirmationTTL),
+				&activities.Decision{ConfirmationID: p.ConfirmationID, Decision: "expired"})
+		case sig.Decision == DecisionDeny:
+			t.denied[deniedKey] = true
+			po.Approver = sig.Approver
+			return verdict(activities.OutcomeDenied, activities.StageConfirm, "denied_by_approver", sig.Reason,
+				&activities.Decision{ConfirmationID: p.ConfirmationID, Decision: "denied", Approver: sig.Approver, Reason: sig.Reason})
+		}
+		po.Approver = sig.Approver
+		decision = &activities.Decision{ConfirmationID: p.ConfirmationID, Decision: "approved", Approver: sig.Approver}
+	}
+
+	// Stage 5. Local read-only capabilities run as local activities (no server round trip);
+	// external or effectful ones as regular activities with a durable result.
+	in := activities.ExecuteInput{WorkflowID: t.workflowID, Seq: t.seq, CallID: call.CallID, CapabilityID: adm.CapabilityID,
+		Version: adm.Version, Arguments: call.Arguments, Session: t.req.Session}
+	summary := "execute " + adm.Key()
+	retry := &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second,
+		MaximumAttempts: 3, NonRetryableErrorTypes: []string{activities.ErrTypeBadInput}}
+	var out activities.ExecuteOutput
+	var err error
+	if adm.Automatic {
+		err = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			StartToCloseTimeout: adm.Timeout + 5*time.Second, RetryPolicy: retry, Summary: summary}), a.Execute, in).Get(ctx, &out)
+	} else {
+		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: adm.Timeout + 5*time.Second, RetryPolicy: retry, Summary: summary}), a.Execute, in).Get(ctx, &out)
+	}
+	if err != nil {
+		out = activities.ExecuteOutput{Outcome: activities.OutcomeFailed}
+		out.Output.Error = err.Error()
+	}
+	retrieved := out.RetrievedAt
+	env.Trust = "untrusted"
+	env.RetrievedAt = &retrieved
+	env.SourceURL = out.Output.SourceURL
+	env.Data = out.Output.Data
+	env.Error = out.Output.Error
+	if out.Outcome == activities.OutcomeExecuted || out.Outcome == activities.OutcomeFailed {
+		t.result.Results = append(t.result.Results, CapabilityResult{Seq: t.seq, CapabilityID: adm.CapabilityID, Version: adm.Version,
+			Data: out.Output.Data, SourceURL: out.Output.SourceURL, Error: out.Output.Error, RetrievedAt: out.RetrievedAt})
+	}
+	if out.Output.Citation != nil {
+		t.result.Citations = append(t.result.Citations, *out.Output.Citation)
+	}
+	detail := out.Output.Error
+	return verdict(out.Outcome, activities.StageExecute, "", detail, decision)
+}
+
+// await waits for a valid decision on p or its expiry. Bad, replayed, cross-proposal and
+// late tokens are refused and audited, and the proposal keeps waiting.
+func (t *turn) await(ctx workflow.Context, p PendingConfirmation, adm activities.Admission) (ConfirmationSignal, bool, error) {
+	t.pending = append(t.pending, p)
+	t.setStatus(ctx, StatusAwaitingConfirmation)
+	defer func() {
+		t.pending = t.pending[:0]
+		t.setStatus(ctx, StatusRunning)
+	}()
+	tctx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	timer := workflow.NewTimerWithOptions(tctx, t.req.ConfirmationTTL, workflow.TimerOptions{Summary: "confirmation " + p.ConfirmationID + " expires"})
+	for {
+		var sig ConfirmationSignal
+		fired := false
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(t.sigCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &sig) })
+		sel.AddFuture(timer, func(workflow.Future) { fired = true })
+		sel.Select(ctx)
+		if fired {
+			return sig, true, nil
+		}
+		refuse := func(code, detail string) error {
+			t.refusals++
+			return t.record(ctx, &activities.AuditRecord{Kind: activities.AuditConfirmationRefused, WorkflowID: t.workflowID, RunID: t.runID,
+				Seq: p.Seq, Attempt: t.refusals, CallID: p.CallID, CapabilityID: p.CapabilityID, Version: p.Version,
+				Stage: activities.StageConfirm, Reason: code, Detail: detail, ArgsDigest: p.ArgsDigest, Approver: sig.Approver}, nil, "")
+		}
+		if sig.ConfirmationID != p.ConfirmationID {
+			if err := refuse("not_pending", fmt.Sprintf("confirmation %q is not pending in this turn", sig.ConfirmationID)); err != nil {
+				return sig, false, err
+			}
+			continue
+		}
+		if sig.Decision != DecisionApprove && sig.Decision != DecisionDeny {
+			if err := refuse("bad_decision", fmt.Sprintf("decision %q is not approve or deny", sig.Decision)); err != nil {
+				return sig, false, err
+			}
+			continue
+		}
+		var cons activities.ConsumeOutput
+		if err := workflow.ExecuteLocalActivity(localCtx(ctx, "consume confirmation "+p.ConfirmationID), a.ConsumeConfirmation, activities.ConsumeInput{
+			ConfirmationID: p.ConfirmationID, Token: sig.Token, WorkflowID: t.workflowID, RunID: t.runID, Seq: p.Seq,
+			CapabilityID: adm.CapabilityID, Version: adm.Version, ArgsDigest: adm.ArgsDigest,
+		}).Get(ctx, &cons); err != nil {
+			return sig, false, fmt.Errorf("consume confirmation %s: %w", p.ConfirmationID, err)
+		}
+		if !cons.Valid {
+			if err := refuse(cons.Refusal, "the presented token does not authorize this proposal"); err != nil {
+				return sig, false, err
+			}
+			continue
+		}
+		return sig, false, nil
+	}
+}
+
+// resultMessage is the context message for a proposal's outcome: a tool message when the call
+// has an id, else an Airlock note (tool-call-shaped text has no id to answer).
+func (t *turn) resultMessage(call parse.Call, env activities.Envelope) inference.Message {
+	if call.CallID == "" {
+		return inference.Message{Role: inference.RoleSystem, Content: "airlock: " + env.String()}
+	}
+	return inference.Message{Role: inference.RoleTool, ToolCallID: call.CallID, Content: env.String()}
+}
+
+func (t *turn) finish(ctx workflow.Context, reason string) (TurnResult, error) {
+	t.result.Status = StatusCompleted
+	t.result.EndReason = reason
+	t.setStatus(ctx, StatusCompleted)
+	t.save(ctx)
+	return t.result, nil
+}
+
+func (t *turn) fail(ctx workflow.Context, err error) (TurnResult, error) {
+	t.result.Status = StatusFailed
+	t.result.EndReason = "error: " + err.Error()
+	t.setStatus(ctx, StatusFailed)
+	t.save(ctx)
+	return t.result, err
+}
+
+func (t *turn) save(ctx workflow.Context) {
+	b, err := jsonMarshal(t.result)
+	if err != nil {
+		workflow.GetLogger(ctx).Error("encode turn result", "error", err)
+		return
+	}
+	if err := workflow.ExecuteLocalActivity(localCtx(ctx, "finish turn"), a.FinishTurn,
+		activities.FinishInput{WorkflowID: t.workflowID, Conversation: t.req.Conversation, Result: b}).Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Error("save turn result", "error", err)
+	}
+}
