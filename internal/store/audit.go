@@ -1,0 +1,123 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// AuditEvent is one row of the append-only audit log: one row per outcome of
+// a proposal (executed, rejected, denied, expired, parse_failed,
+// budget_exhausted, captured) or other audited step.
+//
+// Key is the row's idempotency key, chosen by the caller from the event's
+// deterministic identity (for example workflow id / proposal seq / stage), so
+// that an activity retry or a workflow replay that records the same outcome
+// again writes nothing. ID is assigned by the store in insertion order and is
+// ignored by AppendAudit. At is stored in UTC truncated to microseconds; a
+// zero At is recorded as the current time.
+type AuditEvent struct {
+	ID           int64
+	Key          string
+	WorkflowID   string
+	RunID        string
+	Seq          int
+	CallID       string
+	CapabilityID string
+	Version      int
+	Outcome      string
+	Stage        string
+	Reason       string
+	Detail       string
+	ArgsDigest   string
+	Approver     string
+	At           time.Time
+}
+
+type auditRow struct {
+	ID           int64  `db:"id"`
+	Key          string `db:"event_key"`
+	WorkflowID   string `db:"workflow_id"`
+	RunID        string `db:"run_id"`
+	Seq          int    `db:"seq"`
+	CallID       string `db:"call_id"`
+	CapabilityID string `db:"capability_id"`
+	Version      int    `db:"version"`
+	Outcome      string `db:"outcome"`
+	Stage        string `db:"stage"`
+	Reason       string `db:"reason"`
+	Detail       string `db:"detail"`
+	ArgsDigest   string `db:"args_digest"`
+	Approver     string `db:"approver"`
+	At           dbTime `db:"at"`
+}
+
+func (r auditRow) event() AuditEvent {
+	return AuditEvent{
+		ID: r.ID, Key: r.Key, WorkflowID: r.WorkflowID, RunID: r.RunID, Seq: r.Seq,
+		CallID: r.CallID, CapabilityID: r.CapabilityID, Version: r.Version,
+		Outcome: r.Outcome, Stage: r.Stage, Reason: r.Reason, Detail: r.Detail,
+		ArgsDigest: r.ArgsDigest, Approver: r.Approver, At: r.At.Time,
+	}
+}
+
+const auditCols = `id, event_key, workflow_id, run_id, seq, call_id, capability_id, version,
+	outcome, stage, reason, detail, args_digest, approver, at`
+
+// AppendAudit appends e to the audit log unless a row with e.Key already
+// exists (INSERT … ON CONFLICT (event_key) DO NOTHING). inserted reports
+// whether this call wrote the row; false means the event was already recorded
+// (by an earlier attempt or a replay) and the existing row is left unchanged.
+// e.Key and e.Outcome are required; e.ID is ignored.
+func (s *Store) AppendAudit(ctx context.Context, e AuditEvent) (inserted bool, err error) {
+	if e.Key == "" {
+		return false, errors.New("store: audit event needs a Key (its idempotency key)")
+	}
+	if e.Outcome == "" {
+		return false, fmt.Errorf("store: audit event %q needs an Outcome", e.Key)
+	}
+	res, err := s.db.ExecContext(ctx, s.q(`INSERT INTO audit_events
+		(event_key, workflow_id, run_id, seq, call_id, capability_id, version,
+		 outcome, stage, reason, detail, args_digest, approver, at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (event_key) DO NOTHING`),
+		e.Key, e.WorkflowID, e.RunID, e.Seq, e.CallID, e.CapabilityID, e.Version,
+		e.Outcome, e.Stage, e.Reason, e.Detail, e.ArgsDigest, e.Approver, tsArg(orNow(e.At)))
+	if err != nil {
+		return false, fmt.Errorf("store: append audit event %q: %w", e.Key, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("store: append audit event %q: %w", e.Key, err)
+	}
+	return n == 1, nil
+}
+
+// auditListLimit bounds ListAudit("").
+const auditListLimit = 1000
+
+// ListAudit returns the audit events of one workflow, ordered by ID
+// (insertion order). With workflowID "" it returns the most recent 1000 events
+// of all workflows, still oldest first. No events is an empty slice, not an
+// error.
+func (s *Store) ListAudit(ctx context.Context, workflowID string) ([]AuditEvent, error) {
+	var rows []auditRow
+	var err error
+	if workflowID == "" {
+		err = s.db.SelectContext(ctx, &rows, s.q(`SELECT `+auditCols+` FROM (
+			SELECT `+auditCols+` FROM audit_events ORDER BY id DESC LIMIT ?
+		) recent ORDER BY id`), auditListLimit)
+	} else {
+		err = s.db.SelectContext(ctx, &rows, s.q(`SELECT `+auditCols+` FROM audit_events
+			WHERE workflow_id = ? ORDER BY id`), workflowID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: list audit events of %q: %w", workflowID, err)
+	}
+	out := make([]AuditEvent, len(rows))
+	for i, r := range rows {
+		out[i] = r.event()
+	}
+	return out, nil
+}

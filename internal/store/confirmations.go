@@ -1,0 +1,224 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Decisions recorded by DecideConfirmation.
+const (
+	// DecisionApproved: an approver approved the proposal with a valid token.
+	DecisionApproved = "approved"
+	// DecisionDenied: an approver denied the proposal.
+	DecisionDenied = "denied"
+	// DecisionExpired: the token's time ran out before a decision.
+	DecisionExpired = "expired"
+)
+
+// Confirmation is a pending or decided human decision on one candidate.
+//
+// Only the hash of the confirmation token is stored (TokenHash, unique), plus
+// SealedToken, a copy encrypted for approvers; the plaintext token never
+// reaches the database. The binding fields — WorkflowID, RunID, Seq, CallID,
+// CapabilityID, Version, ArgsDigest — are exactly what the token authorizes;
+// Arguments and Display are what the approver is shown. ConsumedAt is set
+// once, by the first ConsumeToken; Decision ("" while pending, then approved,
+// denied or expired), Approver, Reason and DecidedAt are set once, by
+// DecideConfirmation. All times are UTC, truncated to microseconds.
+type Confirmation struct {
+	ID           string
+	TokenHash    []byte
+	SealedToken  []byte
+	WorkflowID   string
+	RunID        string
+	Seq          int
+	CallID       string
+	CapabilityID string
+	Version      int
+	ArgsDigest   string
+	Arguments    json.RawMessage
+	Display      string
+	CreatedAt    time.Time
+	ExpiresAt    time.Time
+	ConsumedAt   *time.Time
+	Decision     string
+	Approver     string
+	Reason       string
+	DecidedAt    *time.Time
+}
+
+type confirmationRow struct {
+	ID           string `db:"id"`
+	TokenHash    []byte `db:"token_hash"`
+	SealedToken  []byte `db:"sealed_token"`
+	WorkflowID   string `db:"workflow_id"`
+	RunID        string `db:"run_id"`
+	Seq          int    `db:"seq"`
+	CallID       string `db:"call_id"`
+	CapabilityID string `db:"capability_id"`
+	Version      int    `db:"version"`
+	ArgsDigest   string `db:"args_digest"`
+	Arguments    []byte `db:"arguments"`
+	Display      string `db:"display"`
+	CreatedAt    dbTime `db:"created_at"`
+	ExpiresAt    dbTime `db:"expires_at"`
+	ConsumedAt   dbTime `db:"consumed_at"`
+	Decision     string `db:"decision"`
+	Approver     string `db:"approver"`
+	Reason       string `db:"reason"`
+	DecidedAt    dbTime `db:"decided_at"`
+}
+
+func (r confirmationRow) confirmation() Confirmation {
+	return Confirmation{
+		ID: r.ID, TokenHash: r.TokenHash, SealedToken: r.SealedToken,
+		WorkflowID: r.WorkflowID, RunID: r.RunID, Seq: r.Seq, CallID: r.CallID,
+		CapabilityID: r.CapabilityID, Version: r.Version, ArgsDigest: r.ArgsDigest,
+		Arguments: rawJSON(r.Arguments), Display: r.Display,
+		CreatedAt: r.CreatedAt.Time, ExpiresAt: r.ExpiresAt.Time, ConsumedAt: r.ConsumedAt.ptr(),
+		Decision: r.Decision, Approver: r.Approver, Reason: r.Reason, DecidedAt: r.DecidedAt.ptr(),
+	}
+}
+
+const confirmationCols = `id, token_hash, sealed_token, workflow_id, run_id, seq, call_id,
+	capability_id, version, args_digest, arguments, display, created_at, expires_at,
+	consumed_at, decision, approver, reason, decided_at`
+
+// CreateConfirmation stores a new pending, unconsumed confirmation and returns
+// it as stored. It is idempotent by c.ID: if a confirmation with this ID
+// already exists, nothing is written and the EXISTING row is returned
+// unchanged (an activity retry must not mint a second token), even when c
+// differs from it.
+//
+// Required: c.ID, c.TokenHash, c.ExpiresAt. A zero c.CreatedAt is recorded as
+// the current time. c.Arguments, when set, must be valid JSON. c.ConsumedAt,
+// Decision, Approver, Reason and DecidedAt are ignored: a new confirmation is
+// always pending. A TokenHash already used by another confirmation is an
+// error (unique constraint).
+func (s *Store) CreateConfirmation(ctx context.Context, c Confirmation) (Confirmation, error) {
+	switch {
+	case c.ID == "":
+		return Confirmation{}, errors.New("store: confirmation needs an ID")
+	case len(c.TokenHash) == 0:
+		return Confirmation{}, fmt.Errorf("store: confirmation %q needs a TokenHash", c.ID)
+	case c.ExpiresAt.IsZero():
+		return Confirmation{}, fmt.Errorf("store: confirmation %q needs an ExpiresAt", c.ID)
+	}
+	args, err := jsonArg("confirmation arguments", c.Arguments)
+	if err != nil {
+		return Confirmation{}, err
+	}
+	_, err = s.db.ExecContext(ctx, s.q(`INSERT INTO confirmations
+		(id, token_hash, sealed_token, workflow_id, run_id, seq, call_id, capability_id,
+		 version, args_digest, arguments, display, created_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO NOTHING`),
+		c.ID, c.TokenHash, bytesArg(c.SealedToken), c.WorkflowID, c.RunID, c.Seq, c.CallID,
+		c.CapabilityID, c.Version, c.ArgsDigest, args, c.Display,
+		tsArg(orNow(c.CreatedAt)), tsArg(c.ExpiresAt))
+	if err != nil {
+		return Confirmation{}, fmt.Errorf("store: create confirmation %q: %w", c.ID, err)
+	}
+	return s.GetConfirmation(ctx, c.ID)
+}
+
+// GetConfirmation returns the confirmation with this ID, or an error wrapping
+// ErrNotFound.
+func (s *Store) GetConfirmation(ctx context.Context, id string) (Confirmation, error) {
+	var r confirmationRow
+	err := s.db.GetContext(ctx, &r, s.q(`SELECT `+confirmationCols+` FROM confirmations WHERE id = ?`), id)
+	if err != nil {
+		return Confirmation{}, notFound(err, "confirmation %q", id)
+	}
+	return r.confirmation(), nil
+}
+
+// ConsumeToken spends a confirmation token: in ONE statement
+// (UPDATE … SET consumed_at = at WHERE token_hash = ? AND consumed_at IS NULL
+// RETURNING …) it marks the confirmation whose token hash matches as consumed
+// and returns it. Tokens are single-use whatever happens next: the row is
+// consumed even if the caller then finds the token expired or its binding
+// wrong (checking ExpiresAt and the binding fields is the caller's job).
+//
+// Race-safe: of any number of concurrent calls with the same hash, exactly one
+// succeeds. Errors: no confirmation has this hash → ErrTokenUnknown (zero
+// Confirmation); the token was already consumed → the row is returned WITH an
+// error wrapping ErrTokenConsumed.
+func (s *Store) ConsumeToken(ctx context.Context, tokenHash []byte, at time.Time) (Confirmation, error) {
+	if len(tokenHash) == 0 {
+		return Confirmation{}, ErrTokenUnknown
+	}
+	var r confirmationRow
+	err := s.db.GetContext(ctx, &r, s.q(`UPDATE confirmations SET consumed_at = ?
+		WHERE token_hash = ? AND consumed_at IS NULL
+		RETURNING `+confirmationCols), tsArg(orNow(at)), tokenHash)
+	if err == nil {
+		return r.confirmation(), nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return Confirmation{}, fmt.Errorf("store: consume confirmation token: %w", err)
+	}
+	err = s.db.GetContext(ctx, &r, s.q(`SELECT `+confirmationCols+` FROM confirmations WHERE token_hash = ?`), tokenHash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Confirmation{}, ErrTokenUnknown
+	}
+	if err != nil {
+		return Confirmation{}, fmt.Errorf("store: consume confirmation token: %w", err)
+	}
+	return r.confirmation(), fmt.Errorf("%w: confirmation %q", ErrTokenConsumed, r.ID)
+}
+
+// DecideConfirmation records the final decision on confirmation id: decision
+// is DecisionApproved, DecisionDenied or DecisionExpired, with the approver's
+// identity, a reason, and the decision time. The first decision is final:
+// recording the same decision again is a no-op returning nil (retries), a
+// different one returns an error wrapping ErrConflict and changes nothing.
+// Unknown id → ErrNotFound; any other decision string is an error.
+func (s *Store) DecideConfirmation(ctx context.Context, id, decision, approver, reason string, at time.Time) error {
+	switch decision {
+	case DecisionApproved, DecisionDenied, DecisionExpired:
+	default:
+		return fmt.Errorf("store: confirmation %q: decision %q is not approved, denied or expired", id, decision)
+	}
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE confirmations
+		SET decision = ?, approver = ?, reason = ?, decided_at = ?
+		WHERE id = ? AND decision = ''`), decision, approver, reason, tsArg(orNow(at)), id)
+	if err != nil {
+		return fmt.Errorf("store: decide confirmation %q: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("store: decide confirmation %q: %w", id, err)
+	} else if n == 1 {
+		return nil
+	}
+	var existing string
+	if err := s.db.GetContext(ctx, &existing, s.q(`SELECT decision FROM confirmations WHERE id = ?`), id); err != nil {
+		return notFound(err, "confirmation %q", id)
+	}
+	if existing == decision {
+		return nil
+	}
+	return fmt.Errorf("%w: confirmation %q already %s, cannot record %s", ErrConflict, id, existing, decision)
+}
+
+// ListPendingConfirmations returns the confirmations that have no decision yet
+// and have not expired (expires_at > now), ordered by CreatedAt (then ID).
+// It returns stored rows including SealedToken; it never returns a plaintext
+// token (none is stored).
+func (s *Store) ListPendingConfirmations(ctx context.Context, now time.Time) ([]Confirmation, error) {
+	var rows []confirmationRow
+	err := s.db.SelectContext(ctx, &rows, s.q(`SELECT `+confirmationCols+` FROM confirmations
+		WHERE decision = '' AND expires_at > ? ORDER BY created_at, id`), tsArg(now))
+	if err != nil {
+		return nil, fmt.Errorf("store: list pending confirmations: %w", err)
+	}
+	out := make([]Confirmation, len(rows))
+	for i, r := range rows {
+		out[i] = r.confirmation()
+	}
+	return out, nil
+}

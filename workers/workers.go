@@ -1,0 +1,35 @@
+// Package workers wires Airlock's workflows and activities into Temporal workers. Register is
+// the one registration function used by the real worker, the test environment and the
+// replayer, so all three run exactly the same names.
+package workers
+
+import (
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/airlock-dev/airlock/activities"
+	"github.com/airlock-dev/airlock/workflows"
+)
+
+// TurnWorkflowName is the registered workflow type name clients start.
+const TurnWorkflowName = "TurnWorkflow"
+
+// Register registers TurnWorkflow and every method of acts (as activities and local
+// activities) on r. acts may be nil for a replayer, which never runs activities.
+func Register(r worker.Registry, acts *activities.Activities) {
+	r.RegisterWorkflowWithOptions(workflows.TurnWorkflow, workflow.RegisterOptions{Name: TurnWorkflowName})
+	if acts == nil {
+		acts = &activities.Activities{}
+	}
+	r.RegisterActivityWithOptions(acts, activity.RegisterOptions{SkipInvalidStructFunctions: true})
+}
+
+// New builds the turn worker on workflows.TaskQueue. Sticky execution stays on (the default):
+// a turn's workflow state stays cached between inference rounds.
+func New(c client.Client, acts *activities.Activities) worker.Worker {
+	w := worker.New(c, workflows.TaskQueue, worker.Options{})
+	Register(w, acts)
+	return w
+}
