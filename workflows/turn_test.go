@@ -1,0 +1,431 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/airlock-dev/airlock/activities"
+	"github.com/airlock-dev/airlock/internal/inference"
+	"github.com/airlock-dev/airlock/internal/store"
+	"github.com/airlock-dev/airlock/internal/token"
+	"github.com/airlock-dev/airlock/registry"
+	"github.com/airlock-dev/airlock/workers"
+	"github.com/airlock-dev/airlock/workflows"
+)
+
+// testRegistry declares three capabilities: test_echo (local, read-only: automatic),
+// test_lookup (local, read-only, per-turn cap 2) and test_send (external write: confirmed).
+const testRegistry = `{"schema/v":"capability-registry.v1","revision":"test.1","entries":[
+ {"capability/id":"test.echo","version":1,"owner":"tests","surfaces":["host-local"],"wire/name":"app/test.echo","status":"active",
+  "flags":{"dispatchable":true,"advertisable":false,"passport/eligible":false,"signing-domain":false,"host-route":true,"federated-discovery":false},
+  "airlock":{"tool/name":"test_echo","description":"Echo text.","side-effect":"none","network":"local","per-turn/cap":10,"timeout":"5s","model-visible":true}},
+ {"capability/id":"test.lookup","version":1,"owner":"tests","surfaces":["host-local"],"wire/name":"app/test.lookup","status":"active",
+  "flags":{"dispatchable":true,"advertisable":false,"passport/eligible":false,"signing-domain":false,"host-route":true,"federated-discovery":false},
+  "airlock":{"tool/name":"test_lookup","description":"Look up a key.","side-effect":"none","network":"local","per-turn/cap":2,"timeout":"5s","model-visible":true}},
+ {"capability/id":"test.send","version":1,"owner":"tests","surfaces":["host-local"],"wire/name":"app/test.send","status":"active",
+  "flags":{"dispatchable":true,"advertisable":false,"passport/eligible":false,"signing-domain":false,"host-route":true,"federated-discovery":false},
+  "airlock":{"tool/name":"test_send","description":"Send money.","side-effect":"external-write","network":"external","per-turn/cap":5,"timeout":"5s","model-visible":true}}
+]}`
+
+type echoArgs struct {
+	Text string `json:"text" validate:"required,max=100"`
+}
+type lookupArgs struct {
+	Key string `json:"key" validate:"required"`
+}
+type sendArgs struct {
+	To     string  `json:"to" validate:"required"`
+	Amount float64 `json:"amount" validate:"gt=0"`
+}
+
+type fixture struct {
+	t        *testing.T
+	env      *testsuite.TestWorkflowEnvironment
+	store    *store.Store
+	key      token.Key
+	provider *inference.Scripted
+	sends    atomic.Int32
+	acts     *activities.Activities
+}
+
+// call renders one OpenAI tool call.
+func call(id, name, args string) string {
+	b, _ := json.Marshal(args)
+	return fmt.Sprintf(`{"id":%q,"type":"function","function":{"name":%q,"arguments":%s}}`, id, name, b)
+}
+
+// calls renders an OpenAI response body with the given tool calls.
+func calls(cs ...string) json.RawMessage {
+	return json.RawMessage(`{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` +
+		strings.Join(cs, ",") + `]},"finish_reason":"tool_calls"}]}`)
+}
+
+// answer renders a final prose response.
+func answer(text string) json.RawMessage {
+	b, _ := json.Marshal(text)
+	return json.RawMessage(`{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":` + string(b) + `},"finish_reason":"stop"}]}`)
+}
+
+func newFixture(t *testing.T, responses ...json.RawMessage) *fixture {
+	t.Helper()
+	f := &fixture{t: t}
+	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "airlock.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	f.store = st
+	impls := []registry.Implementation{
+		registry.Typed("test.echo", 1, func(_ context.Context, a *echoArgs, _ registry.Invocation) (registry.Output, error) {
+			b, _ := json.Marshal(map[string]string{"echo": a.Text})
+			return registry.Output{Data: b}, nil
+		}),
+		registry.Typed("test.lookup", 1, func(_ context.Context, a *lookupArgs, _ registry.Invocation) (registry.Output, error) {
+			return registry.Output{Data: json.RawMessage(`{"value":"v"}`)}, nil
+		}),
+		registry.Typed("test.send", 1, func(_ context.Context, a *sendArgs, _ registry.Invocation) (registry.Output, error) {
+			f.sends.Add(1)
+			return registry.Output{Data: json.RawMessage(`{"sent":true}`)}, nil
+		}),
+	}
+	reg, err := registry.Load([]registry.Source{{Name: "test", Data: []byte(testRegistry)}}, impls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rand32(&f.key); err != nil {
+		t.Fatal(err)
+	}
+	f.provider = inference.NewScripted(responses...)
+	f.acts = &activities.Activities{Registry: reg, Store: st, Live: f.provider, ApproverKey: f.key}
+	var s testsuite.WorkflowTestSuite
+	f.env = s.NewTestWorkflowEnvironment()
+	workers.Register(f.env, f.acts)
+	return f
+}
+
+func rand32(k *token.Key) (int, error) {
+	_, h, err := token.Mint()
+	copy(k[:], h)
+	return len(h), err
+}
+
+// tokenFor opens the sealed token of a confirmation as an approver surface would.
+func (f *fixture) tokenFor(id string) string {
+	c, err := f.store.GetConfirmation(context.Background(), id)
+	if err != nil {
+		f.t.Fatalf("confirmation %s: %v", id, err)
+	}
+	tok, err := token.Open(f.key, c.SealedToken, id)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return tok
+}
+
+// pending queries the workflow's pending confirmations.
+func (f *fixture) pending() []workflows.PendingConfirmation {
+	v, err := f.env.QueryWorkflow(workflows.QueryPending)
+	if err != nil {
+		f.t.Fatalf("query pending: %v", err)
+	}
+	var out []workflows.PendingConfirmation
+	if err := v.Get(&out); err != nil {
+		f.t.Fatal(err)
+	}
+	return out
+}
+
+// at schedules fn at simulated time d after start.
+func (f *fixture) at(d time.Duration, fn func()) { f.env.RegisterDelayedCallback(fn, d) }
+
+func (f *fixture) signal(s workflows.ConfirmationSignal) {
+	f.env.SignalWorkflow(workflows.SignalConfirmation, s)
+}
+
+func (f *fixture) run(req workflows.TurnRequest) workflows.TurnResult {
+	f.t.Helper()
+	if req.Conversation == "" {
+		req.Conversation = "c1"
+	}
+	if req.Message == "" {
+		req.Message = "hello"
+	}
+	f.env.ExecuteWorkflow(workflows.TurnWorkflow, req)
+	if !f.env.IsWorkflowCompleted() {
+		f.t.Fatal("workflow did not complete")
+	}
+	if err := f.env.GetWorkflowError(); err != nil {
+		f.t.Fatalf("workflow failed: %v", err)
+	}
+	var res workflows.TurnResult
+	if err := f.env.GetWorkflowResult(&res); err != nil {
+		f.t.Fatal(err)
+	}
+	return res
+}
+
+func (f *fixture) audit() []store.AuditEvent {
+	rows, err := f.store.ListAudit(context.Background(), "")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return rows
+}
+
+func outcomes(res workflows.TurnResult) []string {
+	var out []string
+	for _, o := range res.Outcomes {
+		s := string(o.Outcome)
+		if o.Reason != "" {
+			s += ":" + o.Reason
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func wantOutcomes(t *testing.T, res workflows.TurnResult, want ...string) {
+	t.Helper()
+	got := outcomes(res)
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("outcomes = %v, want %v", got, want)
+	}
+}
+
+func TestAutomaticCapabilityRunsWithoutConfirmation(t *testing.T) {
+	f := newFixture(t, calls(call("c1", "test_echo", `{"text":"hi"}`)), answer("done"))
+	res := f.run(workflows.TurnRequest{})
+	wantOutcomes(t, res, "executed")
+	if res.Prose != "done" || res.EndReason != "answered" || len(res.Results) != 1 || string(res.Results[0].Data) != `{"echo":"hi"}` {
+		t.Fatalf("result = %+v", res)
+	}
+	// The result reaches the model as an untrusted tool message, not system text.
+	reqs := f.provider.Requests()
+	last := reqs[1].Messages[len(reqs[1].Messages)-1]
+	if last.Role != inference.RoleTool || last.ToolCallID != "c1" || !strings.Contains(last.Content, `"trust":"untrusted"`) {
+		t.Fatalf("tool result message = %+v", last)
+	}
+}
+
+func TestApprovedConfirmationExecutesOnce(t *testing.T) {
+	f := newFixture(t, calls(call("c1", "test_send", `{"to":"acct-1","amount":5}`)), answer("sent"))
+	f.at(time.Minute, func() {
+		p := f.pending()
+		if len(p) != 1 || p[0].ToolName != "test_send" || string(p[0].Arguments) != `{"to":"acct-1","amount":5}` {
+			t.Errorf("pending = %+v", p)
+			return
+		}
+		f.signal(workflows.ConfirmationSignal{ConfirmationID: p[0].ConfirmationID, Decision: workflows.DecisionApprove,
+			Token: f.tokenFor(p[0].ConfirmationID), Approver: "alice"})
+	})
+	res := f.run(workflows.TurnRequest{})
+	wantOutcomes(t, res, "executed")
+	if f.sends.Load() != 1 || res.Outcomes[0].Approver != "alice" {
+		t.Fatalf("sends = %d, outcome %+v", f.sends.Load(), res.Outcomes[0])
+	}
+}
+
+func TestDenyIsTerminalAndIdenticalCallIsDeniedAgainWithoutAsking(t *testing.T) {
+	send := call("c1", "test_send", `{"to":"attacker","amount":50}`)
+	again := call("c2", "test_send", `{"amount":50, "to":"attacker"}`) // same canonical arguments
+	f := newFixture(t, calls(send), calls(again), answer("ok"))
+	asked := 0
+	f.at(time.Minute, func() {
+		p := f.pending()
+		asked += len(p)
+		f.signal(workflows.ConfirmationSignal{ConfirmationID: p[0].ConfirmationID, Decision: workflows.DecisionDeny,
+			Token: f.tokenFor(p[0].ConfirmationID), Approver: "bob", Reason: "not mine"})
+	})
+	f.at(2*time.Minute, func() { asked += len(f.pending()) })
+	res := f.run(workflows.TurnRequest{})
+	wantOutcomes(t, res, "denied:denied_by_approver", "denied:denied_earlier_in_turn")
+	if f.sends.Load() != 0 || asked != 1 {
+		t.Fatalf("sends = %d, asked = %d", f.sends.Load(), asked)
+	}
+}
+
+func TestExpiryIsTerminal(t *testing.T) {
+	f := newFixture(t, calls(call("c1", "test_send", `{"to":"a","amount":1}`)), answer("gave up"))
+	res := f.run(workflows.TurnRequest{ConfirmationTTL: 2 * time.Minute})
+	wantOutcomes(t, res, "expired:confirmation_expired")
+	if f.sends.Load() != 0 {
+		t.Fatal("an expired proposal must not run")
+	}
+	c, err := f.store.GetConfirmation(context.Background(), res.Outcomes[0].ConfirmationID)
+	if err != nil || c.Decision != store.DecisionExpired {
+		t.Fatalf("confirmation row = %+v, %v", c, err)
+	}
+}
+
+func TestBadTokensAreRefusedAuditedAndTheProposalKeepsWaiting(t *testing.T) {
+	// Round 1: proposal #1 is approved. Round 2: proposal #2 waits; it is sent a wrong token,
+	// #1's (replayed) token, a token minted for another workflow (cross-proposal) and a
+	// signal for a confirmation that is not pending; none authorizes it and it expires.
+	f := newFixture(t,
+		calls(call("c1", "test_send", `{"to":"a","amount":1}`)),
+		calls(call("c2", "test_send", `{"to":"b","amount":2}`)),
+		answer("end"))
+	var firstToken string
+	f.at(time.Minute, func() {
+		p := f.pending()[0]
+		firstToken = f.tokenFor(p.ConfirmationID)
+		f.signal(workflows.ConfirmationSignal{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove, Token: firstToken, Approver: "alice"})
+	})
+	f.at(2*time.Minute, func() {
+		p := f.pending()
+		if len(p) != 1 || p[0].Seq != 2 {
+			t.Errorf("pending = %+v", p)
+			return
+		}
+		other, err := f.acts.IssueConfirmation(context.Background(), activities.IssueInput{WorkflowID: "turn/other/1", RunID: "r", Seq: 1,
+			CapabilityID: "test.send", Version: 1, ArgsDigest: p[0].ArgsDigest, Arguments: p[0].Arguments, TTL: time.Hour})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		id := p[0].ConfirmationID
+		f.signal(workflows.ConfirmationSignal{ConfirmationID: id, Decision: workflows.DecisionApprove, Token: "wrong", Approver: "mallory"})
+		f.signal(workflows.ConfirmationSignal{ConfirmationID: id, Decision: workflows.DecisionApprove, Token: firstToken, Approver: "mallory"})
+		f.signal(workflows.ConfirmationSignal{ConfirmationID: id, Decision: workflows.DecisionApprove, Token: f.tokenFor(other.ConfirmationID), Approver: "mallory"})
+		f.signal(workflows.ConfirmationSignal{ConfirmationID: "cf-nope", Decision: workflows.DecisionApprove, Token: "x", Approver: "mallory"})
+	})
+	res := f.run(workflows.TurnRequest{})
+	wantOutcomes(t, res, "executed", "expired:confirmation_expired")
+	if f.sends.Load() != 1 {
+		t.Fatalf("sends = %d, want 1", f.sends.Load())
+	}
+	var refusals []string
+	for _, r := range f.audit() {
+		if r.Outcome == activities.AuditConfirmationRefused {
+			refusals = append(refusals, r.Reason)
+		}
+	}
+	want := []string{activities.TokenUnknown, activities.TokenReplayed, activities.TokenBindingMismatch, "not_pending"}
+	if strings.Join(refusals, " ") != strings.Join(want, " ") {
+		t.Fatalf("refusals = %v, want %v", refusals, want)
+	}
+}
+
+func TestTurnBudget(t *testing.T) {
+	f := newFixture(t, calls(call("c1", "test_echo", `{"text":"1"}`), call("c2", "test_echo", `{"text":"2"}`), call("c3", "test_echo", `{"text":"3"}`)), answer("x"))
+	res := f.run(workflows.TurnRequest{MaxCalls: 2})
+	wantOutcomes(t, res, "executed", "executed", "budget_exhausted:turn_budget")
+	// exhaustion is surfaced to the model as a result for that call id
+	msgs := f.provider.Requests()[1].Messages
+	if m := msgs[len(msgs)-1]; m.ToolCallID != "c3" || !strings.Contains(m.Content, `"outcome":"budget_exhausted"`) {
+		t.Fatalf("last message = %+v", m)
+	}
+}
+
+func TestCapabilityBudget(t *testing.T) {
+	f := newFixture(t, calls(call("c1", "test_lookup", `{"key":"a"}`), call("c2", "test_lookup", `{"key":"b"}`),
+		call("c3", "test_lookup", `{"key":"c"}`), call("c4", "test_echo", `{"text":"still allowed"}`)), answer("x"))
+	res := f.run(workflows.TurnRequest{})
+	wantOutcomes(t, res, "executed", "executed", "budget_exhausted:capability_budget", "executed")
+}
+
+func TestMaxRounds(t *testing.T) {
+	f := newFixture(t, calls(call("c1", "test_echo", `{"text":"1"}`)), calls(call("c2", "test_echo", `{"text":"2"}`)), answer("never"))
+	res := f.run(workflows.TurnRequest{MaxRounds: 2})
+	if res.EndReason != "max_rounds" || res.Rounds != 2 || len(f.provider.Requests()) != 2 {
+		t.Fatalf("result = %+v", res)
+	}
+}
+
+func TestParseFailureIsSurfacedAndNotExecuted(t *testing.T) {
+	f := newFixture(t, calls(call("c1", "test_echo", `{"text": "unterminated`)), answer("sorry"))
+	res := f.run(workflows.TurnRequest{})
+	wantOutcomes(t, res, "parse_failed:invalid_json")
+	msgs := f.provider.Requests()[1].Messages
+	if m := msgs[len(msgs)-1]; m.ToolCallID != "c1" || !strings.Contains(m.Content, `"reason":"invalid_json"`) {
+		t.Fatalf("the model must see the parse failure: %+v", m)
+	}
+}
+
+func TestUnknownAndNearMissNamesAreRejectedAtResolveUnchanged(t *testing.T) {
+	f := newFixture(t, calls(
+		call("c1", "test-echo", `{"text":"a"}`),
+		call("c2", "Test_Echo", `{"text":"a"}`),
+		call("c3", "test_echo2", `{"text":"a"}`),
+		call("c4", "execute_javascript", `{"code":"1+1"}`),
+		call("c5", "test_echo", `{"text":42}`),
+		call("c6", "test_echo", `{"text":"a","extra":true}`),
+	), answer("x"))
+	res := f.run(workflows.TurnRequest{})
+	wantOutcomes(t, res, "rejected:unknown_capability", "rejected:unknown_capability", "rejected:unknown_capability",
+		"rejected:unknown_capability", "rejected:schema_mismatch", "rejected:schema_mismatch")
+	for i, name := range []string{"test-echo", "Test_Echo", "test_echo2", "execute_javascript"} {
+		if o := res.Outcomes[i]; o.Name != name || o.Stage != activities.StageResolve || o.CapabilityID != "" {
+			t.Fatalf("outcome %d = %+v: a near miss must reach resolve unchanged and be rejected there", i, o)
+		}
+	}
+	if res.Outcomes[4].Stage != activities.StageValidate {
+		t.Fatalf("a number for a string is rejected at validate, never coerced: %+v", res.Outcomes[4])
+	}
+}
+
+func TestNoInferenceRequestContainsAToken(t *testing.T) {
+	f := newFixture(t, calls(call("c1", "test_send", `{"to":"a","amount":1}`)), calls(call("c2", "test_send", `{"to":"b","amount":1}`)), answer("x"))
+	var tokens []string
+	approve := func() {
+		p := f.pending()[0]
+		tok := f.tokenFor(p.ConfirmationID)
+		tokens = append(tokens, tok)
+		f.signal(workflows.ConfirmationSignal{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove, Token: tok, Approver: "a"})
+	}
+	f.at(time.Minute, approve)
+	f.at(2*time.Minute, approve)
+	res := f.run(workflows.TurnRequest{})
+	wantOutcomes(t, res, "executed", "executed")
+	if len(tokens) != 2 {
+		t.Fatalf("tokens = %d", len(tokens))
+	}
+	for _, r := range f.provider.Requests() {
+		b, _ := json.Marshal(r)
+		for _, tok := range tokens {
+			if strings.Contains(string(b), tok) {
+				t.Fatalf("inference request for round %d contains a confirmation token", r.Round)
+			}
+		}
+	}
+}
+
+func TestEveryOutcomeKindLeavesExactlyOneAuditRow(t *testing.T) {
+	f := newFixture(t,
+		calls(
+			call("c1", "test_echo", `{"text":"ok"}`),         // executed
+			call("c2", "nope", `{}`),                         // rejected (resolve)
+			call("c3", "test_echo", `{"text":`),              // parse_failed
+			call("c4", "test_send", `{"to":"x","amount":1}`), // denied
+			call("c5", "test_send", `{"to":"y","amount":1}`), // expired
+			call("c6", "test_echo", `{"text":"over"}`),       // budget_exhausted (MaxCalls 4)
+		), answer("x"))
+	f.at(time.Minute, func() {
+		p := f.pending()[0]
+		f.signal(workflows.ConfirmationSignal{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionDeny, Token: f.tokenFor(p.ConfirmationID), Approver: "a"})
+	})
+	res := f.run(workflows.TurnRequest{MaxCalls: 4, ConfirmationTTL: 2 * time.Minute})
+	wantOutcomes(t, res, "executed", "rejected:unknown_capability", "parse_failed:invalid_json", "denied:denied_by_approver",
+		"expired:confirmation_expired", "budget_exhausted:turn_budget")
+	rows := f.audit()
+	count := map[string]int{}
+	for _, r := range rows {
+		count[r.Outcome]++
+	}
+	for _, k := range []string{"executed", "rejected", "parse_failed", "denied", "expired", "budget_exhausted"} {
+		if count[k] != 1 {
+			t.Errorf("audit rows for %s = %d, want 1 (all: %v)", k, count[k], count)
+		}
+	}
+	if len(rows) != 6 {
+		t.Errorf("audit rows = %d, want 6", len(rows))
+	}
+}
