@@ -1,0 +1,119 @@
+package capabilities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/airlock-dev/airlock/internal/agentdojo"
+	"github.com/airlock-dev/airlock/registry"
+)
+
+// ErrNoRecording reports a call the recorded session has no result for: Airlock's run
+// diverged from the recording (for example the model's call ids or arguments differ).
+var ErrNoRecording = errors.New("capabilities: no recorded result for this call")
+
+// TraceLoader loads the recorded session a replay turn names.
+type TraceLoader func(session string) (*agentdojo.Trace, error)
+
+// AgentDojoReplay binds every registry entry whose airlock schema/ref is
+// "agentdojo:<suite>/<tool>" to a capability defined by JSON Schema (the tool's parameters in
+// tools.json, made standard by agentdojo.StandardSchema and closed to unknown top-level
+// properties, so stage 2 rejects extra arguments as it does for Go types) that serves the
+// recorded tool result for the call id from the session's trace. The side-effect class comes
+// from the registry entry, never from the recording. Errors name the entry whose tool is
+// missing from tools.json.
+func AgentDojoReplay(entries []registry.Entry, tools map[string][]agentdojo.Tool, load TraceLoader) ([]registry.Implementation, error) {
+	cache := &traceCache{load: load, traces: map[string]*agentdojo.Trace{}}
+	var out []registry.Implementation
+	for _, e := range entries {
+		ref, ok := strings.CutPrefix(e.Airlock.SchemaRef, "agentdojo:")
+		if !ok {
+			continue
+		}
+		suite, name, ok := strings.Cut(ref, "/")
+		if !ok {
+			return nil, fmt.Errorf("capabilities: %s: schema/ref %q is not agentdojo:<suite>/<tool>", e.Key(), e.Airlock.SchemaRef)
+		}
+		var tool *agentdojo.Tool
+		for i := range tools[suite] {
+			if tools[suite][i].Name == name {
+				tool = &tools[suite][i]
+			}
+		}
+		if tool == nil {
+			return nil, fmt.Errorf("capabilities: %s: tool %s/%s is not in tools.json", e.Key(), suite, name)
+		}
+		schema, err := closedSchema(tool.Parameters)
+		if err != nil {
+			return nil, fmt.Errorf("capabilities: %s: %w", e.Key(), err)
+		}
+		out = append(out, registry.Implementation{ID: e.ID, Version: e.Version, Schema: schema, Invoke: cache.invoke(name)})
+	}
+	return out, nil
+}
+
+func closedSchema(params json.RawMessage) (json.RawMessage, error) {
+	std, err := agentdojo.StandardSchema(params)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(std, &m); err != nil {
+		return nil, fmt.Errorf("tool parameters are not a JSON Schema object: %w", err)
+	}
+	if _, set := m["additionalProperties"]; !set {
+		m["additionalProperties"] = json.RawMessage("false")
+	}
+	return json.Marshal(m)
+}
+
+type traceCache struct {
+	load   TraceLoader
+	mu     sync.Mutex
+	traces map[string]*agentdojo.Trace
+}
+
+func (c *traceCache) get(session string) (*agentdojo.Trace, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t, ok := c.traces[session]; ok {
+		return t, nil
+	}
+	t, err := c.load(session)
+	if err != nil {
+		return nil, err
+	}
+	c.traces[session] = t
+	return t, nil
+}
+
+// invoke serves the recorded result of the call with inv.CallID. A recorded tool error (for
+// example a ValidationError) is returned as Output.Error, as the original run saw it.
+func (c *traceCache) invoke(name string) func(ctx context.Context, inv registry.Invocation) (registry.Output, error) {
+	return func(ctx context.Context, inv registry.Invocation) (registry.Output, error) {
+		if inv.Session == "" {
+			return registry.Output{}, fmt.Errorf("capabilities: %s is a replay capability and needs a recorded session", name)
+		}
+		t, err := c.get(inv.Session)
+		if err != nil {
+			return registry.Output{}, fmt.Errorf("capabilities: load session %s: %w", inv.Session, err)
+		}
+		for _, st := range t.Steps() {
+			for _, r := range st.Results {
+				if st.CallID(r.CallIndex) != inv.CallID {
+					continue
+				}
+				if r.Function != name {
+					return registry.Output{}, fmt.Errorf("%w: call %s was recorded for %s, not %s", ErrNoRecording, inv.CallID, r.Function, name)
+				}
+				data, _ := json.Marshal(r.Content)
+				return registry.Output{Data: data, Error: r.Error}, nil
+			}
+		}
+		return registry.Output{}, fmt.Errorf("%w: %s in session %s", ErrNoRecording, inv.CallID, inv.Session)
+	}
+}

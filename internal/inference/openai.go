@@ -1,0 +1,337 @@
+package inference
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/shared"
+)
+
+// DefaultOpenAIModel is the model used when neither the request nor AIRLOCK_OPENAI_MODEL names
+// one.
+const DefaultOpenAIModel = "gpt-4o-mini"
+
+// DefaultOpenAIBaseURL is the OpenAI API endpoint used when no base URL is configured.
+const DefaultOpenAIBaseURL = "https://api.openai.com/v1"
+
+// maxErrorExcerpt bounds the provider error text kept in a ProviderError.
+const maxErrorExcerpt = 512
+
+// OpenAIConfig configures the OpenAI-compatible adapter.
+type OpenAIConfig struct {
+	// BaseURL is the API root including the version path, e.g. "https://api.openai.com/v1",
+	// "http://localhost:11434/v1" (Ollama), "http://localhost:8000/v1" (vLLM) or
+	// "http://localhost:8080/v1" (llama.cpp). Empty means DefaultOpenAIBaseURL.
+	BaseURL string
+	// APIKey is sent as "Authorization: Bearer <key>"; empty sends no Authorization header
+	// (local servers).
+	APIKey string
+	// Model is used when Request.Model is empty.
+	Model string
+	// Timeout bounds one HTTP attempt; 0 leaves only the context's deadline (the Infer
+	// activity's start-to-close timeout).
+	Timeout time.Duration
+	// MaxTokens caps the completion length; 0 leaves the provider default. It is sent as
+	// max_completion_tokens to api.openai.com (whose reasoning models refuse max_tokens) and as
+	// max_tokens to every other endpoint (vLLM, Ollama and llama.cpp all accept it).
+	MaxTokens int64
+}
+
+// OpenAIConfigFromEnv reads AIRLOCK_OPENAI_BASE_URL, AIRLOCK_OPENAI_API_KEY (falling back to
+// OPENAI_API_KEY) and AIRLOCK_OPENAI_MODEL (default DefaultOpenAIModel). No other environment
+// variable is consulted; in particular the SDK's own OPENAI_* defaults are not applied.
+func OpenAIConfigFromEnv() OpenAIConfig {
+	cfg := OpenAIConfig{
+		BaseURL: os.Getenv("AIRLOCK_OPENAI_BASE_URL"),
+		APIKey:  os.Getenv("AIRLOCK_OPENAI_API_KEY"),
+		Model:   os.Getenv("AIRLOCK_OPENAI_MODEL"),
+	}
+	if cfg.APIKey == "" {
+		cfg.APIKey = os.Getenv("OPENAI_API_KEY")
+	}
+	if cfg.Model == "" {
+		cfg.Model = DefaultOpenAIModel
+	}
+	return cfg
+}
+
+// OpenAI is a Provider for any OpenAI-compatible chat-completions endpoint, built on the
+// official SDK (github.com/openai/openai-go/v3). The SDK's retries are disabled: the Infer
+// activity is retried by Temporal instead. Response.Raw is the exact response body; the SDK
+// never decodes it.
+type OpenAI struct {
+	cfg                 OpenAIConfig
+	chat                openai.ChatCompletionService
+	maxCompletionTokens bool
+}
+
+var _ Provider = (*OpenAI)(nil)
+
+// NewOpenAI validates cfg and returns the adapter. It does not contact the endpoint.
+func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = DefaultOpenAIBaseURL
+	}
+	u, err := url.Parse(cfg.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("inference: openai: base URL: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("inference: openai: base URL %q: want http(s)://host[/path]", cfg.BaseURL)
+	}
+	if cfg.Timeout < 0 || cfg.MaxTokens < 0 {
+		return nil, fmt.Errorf("inference: openai: negative timeout or max tokens")
+	}
+	opts := []option.RequestOption{
+		option.WithHTTPClient(&http.Client{}),
+		option.WithBaseURL(cfg.BaseURL),
+		option.WithMaxRetries(0),
+	}
+	if cfg.APIKey != "" {
+		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+	}
+	if cfg.Timeout > 0 {
+		opts = append(opts, option.WithRequestTimeout(cfg.Timeout))
+	}
+	return &OpenAI{
+		cfg: cfg,
+		// The service is built directly, not through openai.NewClient, so that the SDK's
+		// environment defaults (OPENAI_BASE_URL, OPENAI_ORG_ID, OPENAI_CUSTOM_HEADERS, …)
+		// cannot change where or what Airlock sends.
+		chat:                openai.NewChatCompletionService(opts...),
+		maxCompletionTokens: strings.EqualFold(u.Hostname(), "api.openai.com"),
+	}, nil
+}
+
+// Complete sends one chat-completions request (non-streaming) and returns the exact response
+// body with FormatOpenAI. Tool calls in the body are not decoded, validated or repaired here;
+// malformed arguments reach the strict parser untouched.
+//
+// Errors: ErrInvalidRequest for a request that cannot be expressed; *ProviderError for HTTP
+// failures (errors.Is ErrProviderRejected for 4xx other than 408/409/429, retryable otherwise)
+// and for 2xx bodies that are not a JSON object or carry only an error object; transport and
+// context errors wrapped as they are.
+func (p *OpenAI) Complete(ctx context.Context, req Request) (Response, error) {
+	params, err := p.params(req)
+	if err != nil {
+		return Response{}, err
+	}
+	var (
+		body     []byte
+		httpResp *http.Response
+	)
+	_, err = p.chat.New(ctx, params, option.WithResponseBodyInto(&body), option.WithResponseInto(&httpResp))
+	if err != nil {
+		return Response{}, classifyOpenAIError(err, httpResp)
+	}
+	status := http.StatusOK
+	if httpResp != nil {
+		status = httpResp.StatusCode
+	}
+	usage, err := inspectBody(body, status)
+	if err != nil {
+		return Response{}, err
+	}
+	return Response{Format: FormatOpenAI, Raw: json.RawMessage(body), Usage: usage}, nil
+}
+
+// params maps a Request onto the SDK's chat-completions parameters.
+func (p *OpenAI) params(req Request) (openai.ChatCompletionNewParams, error) {
+	model := req.Model
+	if model == "" {
+		model = p.cfg.Model
+	}
+	if model == "" {
+		return openai.ChatCompletionNewParams{}, fmt.Errorf("%w: no model", ErrInvalidRequest)
+	}
+	if len(req.Messages) == 0 {
+		return openai.ChatCompletionNewParams{}, fmt.Errorf("%w: no messages", ErrInvalidRequest)
+	}
+	params := openai.ChatCompletionNewParams{Model: shared.ChatModel(model)}
+	for i, m := range req.Messages {
+		msg, err := openAIMessage(m)
+		if err != nil {
+			return openai.ChatCompletionNewParams{}, fmt.Errorf("%w: message %d: %w", ErrInvalidRequest, i, err)
+		}
+		params.Messages = append(params.Messages, msg)
+	}
+	for i, t := range req.Tools {
+		tool, err := openAITool(t)
+		if err != nil {
+			return openai.ChatCompletionNewParams{}, fmt.Errorf("%w: tool %d (%q): %w", ErrInvalidRequest, i, t.Name, err)
+		}
+		params.Tools = append(params.Tools, tool)
+	}
+	if p.cfg.MaxTokens > 0 {
+		if p.maxCompletionTokens {
+			params.MaxCompletionTokens = openai.Int(p.cfg.MaxTokens)
+		} else {
+			params.MaxTokens = openai.Int(p.cfg.MaxTokens)
+		}
+	}
+	return params, nil
+}
+
+func openAIMessage(m Message) (openai.ChatCompletionMessageParamUnion, error) {
+	switch m.Role {
+	case RoleSystem:
+		return openai.SystemMessage(m.Content), nil
+	case RoleUser:
+		return openai.UserMessage(m.Content), nil
+	case RoleAssistant:
+		var a openai.ChatCompletionAssistantMessageParam
+		if m.Content != "" || len(m.ToolCalls) == 0 {
+			a.Content.OfString = param.NewOpt(m.Content)
+		}
+		for j, tc := range m.ToolCalls {
+			if tc.ID == "" {
+				return openai.ChatCompletionMessageParamUnion{}, fmt.Errorf("tool call %d has no id", j)
+			}
+			a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
+				OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+					ID: tc.ID,
+					Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
+						Name:      tc.Name,
+						Arguments: tc.Arguments,
+					},
+				},
+			})
+		}
+		return openai.ChatCompletionMessageParamUnion{OfAssistant: &a}, nil
+	case RoleTool:
+		if m.ToolCallID == "" {
+			return openai.ChatCompletionMessageParamUnion{}, errors.New("tool message has no tool_call_id")
+		}
+		return openai.ToolMessage(m.Content, m.ToolCallID), nil
+	default:
+		return openai.ChatCompletionMessageParamUnion{}, fmt.Errorf("unknown role %q", m.Role)
+	}
+}
+
+// openAITool builds a function tool whose definition is written by hand, so the registry's
+// JSON Schema goes out as it is (key order and number literals kept; only insignificant
+// whitespace is compacted by the encoder) instead of through a map[string]any.
+func openAITool(t Tool) (openai.ChatCompletionToolUnionParam, error) {
+	if t.Name == "" {
+		return openai.ChatCompletionToolUnionParam{}, errors.New("no name")
+	}
+	var b bytes.Buffer
+	b.WriteString(`{"name":`)
+	writeJSONString(&b, t.Name)
+	if t.Description != "" {
+		b.WriteString(`,"description":`)
+		writeJSONString(&b, t.Description)
+	}
+	if schema := bytes.TrimSpace(t.Parameters); len(schema) > 0 {
+		if schema[0] != '{' || !json.Valid(schema) {
+			return openai.ChatCompletionToolUnionParam{}, errors.New("parameters is not a JSON object")
+		}
+		b.WriteString(`,"parameters":`)
+		b.Write(schema)
+	}
+	b.WriteByte('}')
+	def := param.Override[shared.FunctionDefinitionParam](json.RawMessage(b.Bytes()))
+	return openai.ChatCompletionFunctionTool(def), nil
+}
+
+// classifyOpenAIError turns an SDK error into a ProviderError when an HTTP status is known.
+// The status is read from the captured *http.Response, not from the SDK's error type: the SDK
+// fails to build its error when a server's error body is not OpenAI-shaped (Ollama's
+// {"error":"…"}, vLLM's top-level message), and the status would be lost.
+func classifyOpenAIError(err error, resp *http.Response) error {
+	if resp == nil || resp.StatusCode < 400 {
+		return fmt.Errorf("inference: openai: %w", err)
+	}
+	var excerpt string
+	if resp.Body != nil {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		excerpt = errorExcerpt(b)
+	}
+	return &ProviderError{
+		Provider:   "openai",
+		StatusCode: resp.StatusCode,
+		Message:    excerpt,
+		Retryable:  retryableStatus(resp.StatusCode),
+		Err:        err,
+	}
+}
+
+// inspectBody checks that a 2xx body is a JSON object that is not a bare error report, and
+// reads the usage counts. It looks at nothing else: choices and tool calls are the parser's.
+func inspectBody(body []byte, status int) (Usage, error) {
+	var env struct {
+		Choices json.RawMessage `json:"choices"`
+		Error   json.RawMessage `json:"error"`
+		Usage   json.RawMessage `json:"usage"`
+	}
+	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' || !json.Valid(t) || json.Unmarshal(t, &env) != nil {
+		return Usage{}, &ProviderError{Provider: "openai", StatusCode: status, Retryable: true,
+			Message: "response body is not a JSON object: " + errorExcerpt(body)}
+	}
+	if isJSONNull(env.Choices) && !isJSONNull(env.Error) {
+		return Usage{}, &ProviderError{Provider: "openai", StatusCode: status, Retryable: true,
+			Message: errorExcerpt(env.Error)}
+	}
+	var u struct {
+		PromptTokens     int64 `json:"prompt_tokens"`
+		CompletionTokens int64 `json:"completion_tokens"`
+	}
+	if !isJSONNull(env.Usage) && json.Unmarshal(env.Usage, &u) != nil {
+		u.PromptTokens, u.CompletionTokens = 0, 0 // unreadable usage is reported as unknown
+	}
+	return Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}, nil
+}
+
+func isJSONNull(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || string(t) == "null"
+}
+
+// errorExcerpt returns a short, single-line excerpt of a provider error body: the OpenAI-style
+// error.message or a string error when present, the raw text otherwise.
+func errorExcerpt(b []byte) string {
+	var shaped struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+	}
+	text := string(b)
+	if json.Unmarshal(b, &shaped) == nil {
+		var s string
+		var obj struct {
+			Message string `json:"message"`
+		}
+		switch {
+		case json.Unmarshal(shaped.Error, &s) == nil && s != "":
+			text = s
+		case json.Unmarshal(shaped.Error, &obj) == nil && obj.Message != "":
+			text = obj.Message
+		case shaped.Message != "":
+			text = shaped.Message
+		}
+	}
+	text = strings.Join(strings.Fields(text), " ")
+	if len(text) > maxErrorExcerpt {
+		text = strings.ToValidUTF8(text[:maxErrorExcerpt], "") + "…"
+	}
+	return text
+}
+
+// writeJSONString appends s as a JSON string without HTML escaping.
+func writeJSONString(b *bytes.Buffer, s string) {
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	b.Truncate(b.Len() - 1)
+}
