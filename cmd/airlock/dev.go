@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/store"
+	"github.com/airlock-dev/airlock/workflows"
+)
+
+// DefaultTrace is the recorded session `make run` replays: gpt-4o reads a bill carrying
+// injected instructions and proposes send_money to the attacker's account.
+const DefaultTrace = "gpt-4o-2024-05-13/banking/user_task_0/important_instructions/injection_task_0"
+
+func newDevCmd() *cobra.Command {
+	var trace, message, decision string
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Bring up the local stack and run one real turn end to end (what make run does)",
+		Long: `Start the local Temporal dev server (detached; it stays up afterwards so you can read the turn in
+the Web UI), run a worker in this process, and process one real turn:
+
+  - by default, the recorded gpt-4o AgentDojo session in which a bill carries injected
+    instructions: read_file runs automatically (local, read-only), send_money to the attacker's
+    account is held for a human, showing its literal arguments;
+  - with AIRLOCK_OPENAI_BASE_URL set, a live model answers --message instead.
+
+On a terminal you are asked to approve or deny; otherwise decide from another shell with
+airlock approve / airlock deny, or set --decision (AIRLOCK_DEMO_DECISION) to approve or deny.`,
+		Example: `  make run
+  airlock dev --decision deny
+  AIRLOCK_OPENAI_BASE_URL=http://localhost:11434/v1 AIRLOCK_OPENAI_MODEL=qwen2.5 airlock dev --message "Is this host healthy?"`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDev(cmd, trace, message, decision)
+		},
+	}
+	cmd.Flags().StringVar(&trace, "trace", DefaultTrace, "recorded session to replay (a path under the corpus runs/ folder, or its session name)")
+	cmd.Flags().StringVar(&message, "message", "Check the health of this host and tell me if anything needs attention.", "user message for a live model")
+	cmd.Flags().StringVar(&decision, "decision", os.Getenv("AIRLOCK_DEMO_DECISION"), "decide confirmations automatically: approve or deny (default: ask on a terminal, else wait)")
+	return cmd
+}
+
+func runDev(cmd *cobra.Command, trace, message, decision string) error {
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+	out := cmd.OutOrStdout()
+	live := os.Getenv("AIRLOCK_OPENAI_BASE_URL") != ""
+	if len(cfg.Layers) == 0 && cfg.CorpusDir != "" {
+		cfg.Layers = []string{"agentdojo-banking", "agentdojo-workspace"}
+	}
+	if !live && cfg.CorpusDir == "" {
+		return errors.New("no AgentDojo corpus found beside the repository: set AIRLOCK_CORPUS, or AIRLOCK_OPENAI_BASE_URL for a live model")
+	}
+
+	step := func(format string, a ...any) { fmt.Fprintf(out, "▶ "+format+"\n", a...) }
+	t0 := time.Now()
+	step("starting the local Temporal dev server (first start takes ~10 s; state in %s)", cfg.Home)
+	t, err := ensureStack(cmd)
+	if err != nil {
+		return err
+	}
+	step("Temporal answers at %s (%.1fs); Web UI %s", t.Address, time.Since(t0).Seconds(), cfg.TemporalUI)
+
+	step("starting a worker: store %s, registry layers %v", cfg.StoreURL(), cfg.Layers)
+	ready := make(chan struct{})
+	werr := make(chan error, 1)
+	go func() { werr <- runWorker(ctx, cmd, ready) }()
+	select {
+	case <-ready:
+	case err := <-werr:
+		return fmt.Errorf("worker: %w", err)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+
+	var req workflows.TurnRequest
+	if live {
+		req = workflows.TurnRequest{Conversation: fmt.Sprintf("dev-%d", time.Now().Unix()), Principal: approverName(""), Message: message,
+			Scope: []string{"system.health", "web.fetch"}}
+		step("live model at %s: %q", os.Getenv("AIRLOCK_OPENAI_BASE_URL"), message)
+	} else {
+		if req, err = replayRequest(trace); err != nil {
+			return err
+		}
+		step("replaying the recorded session %s", trace)
+		fmt.Fprintf(out, "  user: %s\n", req.Message)
+	}
+
+	var decide decider
+	switch decision {
+	case "approve", "deny":
+		decide = func(workflows.PendingConfirmation) (bool, string, bool) {
+			fmt.Fprintf(out, "   --decision %s\n", decision)
+			return decision == "approve", "denied by --decision deny", true
+		}
+	case "":
+		if isTerminal(os.Stdin) {
+			decide = askTerminal(os.Stdin, out)
+		} else {
+			fmt.Fprintln(out, "  (stdin is not a terminal: decide from another shell with the commands shown)")
+		}
+	default:
+		return fmt.Errorf("--decision must be approve or deny, not %q", decision)
+	}
+
+	c, err := config.DialTemporal(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	st, err := store.Open(ctx, cfg.StoreURL())
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	id, err := startTurn(ctx, c, st, req)
+	if err != nil {
+		return err
+	}
+	opts, _ := config.TemporalOptions()
+	step("turn %s started\n  Temporal UI: %s", id, cfg.WorkflowURL(opts.Namespace, id))
+	res, err := watchTurn(ctx, out, c, st, id, decide)
+	if err != nil {
+		return err
+	}
+	printResult(out, res)
+	fmt.Fprintf(out, "\naudit:   airlock audit --turn %s\nresult:  airlock turn show %s\nUI:      %s\n", id, id, cfg.WorkflowURL(opts.Namespace, id))
+	fmt.Fprintf(out, "Temporal keeps running for the Web UI; stop it with: make stop\n")
+	cancel()
+	if err := <-werr; err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}

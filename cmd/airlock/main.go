@@ -1,0 +1,60 @@
+// Command airlock runs and operates Airlock: the turn worker, the local stack, turns,
+// confirmations, the audit log, the strict parser and replays of recorded model sessions.
+// Run `airlock --help` for the commands and `airlock <command> --help` for each one.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/airlock-dev/airlock/internal/config"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRoot().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "airlock:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+// cfg is filled from the environment, then overridden by persistent flags.
+var cfg = config.FromEnv()
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "airlock",
+		Short: "A durable, fail-closed turn processor between a language model and everything it may do",
+		Long: `Airlock runs each conversation turn as a durable Temporal workflow:
+inference → strict parsing of the model's tool calls → the executor (resolve against the
+capability registry, validate arguments, check policy, confirm with a human, execute, record).
+
+Quick start (from the repository): make run   — brings up Temporal and replays a real
+recorded session in which a prompt injection asks the model to send money.
+
+Configuration comes from the environment, overridden by flags:
+  AIRLOCK_HOME                local state (default .airlock)
+  AIRLOCK_DATABASE_URL        postgres://… (default: SQLite file under AIRLOCK_HOME)
+  AIRLOCK_CORPUS              AgentDojo corpus folder (default ../shared/corpus/agentdojo)
+  AIRLOCK_REGISTRY_LAYERS     extra registry layers, e.g. agentdojo-banking,agentdojo-workspace
+  AIRLOCK_OPENAI_BASE_URL     serve a live OpenAI-compatible model (with AIRLOCK_OPENAI_API_KEY,
+                              AIRLOCK_OPENAI_MODEL)
+  TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TLS settings: Temporal client`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&cfg.Home, "home", cfg.Home, "local state directory (AIRLOCK_HOME)")
+	pf.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "store URL, postgres://… or sqlite:PATH (AIRLOCK_DATABASE_URL; default SQLite under --home)")
+	pf.StringVar(&cfg.CorpusDir, "corpus", cfg.CorpusDir, "AgentDojo corpus folder with tools.json and runs/ (AIRLOCK_CORPUS)")
+	root.AddCommand(newWorkerCmd(), newTurnCmd(), newPendingCmd(), newApproveCmd(), newDenyCmd(), newAuditCmd(),
+		newParseCmd(), newReplayCmd(), newRegistryCmd(), newStackCmd(), newDevCmd())
+	return root
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/airlock-dev/airlock/internal/parse"
+)
+
+type parseCandidate struct {
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Version   int             `json:"version"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+type parseFailure struct {
+	CallID string       `json:"call_id"`
+	Name   string       `json:"name,omitempty"`
+	Reason parse.Reason `json:"reason"`
+	Detail string       `json:"detail,omitempty"`
+}
+
+type parseOutput struct {
+	Candidates []parseCandidate `json:"candidates"`
+	Failures   []parseFailure   `json:"failures"`
+}
+
+func newParseCmd() *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "parse [--format openai|anthropic] < response.json",
+		Short: "Strictly parse one raw provider response and print its candidates and parse failures",
+		Long: `Read one raw provider response (an OpenAI chat.completion body, an Ollama chat body or an
+Anthropic message) from stdin and print what Airlock's strict parser makes of it:
+
+  {"candidates":[{"call_id","name","version","arguments"}],"failures":[{"call_id","reason"}]}
+
+Nothing is repaired: empty or missing arguments, invalid or double-encoded JSON, trailing data,
+names outside the grammar, duplicate call ids, truncated output and tool calls written as text
+are failures with a reason code. Names are not checked against the registry here (the executor
+does that at resolve), so version is the one the base registry advertises, or 0.
+Useful for debugging a model server. Exit status 1 if the input is not a provider response.`,
+		Example: `  curl -s $BASE/v1/chat/completions -d @req.json | airlock parse
+  airlock parse --format anthropic < message.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			raw, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), 64<<20))
+			if err != nil {
+				return fmt.Errorf("read stdin: %w", err)
+			}
+			f := parse.Format(format)
+			if format == "" {
+				f = parse.FormatAuto
+			}
+			versions := map[string]int{}
+			if reg, err := loadBaseRegistry(); err == nil {
+				for _, c := range reg.Catalog(nil) {
+					versions[c.Name] = c.Version
+				}
+			}
+			res, err := parse.Parse(f, raw, parse.Options{Versions: versions})
+			if err != nil {
+				return err
+			}
+			out := parseOutput{Candidates: []parseCandidate{}, Failures: []parseFailure{}}
+			for _, c := range res.Calls {
+				if c.Candidate() {
+					out.Candidates = append(out.Candidates, parseCandidate{CallID: c.CallID, Name: c.Name, Version: c.Version, Arguments: c.Arguments})
+				} else {
+					out.Failures = append(out.Failures, parseFailure{CallID: c.CallID, Name: c.Name, Reason: c.Reason, Detail: c.Detail})
+				}
+			}
+			enc := json.NewEncoder(cmd.OutOrStdout())
+			enc.SetEscapeHTML(false)
+			return enc.Encode(out)
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "", "response format: openai (also Ollama) or anthropic (default: detect)")
+	return cmd
+}

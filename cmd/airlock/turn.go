@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/store"
+	"github.com/airlock-dev/airlock/workers"
+	"github.com/airlock-dev/airlock/workflows"
+)
+
+func newTurnCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "turn", Short: "Start and inspect conversation turns"}
+	cmd.AddCommand(newTurnStartCmd(), newTurnShowCmd())
+	return cmd
+}
+
+func newTurnStartCmd() *cobra.Command {
+	var req workflows.TurnRequest
+	var wait bool
+	cmd := &cobra.Command{
+		Use:   "start --conversation C \"message\"",
+		Short: "Start a turn: one user message and everything the assistant does until it answers",
+		Long: `Start a turn as workflow turn/<conversation>/<seq> on task queue airlock-turns and print its id
+and Temporal UI link. A worker must be running (airlock worker, or make run). With --wait, block
+until the turn ends, showing each confirmation it waits for and how to approve or deny it.`,
+		Example: `  airlock turn start --conversation ops-1 "Is the host healthy?"
+  airlock turn start --conversation ops-1 --wait "Fetch https://example.org and summarize it"`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if req.Conversation == "" {
+				return errors.New("--conversation is required")
+			}
+			req.Message = args[0]
+			return startAndMaybeWait(cmd, req, wait, nil)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.Conversation, "conversation", "", "conversation id (required); turns of one conversation share context")
+	f.StringVar(&req.Principal, "principal", os.Getenv("USER"), "who the turn acts for")
+	f.StringVar(&req.SystemPrompt, "system", "", "system prompt for the conversation's first turn")
+	f.StringVar(&req.Model, "model", "", "model name for a live provider")
+	f.IntVar(&req.MaxRounds, "max-rounds", workflows.DefaultMaxRounds, "maximum inference rounds")
+	f.IntVar(&req.MaxCalls, "max-calls", workflows.DefaultMaxCalls, "per-turn capability call budget")
+	f.DurationVar(&req.ConfirmationTTL, "confirmation-ttl", workflows.DefaultConfirmationTTL, "how long a confirmation stays valid")
+	f.StringSliceVar(&req.Scope, "scope", nil, "limit the catalog to these capability ids")
+	f.BoolVar(&wait, "wait", false, "wait for the turn to end, showing pending confirmations")
+	return cmd
+}
+
+// startTurn allocates the turn's sequence number and starts the workflow.
+func startTurn(ctx context.Context, c client.Client, st *store.Store, req workflows.TurnRequest) (string, error) {
+	seq, err := st.NextTurnSeq(ctx, req.Conversation)
+	if err != nil {
+		return "", err
+	}
+	id := workflows.TurnWorkflowID(req.Conversation, seq)
+	_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:        id,
+		TaskQueue: workflows.TaskQueue,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.AttrConversation.ValueSet(req.Conversation),
+			workflows.AttrPrincipal.ValueSet(req.Principal),
+			workflows.AttrStatus.ValueSet(workflows.StatusRunning),
+			workflows.AttrPending.ValueSet(0)),
+		StaticSummary: fmt.Sprintf("turn %d of %s", seq, req.Conversation),
+	}, workers.TurnWorkflowName, req)
+	if err != nil {
+		return "", fmt.Errorf("start turn %s: %w", id, err)
+	}
+	return id, nil
+}
+
+// decider answers a pending confirmation interactively; nil means print instructions only.
+type decider func(p workflows.PendingConfirmation) (approve bool, reason string, ok bool)
+
+func startAndMaybeWait(cmd *cobra.Command, req workflows.TurnRequest, wait bool, decide decider) error {
+	ctx := cmd.Context()
+	c, err := config.DialTemporal(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	st, err := store.Open(ctx, cfg.StoreURL())
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	id, err := startTurn(ctx, c, st, req)
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	opts, _ := config.TemporalOptions()
+	fmt.Fprintf(out, "started turn %s\n  Temporal UI: %s\n", id, cfg.WorkflowURL(opts.Namespace, id))
+	if !wait {
+		fmt.Fprintf(out, "  follow it with: airlock turn show %s\n", id)
+		return nil
+	}
+	res, err := watchTurn(ctx, out, c, st, id, decide)
+	if err != nil {
+		return err
+	}
+	printResult(out, res)
+	return nil
+}
+
+// watchTurn polls the turn's pending query until the workflow ends, announcing each pending
+// confirmation once, and returns the TurnResult.
+func watchTurn(ctx context.Context, out io.Writer, c client.Client, st *store.Store, id string, decide decider) (workflows.TurnResult, error) {
+	run := c.GetWorkflow(ctx, id, "")
+	done := make(chan error, 1)
+	var res workflows.TurnResult
+	go func() { done <- run.Get(ctx, &res) }()
+	seen := map[string]bool{}
+	tick := time.NewTicker(300 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return res, fmt.Errorf("turn %s failed: %w", id, err)
+			}
+			return res, nil
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-tick.C:
+		}
+		v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryPending)
+		if err != nil {
+			continue // the workflow may not have started yet
+		}
+		var pending []workflows.PendingConfirmation
+		if err := v.Get(&pending); err != nil {
+			continue
+		}
+		for _, p := range pending {
+			if seen[p.ConfirmationID] {
+				continue
+			}
+			seen[p.ConfirmationID] = true
+			printPending(out, p)
+			if decide == nil {
+				continue
+			}
+			approve, reason, ok := decide(p)
+			if !ok {
+				continue
+			}
+			decision := workflows.DecisionDeny
+			if approve {
+				decision = workflows.DecisionApprove
+			}
+			if err := sendDecision(ctx, out, c, st, p.ConfirmationID, decision, approverName(""), reason); err != nil {
+				fmt.Fprintln(out, "  could not send the decision:", err)
+			}
+		}
+	}
+}
+
+func printPending(out io.Writer, p workflows.PendingConfirmation) {
+	fmt.Fprintf(out, "\n⏸  confirmation needed  %s\n", p.ConfirmationID)
+	fmt.Fprintf(out, "   turn:        %s (proposal #%d, call %s)\n", p.WorkflowID, p.Seq, p.CallID)
+	fmt.Fprintf(out, "   capability:  %s@%d (tool %s)\n", p.CapabilityID, p.Version, p.ToolName)
+	fmt.Fprintf(out, "   arguments:   %s\n", prettyArgs(p.Arguments))
+	fmt.Fprintf(out, "   expires at:  %s\n", p.ExpiresAt.Local().Format(time.RFC3339))
+	fmt.Fprintf(out, "   approve:     airlock approve %s\n", p.ConfirmationID)
+	fmt.Fprintf(out, "   deny:        airlock deny %s --reason \"…\"\n", p.ConfirmationID)
+}
+
+func prettyArgs(raw json.RawMessage) string {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || len(m) == 0 {
+		return string(raw)
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sortStrings(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString("\n                ")
+		}
+		fmt.Fprintf(&b, "%s = %s", k, m[k])
+	}
+	return b.String()
+}
+
+func printResult(out io.Writer, res workflows.TurnResult) {
+	fmt.Fprintf(out, "\nturn %s %s (%s) after %d round(s)\n", res.WorkflowID, res.Status, res.EndReason, res.Rounds)
+	for _, o := range res.Outcomes {
+		line := fmt.Sprintf("  #%d %-10s %-18s", o.Seq, o.Name, o.Outcome)
+		if o.Stage != "" && o.Outcome != "executed" {
+			line += " at " + string(o.Stage)
+		}
+		if o.Reason != "" {
+			line += ": " + o.Reason
+		}
+		if o.Approver != "" {
+			line += " (by " + o.Approver + ")"
+		}
+		fmt.Fprintln(out, line)
+	}
+	for _, c := range res.Citations {
+		fmt.Fprintf(out, "  cited: %s (%s)\n", c.FinalURL, c.Title)
+	}
+	if res.Prose != "" {
+		fmt.Fprintf(out, "assistant: %s\n", res.Prose)
+	}
+}
+
+func newTurnShowCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show TURN-ID",
+		Short: "Show a turn: its result when finished, else its status, pending confirmations and transcript",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, id, out := cmd.Context(), args[0], cmd.OutOrStdout()
+			st, err := store.Open(ctx, cfg.StoreURL())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if raw, err := st.GetTurnResult(ctx, id); err == nil {
+				if asJSON {
+					_, err := fmt.Fprintln(out, string(raw))
+					return err
+				}
+				var res workflows.TurnResult
+				if err := json.Unmarshal(raw, &res); err != nil {
+					return fmt.Errorf("stored result of %s: %w", id, err)
+				}
+				printResult(out, res)
+				return nil
+			} else if !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			c, err := config.DialTemporal(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+			var nf *serviceerror.NotFound
+			if errors.As(err, &nf) {
+				return fmt.Errorf("no turn %s", id)
+			} else if err != nil {
+				return err
+			}
+			status := desc.WorkflowExecutionInfo.Status
+			fmt.Fprintf(out, "turn %s: %s\n", id, strings.ToLower(strings.TrimPrefix(status.String(), "WORKFLOW_EXECUTION_STATUS_")))
+			if status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				if v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryPending); err == nil {
+					var pending []workflows.PendingConfirmation
+					if v.Get(&pending) == nil {
+						for _, p := range pending {
+							printPending(out, p)
+						}
+					}
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the stored TurnResult as JSON")
+	return cmd
+}
+
+// askTerminal prompts on the terminal for a decision.
+func askTerminal(in io.Reader, out io.Writer) decider {
+	r := bufio.NewReader(in)
+	return func(p workflows.PendingConfirmation) (bool, string, bool) {
+		for {
+			fmt.Fprintf(out, "   decide now? [a]pprove / [d]eny / [s]kip (decide elsewhere): ")
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return false, "", false
+			}
+			switch strings.ToLower(strings.TrimSpace(line)) {
+			case "a", "approve":
+				return true, "", true
+			case "d", "deny":
+				fmt.Fprintf(out, "   reason: ")
+				reason, _ := r.ReadString('\n')
+				return false, strings.TrimSpace(reason), true
+			case "s", "skip", "":
+				return false, "", false
+			}
+		}
+	}
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/workers"
+	"github.com/airlock-dev/airlock/workflows"
+)
+
+func newWorkerCmd() *cobra.Command {
+	var layers []string
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run the turn worker (workflows and activities on task queue airlock-turns)",
+		Long: `Run the turn worker until interrupted. It loads the capability registry first and refuses to
+start, with a diagnostic, if the registry is missing, malformed or inconsistent (an entry
+without an implementation, an implementation without an entry).`,
+		Example: `  airlock worker
+  airlock worker --layers agentdojo-banking,agentdojo-workspace
+  AIRLOCK_DATABASE_URL=postgres://airlock:airlock@127.0.0.1/airlock airlock worker`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("layers") {
+				cfg.Layers = layers
+			}
+			return runWorker(cmd.Context(), cmd, nil)
+		},
+	}
+	cmd.Flags().StringSliceVar(&layers, "layers", cfg.Layers, "registry layers to load on top of the base registry (AIRLOCK_REGISTRY_LAYERS)")
+	return cmd
+}
+
+// runWorker runs a worker until ctx ends. ready, if set, is closed once the worker polls.
+func runWorker(ctx context.Context, cmd *cobra.Command, ready chan<- struct{}) error {
+	c, err := config.DialTemporal(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	probe := func(ctx context.Context) error {
+		_, err := c.CheckHealth(ctx, &client.CheckHealthRequest{})
+		return err
+	}
+	deps, err := workers.Build(ctx, cfg, probe)
+	if err != nil {
+		return err
+	}
+	defer deps.Close()
+	w := workers.New(c, deps.Activities)
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start worker: %w", err)
+	}
+	defer w.Stop()
+	fmt.Fprintf(cmd.ErrOrStderr(), "worker polling task queue %s (registry %s: %d capabilities; store %s)\n",
+		workflows.TaskQueue, deps.Registry.Revision(), len(deps.Registry.Capabilities()), deps.Store.Driver())
+	if ready != nil {
+		close(ready)
+	}
+	<-ctx.Done()
+	return nil
+}

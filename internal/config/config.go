@@ -1,0 +1,181 @@
+// Package config reads Airlock's settings from the environment, with defaults that make a
+// fresh checkout work with no setup: state under .airlock/, an embedded SQLite store, the
+// replay corpus beside the repository, a generated approver key. Flags override these values
+// in cmd/airlock. Temporal connection settings come from the SDK's envconfig
+// (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TLS, profiles).
+package config
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/contrib/envconfig"
+)
+
+// Config is everything a worker or CLI command needs besides Temporal's own settings.
+type Config struct {
+	// Home is the local state directory (AIRLOCK_HOME, default ".airlock").
+	Home string
+	// DatabaseURL selects the store (AIRLOCK_DATABASE_URL): "postgres://…" for PostgreSQL;
+	// empty means the SQLite file <Home>/airlock.db.
+	DatabaseURL string
+	// CorpusDir is the AgentDojo corpus root holding tools.json and runs/ (AIRLOCK_CORPUS;
+	// default ../shared/corpus/agentdojo beside the repository, when present).
+	CorpusDir string
+	// RegistryFile replaces the embedded base registry (AIRLOCK_REGISTRY); empty = embedded.
+	RegistryFile string
+	// Layers are embedded registry layers loaded on top (AIRLOCK_REGISTRY_LAYERS, comma list).
+	Layers []string
+	// ApproverKeyFile holds the hex AES-256 key that seals tokens for approvers
+	// (AIRLOCK_APPROVER_KEY_FILE, default <Home>/approver.key, created when absent).
+	ApproverKeyFile string
+	// TemporalUI is the Web UI base URL used in links (AIRLOCK_TEMPORAL_UI, default
+	// http://localhost:8233).
+	TemporalUI string
+	// FetchAllowPrivate lets web.fetch reach private and loopback addresses
+	// (AIRLOCK_FETCH_ALLOW_PRIVATE=1; default refused).
+	FetchAllowPrivate bool
+}
+
+// FromEnv reads the Config from the environment.
+func FromEnv() Config {
+	c := Config{
+		Home:              env("AIRLOCK_HOME", ".airlock"),
+		DatabaseURL:       os.Getenv("AIRLOCK_DATABASE_URL"),
+		CorpusDir:         os.Getenv("AIRLOCK_CORPUS"),
+		RegistryFile:      os.Getenv("AIRLOCK_REGISTRY"),
+		Layers:            SplitList(os.Getenv("AIRLOCK_REGISTRY_LAYERS")),
+		ApproverKeyFile:   os.Getenv("AIRLOCK_APPROVER_KEY_FILE"),
+		TemporalUI:        env("AIRLOCK_TEMPORAL_UI", "http://localhost:8233"),
+		FetchAllowPrivate: os.Getenv("AIRLOCK_FETCH_ALLOW_PRIVATE") == "1",
+	}
+	if c.CorpusDir == "" {
+		c.CorpusDir = DefaultCorpusDir()
+	}
+	return c
+}
+
+// StoreURL is the store URL to open: DatabaseURL, or the SQLite file under Home.
+func (c Config) StoreURL() string {
+	if c.DatabaseURL != "" {
+		return c.DatabaseURL
+	}
+	return "sqlite:" + filepath.Join(c.Home, "airlock.db")
+}
+
+// KeyFile is the approver key path.
+func (c Config) KeyFile() string {
+	if c.ApproverKeyFile != "" {
+		return c.ApproverKeyFile
+	}
+	return filepath.Join(c.Home, "approver.key")
+}
+
+// WorkflowURL links a workflow in the Temporal Web UI.
+func (c Config) WorkflowURL(namespace, workflowID string) string {
+	return fmt.Sprintf("%s/namespaces/%s/workflows/%s", strings.TrimRight(c.TemporalUI, "/"), namespace, escapePath(workflowID))
+}
+
+func escapePath(s string) string { return strings.ReplaceAll(s, "/", "%2F") }
+
+// DefaultCorpusDir finds ../shared/corpus/agentdojo relative to the repository root (or the
+// working directory); "" when absent.
+func DefaultCorpusDir() string {
+	starts := []string{"."}
+	if root, err := RepoRoot(); err == nil {
+		starts = append([]string{root}, starts...)
+	}
+	for _, s := range starts {
+		p := filepath.Join(s, "..", "shared", "corpus", "agentdojo")
+		if st, err := os.Stat(filepath.Join(p, "tools.json")); err == nil && !st.IsDir() {
+			abs, _ := filepath.Abs(p)
+			return abs
+		}
+	}
+	return ""
+}
+
+// RepoRoot walks up from the working directory to the directory holding Airlock's go.mod.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.Contains(string(b), "module github.com/airlock-dev/airlock") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("config: not inside the airlock repository")
+		}
+		dir = parent
+	}
+}
+
+// SplitList splits a comma-separated list, dropping blanks.
+func SplitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func env(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// TemporalOptions loads client options from the environment and Temporal config profiles
+// (go.temporal.io/sdk/contrib/envconfig); the one place clients are configured.
+func TemporalOptions() (client.Options, error) {
+	o, err := envconfig.LoadDefaultClientOptions()
+	if err != nil {
+		return o, fmt.Errorf("config: temporal client options: %w", err)
+	}
+	if o.HostPort == "" {
+		o.HostPort = client.DefaultHostPort
+	}
+	if o.Namespace == "" {
+		o.Namespace = client.DefaultNamespace
+	}
+	if o.Logger == nil {
+		o.Logger = tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()})))
+	}
+	return o, nil
+}
+
+// logLevel reads AIRLOCK_LOG_LEVEL (debug, info, warn, error; default warn): the SDK's own
+// debug lines drown the turn's progress otherwise.
+func logLevel() slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(env("AIRLOCK_LOG_LEVEL", "warn"))); err != nil {
+		return slog.LevelWarn
+	}
+	return l
+}
+
+// DialTemporal connects a Temporal client with TemporalOptions.
+func DialTemporal(ctx context.Context) (client.Client, error) {
+	o, err := TemporalOptions()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.DialContext(ctx, o)
+	if err != nil {
+		return nil, fmt.Errorf("connect to Temporal at %s (namespace %s): %w; start it with `make run` or `airlock stack up`", o.HostPort, o.Namespace, err)
+	}
+	return c, nil
+}

@@ -1,0 +1,127 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/airlock-dev/airlock/activities"
+	"github.com/airlock-dev/airlock/internal/agentdojo"
+	"github.com/airlock-dev/airlock/internal/capabilities"
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/inference"
+	"github.com/airlock-dev/airlock/internal/store"
+	"github.com/airlock-dev/airlock/internal/token"
+	"github.com/airlock-dev/airlock/registry"
+)
+
+// Deps are the dependencies of a worker, built once at start.
+type Deps struct {
+	Activities *activities.Activities
+	Store      *store.Store
+	Registry   *registry.Registry
+}
+
+// Close releases the store.
+func (d *Deps) Close() error {
+	if d == nil || d.Store == nil {
+		return nil
+	}
+	return d.Store.Close()
+}
+
+// ErrCorpusMissing reports a registry layer or replay session that needs the AgentDojo corpus
+// when none is configured.
+var ErrCorpusMissing = errors.New("workers: AgentDojo corpus not found (set AIRLOCK_CORPUS to the folder holding tools.json and runs/)")
+
+// Build opens the store, loads the registry (fail closed), binds every implementation and
+// configures the inference providers. temporalProbe feeds system.health (nil: "not
+// configured").
+func Build(ctx context.Context, cfg config.Config, temporalProbe capabilities.Probe) (*Deps, error) {
+	key, err := approverKey(cfg)
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, cfg.StoreURL())
+	if err != nil {
+		return nil, err
+	}
+	reg, err := LoadRegistry(cfg, temporalProbe, st.Ping)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	acts := &activities.Activities{Registry: reg, Store: st, ApproverKey: key}
+	if cfg.CorpusDir != "" {
+		acts.Replay = inference.NewReplay(agentdojo.SessionLoader(cfg.CorpusDir))
+	}
+	if oc := inference.OpenAIConfigFromEnv(); os.Getenv("AIRLOCK_OPENAI_BASE_URL") != "" {
+		p, err := inference.NewOpenAI(oc)
+		if err != nil {
+			st.Close()
+			return nil, fmt.Errorf("workers: live model: %w", err)
+		}
+		acts.Live = p
+	}
+	return &Deps{Activities: acts, Store: st, Registry: reg}, nil
+}
+
+func approverKey(cfg config.Config) (token.Key, error) {
+	if hex := os.Getenv("AIRLOCK_APPROVER_KEY"); hex != "" {
+		return token.ParseKey(hex)
+	}
+	return token.LoadOrCreateKey(cfg.KeyFile())
+}
+
+// ApproverKey is the key approver surfaces use to open sealed tokens.
+func ApproverKey(cfg config.Config) (token.Key, error) { return approverKey(cfg) }
+
+// LoadRegistry loads the base registry (embedded, or cfg.RegistryFile) plus cfg.Layers and
+// binds the Go and schema-defined implementations. Any problem is a *registry.LoadError or an
+// error naming what to configure: the worker must not serve.
+func LoadRegistry(cfg config.Config, temporalProbe, storeProbe capabilities.Probe) (*registry.Registry, error) {
+	base := registry.Base()
+	if cfg.RegistryFile != "" {
+		src, err := registry.FileSource(cfg.RegistryFile)
+		if err != nil {
+			return nil, err
+		}
+		base = src
+	}
+	sources := []registry.Source{base}
+	impls := []registry.Implementation{
+		capabilities.SystemHealth(capabilities.HealthConfig{Temporal: temporalProbe, Store: storeProbe}),
+		capabilities.WebFetch(capabilities.NewFetcher(capabilities.FetchConfig{AllowPrivate: cfg.FetchAllowPrivate})),
+	}
+	var tools map[string][]agentdojo.Tool
+	for _, name := range cfg.Layers {
+		src, err := registry.Layer(name)
+		if err != nil {
+			return nil, err
+		}
+		sources = append(sources, src)
+		entries, err := registry.Entries(src)
+		if err != nil {
+			return nil, err
+		}
+		if strings.HasPrefix(name, "agentdojo-") {
+			if cfg.CorpusDir == "" {
+				return nil, fmt.Errorf("registry layer %s: %w", name, ErrCorpusMissing)
+			}
+			if tools == nil {
+				if tools, err = agentdojo.LoadTools(filepath.Join(cfg.CorpusDir, "tools.json")); err != nil {
+					return nil, fmt.Errorf("registry layer %s: %w", name, err)
+				}
+			}
+			ims, err := capabilities.AgentDojoReplay(entries, tools, agentdojo.SessionLoader(cfg.CorpusDir))
+			if err != nil {
+				return nil, err
+			}
+			impls = append(impls, ims...)
+		}
+	}
+	return registry.Load(sources, impls)
+}
