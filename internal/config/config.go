@@ -14,8 +14,8 @@ import (
 	"strings"
 
 	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/contrib/envconfig"
+	tlog "go.temporal.io/sdk/log"
 )
 
 // Config is everything a worker or CLI command needs besides Temporal's own settings.
