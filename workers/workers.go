@@ -26,10 +26,13 @@ func Register(r worker.Registry, acts *activities.Activities) {
 	r.RegisterActivityWithOptions(acts, activity.RegisterOptions{SkipInvalidStructFunctions: true})
 }
 
-// New builds the turn worker on workflows.TaskQueue. Sticky execution stays on (the default):
-// a turn's workflow state stays cached between inference rounds.
-func New(c client.Client, acts *activities.Activities) worker.Worker {
-	w := worker.New(c, workflows.TaskQueue, worker.Options{})
+// New builds the turn worker on taskQueue ("" = workflows.TaskQueue). Sticky execution stays
+// on (the default): a turn's workflow state stays cached between inference rounds.
+func New(c client.Client, acts *activities.Activities, taskQueue string) worker.Worker {
+	if taskQueue == "" {
+		taskQueue = workflows.TaskQueue
+	}
+	w := worker.New(c, taskQueue, worker.Options{})
 	Register(w, acts)
 	return w
 }

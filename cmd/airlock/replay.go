@@ -1,64 +1,16 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/airlock-dev/airlock/internal/agentdojo"
-	"github.com/airlock-dev/airlock/registry"
+	"github.com/airlock-dev/airlock/internal/replay"
 	"github.com/airlock-dev/airlock/workflows"
 )
 
-// replayRequest turns a recorded AgentDojo trace (a file under the corpus runs/ folder, or
-// its session name) into a TurnRequest: the recorded system and user messages, the session
-// the replay provider and replay capabilities serve, and the suite's capabilities as scope.
-func replayRequest(trace string) (workflows.TurnRequest, error) {
-	var req workflows.TurnRequest
-	if cfg.CorpusDir == "" {
-		return req, errors.New("no AgentDojo corpus: set AIRLOCK_CORPUS or --corpus")
-	}
-	runs, err := filepath.Abs(filepath.Join(cfg.CorpusDir, "runs"))
-	if err != nil {
-		return req, err
-	}
-	session := strings.TrimSuffix(filepath.ToSlash(trace), ".json")
-	if _, err := os.Stat(trace); err == nil {
-		abs, _ := filepath.Abs(trace)
-		rel, err := filepath.Rel(runs, abs)
-		if err != nil || strings.HasPrefix(rel, "..") {
-			return req, fmt.Errorf("trace %s is not under the corpus runs folder %s (set --corpus)", trace, runs)
-		}
-		session = strings.TrimSuffix(filepath.ToSlash(rel), ".json")
-	}
-	t, err := agentdojo.SessionLoader(cfg.CorpusDir)(session)
-	if err != nil {
-		return req, fmt.Errorf("load trace: %w", err)
-	}
-	layer, err := registry.Layer("agentdojo-" + t.Suite)
-	if err != nil {
-		return req, fmt.Errorf("suite %s: %w", t.Suite, err)
-	}
-	entries, err := registry.Entries(layer)
-	if err != nil {
-		return req, err
-	}
-	for _, e := range entries {
-		req.Scope = append(req.Scope, e.ID)
-	}
-	name := strings.NewReplacer("/", "-", ".", "-").Replace(session)
-	req.Conversation = "replay-" + name
-	req.Principal = "replay"
-	req.Session = session
-	req.SystemPrompt = t.SystemPrompt()
-	req.Message = t.UserPrompt()
-	req.StopOnDivergence = true
-	return req, nil
-}
+// replayRequest builds the TurnRequest for a recorded trace with the configured corpus.
+func replayRequest(trace string) (workflows.TurnRequest, error) { return replay.Request(cfg.CorpusDir, trace) }
 
 func newReplayCmd() *cobra.Command {
 	var wait bool

@@ -71,7 +71,7 @@ func startTurn(ctx context.Context, c client.Client, st *store.Store, req workfl
 	id := workflows.TurnWorkflowID(req.Conversation, seq)
 	_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:        id,
-		TaskQueue: workflows.TaskQueue,
+		TaskQueue: cfg.TaskQueue,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.AttrConversation.ValueSet(req.Conversation),
 			workflows.AttrPrincipal.ValueSet(req.Principal),

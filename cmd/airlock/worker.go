@@ -9,7 +9,6 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/workers"
-	"github.com/airlock-dev/airlock/workflows"
 )
 
 func newWorkerCmd() *cobra.Command {
@@ -50,13 +49,13 @@ func runWorker(ctx context.Context, cmd *cobra.Command, ready chan<- struct{}) e
 		return err
 	}
 	defer deps.Close()
-	w := workers.New(c, deps.Activities)
+	w := workers.New(c, deps.Activities, cfg.TaskQueue)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
 	defer w.Stop()
 	fmt.Fprintf(cmd.ErrOrStderr(), "worker polling task queue %s (registry %s: %d capabilities; store %s)\n",
-		workflows.TaskQueue, deps.Registry.Revision(), len(deps.Registry.Capabilities()), deps.Store.Driver())
+		cfg.TaskQueue, deps.Registry.Revision(), len(deps.Registry.Capabilities()), deps.Store.Driver())
 	if ready != nil {
 		close(ready)
 	}

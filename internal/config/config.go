@@ -38,6 +38,9 @@ type Config struct {
 	// TemporalUI is the Web UI base URL used in links (AIRLOCK_TEMPORAL_UI, default
 	// http://localhost:8233).
 	TemporalUI string
+	// TaskQueue is the Temporal task queue for turns (AIRLOCK_TASK_QUEUE, default
+	// "airlock-turns"); separate queues isolate environments sharing one namespace.
+	TaskQueue string
 	// FetchAllowPrivate lets web.fetch reach private and loopback addresses
 	// (AIRLOCK_FETCH_ALLOW_PRIVATE=1; default refused).
 	FetchAllowPrivate bool
@@ -54,6 +57,7 @@ func FromEnv() Config {
 		ApproverKeyFile:   os.Getenv("AIRLOCK_APPROVER_KEY_FILE"),
 		TemporalUI:        env("AIRLOCK_TEMPORAL_UI", "http://localhost:8233"),
 		FetchAllowPrivate: os.Getenv("AIRLOCK_FETCH_ALLOW_PRIVATE") == "1",
+		TaskQueue:         env("AIRLOCK_TASK_QUEUE", "airlock-turns"),
 	}
 	if c.CorpusDir == "" {
 		c.CorpusDir = DefaultCorpusDir()

@@ -1,0 +1,232 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/store"
+	"github.com/airlock-dev/airlock/internal/token"
+	"github.com/airlock-dev/airlock/workers"
+	"github.com/airlock-dev/airlock/workflows"
+)
+
+func quietLogger() tlog.Logger {
+	return tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// fakeModel is a real HTTP server speaking the OpenAI chat-completions wire format. It answers
+// round r (the number of assistant messages in the request, plus one) with rounds[r-1], and
+// with a final answer after the last one. It keeps every request body.
+type fakeModel struct {
+	*httptest.Server
+	mu     sync.Mutex
+	bodies []string
+}
+
+func newFakeModel(t *testing.T, rounds ...string) *fakeModel {
+	f := &fakeModel{}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			http.NotFound(w, r)
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		f.bodies = append(f.bodies, string(b))
+		f.mu.Unlock()
+		var req struct {
+			Messages []struct {
+				Role string `json:"role"`
+			} `json:"messages"`
+		}
+		if err := json.Unmarshal(b, &req); err != nil {
+			http.Error(w, `{"error":{"message":"bad json"}}`, http.StatusBadRequest)
+			return
+		}
+		round := 1
+		for _, m := range req.Messages {
+			if m.Role == "assistant" {
+				round++
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if round <= len(rounds) {
+			io.WriteString(w, rounds[round-1])
+			return
+		}
+		io.WriteString(w, answer("all done"))
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *fakeModel) requests() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.bodies...)
+}
+
+func call(id, name, args string) string {
+	b, _ := json.Marshal(args)
+	return fmt.Sprintf(`{"id":%q,"type":"function","function":{"name":%q,"arguments":%s}}`, id, name, b)
+}
+
+func calls(cs ...string) string {
+	return `{"id":"chatcmpl-it","object":"chat.completion","created":1700000000,"model":"fake","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` +
+		strings.Join(cs, ",") + `]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`
+}
+
+func answer(text string) string {
+	b, _ := json.Marshal(text)
+	return `{"id":"chatcmpl-it","object":"chat.completion","created":1700000000,"model":"fake","choices":[{"index":0,"message":{"role":"assistant","content":` +
+		string(b) + `},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`
+}
+
+// testConfig is a worker configuration on a fresh PostgreSQL schema and a private task queue.
+func testConfig(t *testing.T, layers ...string) config.Config {
+	return config.Config{Home: t.TempDir(), DatabaseURL: freshDB(t), CorpusDir: corpusDir, Layers: layers,
+		TaskQueue: taskQueue(t), TemporalUI: "http://localhost:8233"}
+}
+
+// startWorker runs an in-process worker for cfg until the test ends.
+func startWorker(t *testing.T, c client.Client, cfg config.Config) *workers.Deps {
+	t.Helper()
+	deps, err := workers.Build(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := workers.New(c, deps.Activities, cfg.TaskQueue)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(); deps.Close() })
+	return deps
+}
+
+func openStore(t *testing.T, cfg config.Config) *store.Store {
+	st, err := store.Open(context.Background(), cfg.StoreURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func startTurn(t *testing.T, c client.Client, cfg config.Config, req workflows.TurnRequest) client.WorkflowRun {
+	t.Helper()
+	req.Conversation += "-" + cfg.TaskQueue // unique per test: workflow ids never collide
+	id := workflows.TurnWorkflowID(req.Conversation, 1)
+	run, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
+		ID: id, TaskQueue: cfg.TaskQueue,
+		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AttrConversation.ValueSet(req.Conversation)),
+	}, workers.TurnWorkflowName, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
+// pending queries the turn's pending confirmations.
+func pending(t *testing.T, c client.Client, id string) []workflows.PendingConfirmation {
+	v, err := c.QueryWorkflow(context.Background(), id, "", workflows.QueryPending)
+	if err != nil {
+		return nil
+	}
+	var out []workflows.PendingConfirmation
+	if err := v.Get(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// waitPending waits until confirmation number n (1-based, in order of appearance) is pending.
+func waitPending(t *testing.T, c client.Client, id string, seen map[string]bool) workflows.PendingConfirmation {
+	t.Helper()
+	var got workflows.PendingConfirmation
+	eventually(t, 60*time.Second, "a new pending confirmation on "+id, func() bool {
+		for _, p := range pending(t, c, id) {
+			if !seen[p.ConfirmationID] {
+				seen[p.ConfirmationID] = true
+				got = p
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// decide opens the confirmation's sealed token as an approver surface does and signals the turn.
+func decide(t *testing.T, c client.Client, cfg config.Config, st *store.Store, confirmationID, decision, approver string) {
+	t.Helper()
+	row, err := st.GetConfirmation(context.Background(), confirmationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := workers.ApproverKey(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := token.Open(key, row.SealedToken, confirmationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SignalWorkflow(context.Background(), row.WorkflowID, row.RunID, workflows.SignalConfirmation, workflows.ConfirmationSignal{
+		ConfirmationID: confirmationID, Decision: decision, Token: tok, Approver: approver, Reason: "test decision"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func result(t *testing.T, run client.WorkflowRun) workflows.TurnResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var res workflows.TurnResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatalf("turn %s: %v", run.GetID(), err)
+	}
+	return res
+}
+
+func outcomeList(res workflows.TurnResult) string {
+	var s []string
+	for _, o := range res.Outcomes {
+		x := o.Name + ":" + string(o.Outcome)
+		if o.Reason != "" {
+			x += ":" + o.Reason
+		}
+		s = append(s, x)
+	}
+	return strings.Join(s, " ")
+}
+
+// historyEvents counts the turn's history events.
+func historyEvents(t *testing.T, c client.Client, id string) int {
+	it := c.GetWorkflowHistory(context.Background(), id, "", false, 0)
+	n := 0
+	kinds := map[string]int{}
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds[e.GetEventType().String()]++
+		n++
+	}
+	t.Logf("history of %s: %v", id, kinds)
+	return n
+}

@@ -1,0 +1,135 @@
+package integration
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	_ "github.com/lib/pq"
+	"go.temporal.io/sdk/client"
+
+	"github.com/airlock-dev/airlock/internal/stack"
+	"github.com/airlock-dev/airlock/workflows"
+)
+
+var (
+	devServer  *stack.Temporal
+	pgURL      string
+	airlockBin string
+	repoRoot   string
+	corpusDir  string
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(os.Stderr, "integration: "+format+"\n", a...)
+		return 1
+	}
+	var err error
+	if repoRoot, err = stack.RepoRoot(); err != nil {
+		return fail("%v", err)
+	}
+	corpusDir = filepath.Join(repoRoot, "..", "shared", "corpus", "agentdojo")
+	if _, err := os.Stat(filepath.Join(corpusDir, "tools.json")); err != nil {
+		return fail("the AgentDojo corpus is missing at %s: %v", corpusDir, err)
+	}
+	pgURL = os.Getenv("AIRLOCK_TEST_DATABASE_URL")
+	if pgURL == "" {
+		return fail("AIRLOCK_TEST_DATABASE_URL is not set; run `make test`, or export AIRLOCK_TEST_DATABASE_URL=\"$(scripts/ensure-postgres.sh)\"")
+	}
+	tmp, err := os.MkdirTemp("", "airlock-integration-")
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer os.RemoveAll(tmp)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	airlockBin = filepath.Join(tmp, "airlock")
+	build := exec.CommandContext(ctx, "go", "build", "-o", airlockBin, "./cmd/airlock")
+	build.Dir = repoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		return fail("build airlock: %v\n%s", err, out)
+	}
+	devServer, err = stack.EnsureTemporal(ctx, stack.TemporalOptions{
+		Dir: filepath.Join(tmp, "temporal"), UIPort: stack.Headless, Namespace: "airlock-it",
+		SearchAttributes: workflows.SearchAttributes(), Log: os.Stderr,
+	})
+	if err != nil {
+		return fail("start the Temporal dev server: %v", err)
+	}
+	defer devServer.Stop(context.Background())
+	return m.Run()
+}
+
+// dial connects a client to the test server.
+func dial(t *testing.T) client.Client {
+	t.Helper()
+	c, err := client.Dial(client.Options{HostPort: devServer.Address, Namespace: devServer.Namespace, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// freshDB returns a PostgreSQL URL whose search_path is a new, empty schema dropped after the
+// test, so every test starts with an empty store.
+func freshDB(t *testing.T) string {
+	t.Helper()
+	admin, err := sqlx.Open("postgres", pgURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	b := make([]byte, 6)
+	rand.Read(b)
+	schema := "it_" + hex.EncodeToString(b)
+	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
+		t.Fatalf("create schema (is PostgreSQL up? scripts/ensure-postgres.sh): %v", err)
+	}
+	t.Cleanup(func() {
+		a, err := sqlx.Open("postgres", pgURL)
+		if err == nil {
+			a.Exec("DROP SCHEMA " + schema + " CASCADE")
+			a.Close()
+		}
+	})
+	u, err := url.Parse(pgURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// taskQueue is a task queue unique to one test, so workers of different tests never share work.
+func taskQueue(t *testing.T) string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return "it-" + hex.EncodeToString(b)
+}
+
+// eventually polls cond every 100 ms until it holds or d passes.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
