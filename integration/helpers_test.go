@@ -132,7 +132,8 @@ func startTurn(t *testing.T, c client.Client, cfg config.Config, req workflows.T
 	id := workflows.TurnWorkflowID(req.Conversation, 1)
 	run, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
 		ID: id, TaskQueue: cfg.TaskQueue,
-		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AttrConversation.ValueSet(req.Conversation)),
+		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AttrConversation.ValueSet(req.Conversation),
+			workflows.AttrStatus.ValueSet(workflows.StatusRunning)),
 	}, workers.TurnWorkflowName, req)
 	if err != nil {
 		t.Fatal(err)

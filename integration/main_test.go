@@ -73,7 +73,7 @@ func run(m *testing.M) int {
 }
 
 // dial connects a client to the test server.
-func dial(t *testing.T) client.Client {
+func dial(t testing.TB) client.Client {
 	t.Helper()
 	c, err := client.Dial(client.Options{HostPort: devServer.Address, Namespace: devServer.Namespace, Logger: quietLogger()})
 	if err != nil {
@@ -85,7 +85,7 @@ func dial(t *testing.T) client.Client {
 
 // freshDB returns a PostgreSQL URL whose search_path is a new, empty schema dropped after the
 // test, so every test starts with an empty store.
-func freshDB(t *testing.T) string {
+func freshDB(t testing.TB) string {
 	t.Helper()
 	admin, err := sqlx.Open("postgres", pgURL)
 	if err != nil {
@@ -116,7 +116,7 @@ func freshDB(t *testing.T) string {
 }
 
 // taskQueue is a task queue unique to one test, so workers of different tests never share work.
-func taskQueue(t *testing.T) string {
+func taskQueue(t testing.TB) string {
 	b := make([]byte, 4)
 	rand.Read(b)
 	return "it-" + hex.EncodeToString(b)

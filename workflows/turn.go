@@ -99,7 +99,11 @@ func (t *turn) record(ctx workflow.Context, audit *activities.AuditRecord, decis
 
 func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 	req := t.req
-	t.setStatus(ctx, StatusRunning)
+	// Clients set AirlockStatus=running at start; upsert only when they did not (an upsert is
+	// a history event and a server-side visibility write).
+	if st, ok := workflow.GetTypedSearchAttributes(ctx).GetKeyword(AttrStatus); !ok || st != StatusRunning {
+		t.setStatus(ctx, StatusRunning)
+	}
 	var stored []inference.Message
 	if err := workflow.ExecuteLocalActivity(localCtx(ctx, "load context"), a.LoadContext,
 		activities.LoadContextInput{Conversation: req.Conversation, Limit: req.ContextLimit}).Get(ctx, &stored); err != nil {

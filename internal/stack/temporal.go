@@ -215,6 +215,9 @@ func start(ctx context.Context, o TemporalOptions, attrs []searchAttr, logf func
 		"--db-filename", filepath.Join(o.Dir, dbFileName),
 		"--sqlite-pragma", "journal_mode=wal",
 		"--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000",
+		// Eager activity dispatch: an activity scheduled by a workflow task completion is
+		// handed back to the same worker in the response, saving a matching round trip.
+		"--dynamic-config-value", "system.enableActivityEagerExecution=true",
 		"--log-level", "warn",
 	}
 	if o.UIPort == Headless {
