@@ -10,7 +10,9 @@ import (
 )
 
 // replayRequest builds the TurnRequest for a recorded trace with the configured corpus.
-func replayRequest(trace string) (workflows.TurnRequest, error) { return replay.Request(cfg.CorpusDir, trace) }
+func replayRequest(trace string) (workflows.TurnRequest, error) {
+	return replay.Request(cfg.CorpusDir, trace)
+}
 
 func newReplayCmd() *cobra.Command {
 	var wait bool
