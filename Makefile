@@ -8,7 +8,7 @@ TEMPORAL := $(BIN)/temporal
 TEMPORAL_VERSION := v1.5.1
 TEST_TIMEOUT ?= 30m
 
-.PHONY: run test build temporal stop check unit integration race bench clean help
+.PHONY: run test build temporal stop check race bench histories clean help
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -49,3 +49,7 @@ stop: ## stop the detached local Temporal dev server
 
 clean: stop ## remove local state (.airlock/) and bin/airlock (keeps bin/temporal)
 	rm -rf .airlock $(AIRLOCK)
+
+histories: build temporal ## re-record workflows/testdata/*.history.json from the real dev server (after an intended, versioned change)
+	@url="$${AIRLOCK_TEST_DATABASE_URL:-$$(scripts/ensure-postgres.sh)}" && \
+	  AIRLOCK_WRITE_HISTORIES=1 AIRLOCK_TEST_DATABASE_URL="$$url" $(GO) test -count=1 -run TestMixedTurnHistory ./integration/

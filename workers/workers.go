@@ -16,10 +16,21 @@ import (
 // TurnWorkflowName is the registered workflow type name clients start.
 const TurnWorkflowName = "TurnWorkflow"
 
-// Register registers TurnWorkflow and every method of acts (as activities and local
-// activities) on r. acts may be nil for a replayer, which never runs activities.
-func Register(r worker.Registry, acts *activities.Activities) {
+// WorkflowRegistry is what RegisterWorkflows needs: satisfied by worker.Worker,
+// *testsuite.TestWorkflowEnvironment and worker.WorkflowReplayer.
+type WorkflowRegistry interface {
+	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
+}
+
+// RegisterWorkflows registers every workflow under its stable type name.
+func RegisterWorkflows(r WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.TurnWorkflow, workflow.RegisterOptions{Name: TurnWorkflowName})
+}
+
+// Register registers the workflows and every method of acts (as activities and local
+// activities) on r. acts may be nil, which registers the methods with empty dependencies.
+func Register(r worker.Registry, acts *activities.Activities) {
+	RegisterWorkflows(r)
 	if acts == nil {
 		acts = &activities.Activities{}
 	}

@@ -1,0 +1,71 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	historypb "go.temporal.io/api/history/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/airlock-dev/airlock/workflows"
+)
+
+// TestMixedTurnHistory runs a turn that exercises every path of TurnWorkflow (automatic
+// execute, approved and denied confirmations, a parse failure, a resolve rejection, a final
+// answer) on the real dev server. With AIRLOCK_WRITE_HISTORIES=1 it writes the history to
+// workflows/testdata/, where workflows' replay test checks that every later change of the
+// workflow code still replays it (changes go behind workflow.GetVersion).
+func TestMixedTurnHistory(t *testing.T) {
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, "<title>status</title><p>all systems nominal</p>")
+	}))
+	defer target.Close()
+	model := newFakeModel(t,
+		calls(call("c1", "system_health", `{}`), call("c2", "web_fetch", fmt.Sprintf(`{"url":"%s/ok"}`, target.URL))),
+		calls(call("c3", "web_fetch", fmt.Sprintf(`{"url":"%s/no"}`, target.URL)), call("c4", "run_shell", `{"cmd":"id"}`), call("c5", "system_health", `{"x":`)),
+	)
+	t.Setenv("AIRLOCK_OPENAI_BASE_URL", model.URL+"/v1")
+	t.Setenv("AIRLOCK_OPENAI_API_KEY", "test")
+	c := dial(t)
+	cfg := testConfig(t)
+	cfg.FetchAllowPrivate = true
+	startWorker(t, c, cfg)
+	st := openStore(t, cfg)
+	run := startTurn(t, c, cfg, workflows.TurnRequest{Conversation: "mixed", Principal: "ops", Message: "check the host and the status page"})
+	seen := map[string]bool{}
+	decide(t, c, cfg, st, waitPending(t, c, run.GetID(), seen).ConfirmationID, workflows.DecisionApprove, "alice")
+	decide(t, c, cfg, st, waitPending(t, c, run.GetID(), seen).ConfirmationID, workflows.DecisionDeny, "alice")
+	res := result(t, run)
+	want := "system_health:executed web_fetch:executed web_fetch:denied:denied_by_approver run_shell:rejected:unknown_capability system_health:parse_failed:invalid_json"
+	if got := outcomeList(res); got != want || res.Prose != "all done" {
+		t.Fatalf("outcomes = %s, prose %q", got, res.Prose)
+	}
+	if os.Getenv("AIRLOCK_WRITE_HISTORIES") != "1" {
+		return
+	}
+	var h historypb.History
+	it := c.GetWorkflowHistory(context.Background(), run.GetID(), "", false, 0)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Events = append(h.Events, e)
+	}
+	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(repoRoot, "workflows", "testdata", "turn-mixed.history.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s (%d events)", path, len(h.Events))
+}
