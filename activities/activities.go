@@ -54,6 +54,14 @@ func keyOf(id string, version int) string { return fmt.Sprintf("%s@%d", id, vers
 // LoadContext returns the conversation's stored context, oldest first (at most in.Limit
 // messages), so results kept from an earlier, failed turn reach the next one.
 func (a *Activities) LoadContext(ctx context.Context, in LoadContextInput) ([]inference.Message, error) {
+	return a.loadContext(ctx, in.Conversation, in.Limit)
+}
+
+// loadContext reads the last limit messages of a conversation. A window that starts inside a
+// tool exchange drops the leading tool results, whose assistant message fell outside it
+// (providers reject a tool message that answers no call).
+func (a *Activities) loadContext(ctx context.Context, conversation string, limit int) ([]inference.Message, error) {
+	in := LoadContextInput{Conversation: conversation, Limit: limit}
 	entries, err := a.Store.LoadContext(ctx, in.Conversation, in.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("load context of %q: %w", in.Conversation, err)
@@ -63,6 +71,9 @@ func (a *Activities) LoadContext(ctx context.Context, in LoadContextInput) ([]in
 		var m inference.Message
 		if err := json.Unmarshal(e.Payload, &m); err != nil {
 			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("stored context entry %d is not a message", e.ID), ErrTypeBadInput, err)
+		}
+		if len(out) == 0 && m.Role == inference.RoleTool {
+			continue
 		}
 		out = append(out, m)
 	}
@@ -77,7 +88,11 @@ func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, err
 		allow = func(id string) bool { return slices.Contains(in.Scope, id) }
 	}
 	cat := a.Registry.Catalog(allow)
-	req := inference.Request{Model: in.Model, Session: in.Session, Round: in.Round, Messages: in.Messages}
+	msgs, err := a.loadContext(ctx, in.Conversation, in.ContextLimit)
+	if err != nil {
+		return InferOutput{}, err
+	}
+	req := inference.Request{Model: in.Model, Session: in.Session, Round: in.Round, Messages: msgs}
 	out := InferOutput{RegistryRevision: a.Registry.Revision()}
 	for _, c := range cat {
 		req.Tools = append(req.Tools, inference.Tool{Name: c.Name, Description: c.Description, Parameters: c.Parameters})

@@ -64,13 +64,18 @@ type LoadContextInput struct {
 	Limit int `json:"limit"`
 }
 
-// InferInput is one inference round.
+// InferInput is one inference round. The context is not carried in the input: Infer loads it
+// from the conversation store, where Record has already put every message of the turn. This
+// keeps the history linear in the turn's length instead of quadratic, and keeps large tool
+// results out of activity payloads (Temporal bounds each payload at 2 MB).
 type InferInput struct {
-	WorkflowID string              `json:"workflow_id"`
-	Round      int                 `json:"round"`
-	Model      string              `json:"model,omitempty"`
-	Session    string              `json:"session,omitempty"`
-	Messages   []inference.Message `json:"messages"`
+	WorkflowID   string `json:"workflow_id"`
+	Round        int    `json:"round"`
+	Model        string `json:"model,omitempty"`
+	Session      string `json:"session,omitempty"`
+	Conversation string `json:"conversation"`
+	// ContextLimit bounds the stored messages sent to the model.
+	ContextLimit int `json:"context_limit"`
 	// Scope limits the catalog to these capability ids (empty: every model-visible entry).
 	Scope []string `json:"scope,omitempty"`
 }

@@ -129,7 +129,7 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 			Summary: fmt.Sprintf("infer round %d", round),
 		})
 		err := workflow.ExecuteActivity(ictx, a.Infer, activities.InferInput{WorkflowID: t.workflowID, Round: round, Model: req.Model,
-			Session: req.Session, Messages: t.messages, Scope: req.Scope}).Get(ctx, &inf)
+			Session: req.Session, Conversation: req.Conversation, ContextLimit: req.ContextLimit, Scope: req.Scope}).Get(ctx, &inf)
 		var appErr *temporal.ApplicationError
 		if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeSessionExhausted {
 			return t.finish(ctx, "session_ended")
