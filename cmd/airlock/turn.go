@@ -46,7 +46,11 @@ until the turn ends, showing each confirmation it waits for and how to approve o
 				return errors.New("--conversation is required")
 			}
 			req.Message = args[0]
-			return startAndMaybeWait(cmd, req, wait, nil)
+			var decide decider
+			if wait && isTerminal(os.Stdin) {
+				decide = askTerminal(os.Stdin, cmd.OutOrStdout())
+			}
+			return startAndMaybeWait(cmd, req, wait, decide)
 		},
 	}
 	f := cmd.Flags()

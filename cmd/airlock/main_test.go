@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/airlock-dev/airlock/registry"
+)
+
+// run executes the CLI in process with args and stdin, returning stdout and the error.
+func run(t *testing.T, stdin string, args ...string) (string, error) {
+	t.Helper()
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetIn(strings.NewReader(stdin))
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+func TestParseCommandPrintsCandidatesAndFailures(t *testing.T) {
+	in := `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[
+	  {"id":"c1","type":"function","function":{"name":"web_fetch","arguments":"{\"url\":\"https://example.org/\",\"n\":12345678901234567890123}"}},
+	  {"id":"c2","type":"function","function":{"name":"send_money","arguments":"\"{\\\"amount\\\":1}\""}},
+	  {"id":"c3","type":"function","function":{"name":"list<|channel|>x","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
+	out, err := run(t, in, "parse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got parseOutput
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("output is not the documented JSON: %v\n%s", err, out)
+	}
+	if len(got.Candidates) != 1 || got.Candidates[0].Name != "web_fetch" || got.Candidates[0].Version != 1 ||
+		!strings.Contains(string(got.Candidates[0].Arguments), "12345678901234567890123") {
+		t.Fatalf("candidates = %+v", got.Candidates)
+	}
+	if len(got.Failures) != 2 || got.Failures[0].Reason != "arguments_not_object" || got.Failures[1].Reason != "invalid_name" {
+		t.Fatalf("failures = %+v", got.Failures)
+	}
+}
+
+func TestParseCommandRejectsNonResponses(t *testing.T) {
+	if _, err := run(t, "not json", "parse"); err == nil || !strings.Contains(err.Error(), "unrecognized") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestRegistryCommandFailsClosedWithDiagnostic(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "reg.json")
+	doc := strings.Replace(string(registry.Embedded), `"tool/name": "web_fetch"`, `"tool/name": "web fetch!"`, 1)
+	if err := os.WriteFile(bad, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := cfg
+	t.Cleanup(func() { cfg = old })
+	cfg.RegistryFile = bad
+	_, err := run(t, "", "registry")
+	if err == nil || !strings.Contains(err.Error(), "web.fetch@1: airlock tool/name") {
+		t.Fatalf("want a diagnostic naming the entry, got %v", err)
+	}
+	cfg.RegistryFile = filepath.Join(t.TempDir(), "missing.json")
+	if _, err := run(t, "", "registry"); err == nil || !strings.Contains(err.Error(), "missing.json") {
+		t.Fatalf("a missing registry must fail: %v", err)
+	}
+}
+
+func TestRegistryCommandListsConfirmationClass(t *testing.T) {
+	out, err := run(t, "", "registry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"system.health@1", "automatic", "web.fetch@1", "required"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestDenyRequiresReason(t *testing.T) {
+	if _, err := run(t, "", "deny", "cf-x"); err == nil || !strings.Contains(err.Error(), "--reason is required") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestEveryCommandHasHelp(t *testing.T) {
+	for _, c := range newRoot().Commands() {
+		if c.Short == "" {
+			t.Errorf("command %s has no short help", c.Name())
+		}
+		for _, sub := range c.Commands() {
+			if sub.Short == "" {
+				t.Errorf("command %s %s has no short help", c.Name(), sub.Name())
+			}
+		}
+	}
+}
