@@ -373,7 +373,27 @@ func (t *turn) resultMessage(call parse.Call, env activities.Envelope) inference
 	return inference.Message{Role: inference.RoleTool, ToolCallID: call.CallID, Content: env.String()}
 }
 
+// drainLateSignals refuses and audits decisions that arrived for confirmations no longer
+// pending (expired or already decided), so a late approval leaves a trace instead of
+// vanishing with the workflow.
+func (t *turn) drainLateSignals(ctx workflow.Context) {
+	for {
+		var sig ConfirmationSignal
+		if !t.sigCh.ReceiveAsync(&sig) {
+			return
+		}
+		t.refusals++
+		err := t.record(ctx, &activities.AuditRecord{Kind: activities.AuditConfirmationRefused, WorkflowID: t.workflowID, RunID: t.runID,
+			Seq: t.seq, Attempt: t.refusals, Stage: activities.StageConfirm, Reason: "not_pending", Approver: sig.Approver,
+			Detail: fmt.Sprintf("decision for %q arrived after it stopped pending", sig.ConfirmationID)}, nil, "")
+		if err != nil {
+			workflow.GetLogger(ctx).Error("audit a late confirmation signal", "error", err)
+		}
+	}
+}
+
 func (t *turn) finish(ctx workflow.Context, reason string) (TurnResult, error) {
+	t.drainLateSignals(ctx)
 	t.result.Status = StatusCompleted
 	t.result.EndReason = reason
 	t.setStatus(ctx, StatusCompleted)

@@ -490,3 +490,33 @@ func mustJSON(v any) string {
 	}
 	return string(b)
 }
+
+// A decision that arrives after its confirmation expired is refused and audited, never applied.
+func TestLateDecisionIsRefusedAndAudited(t *testing.T) {
+	f := newFixture(t, calls(call("c1", "test_send", `{"to":"a","amount":1}`)), answer("ok"))
+	var id, tok string
+	f.at(time.Minute, func() {
+		p := f.pending()[0]
+		id, tok = p.ConfirmationID, f.tokenFor(p.ConfirmationID)
+	})
+	// The TTL is 2 minutes; the approval arrives in the same instant the expiry timer fires.
+	// The timer wins (the test environment fires it first, deterministically), so the
+	// approval is late: it must be refused and audited, not applied and not lost.
+	f.at(2*time.Minute, func() {
+		f.signal(workflows.ConfirmationSignal{ConfirmationID: id, Decision: workflows.DecisionApprove, Token: tok, Approver: "late"})
+	})
+	res := f.run(workflows.TurnRequest{ConfirmationTTL: 2 * time.Minute})
+	wantOutcomes(t, res, "expired:confirmation_expired")
+	if f.sends.Load() != 0 {
+		t.Fatal("a late approval must not execute")
+	}
+	var late int
+	for _, r := range f.audit() {
+		if r.Outcome == activities.AuditConfirmationRefused && r.Approver == "late" {
+			late++
+		}
+	}
+	if late != 1 {
+		t.Fatalf("late decision audit rows = %d, want 1", late)
+	}
+}
