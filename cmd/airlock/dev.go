@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/airlock-dev/airlock/internal/config"
-	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/workflows"
 )
 
@@ -109,27 +108,11 @@ func runDev(cmd *cobra.Command, trace, message, decision string) error {
 		return fmt.Errorf("--decision must be approve or deny, not %q", decision)
 	}
 
-	c, err := config.DialTemporal(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	st, err := store.Open(ctx, cfg.StoreURL())
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	id, err := startTurn(ctx, c, st, req)
+	id, err := startAndWatch(ctx, out, req, true, decide)
 	if err != nil {
 		return err
 	}
 	opts, _ := config.TemporalOptions()
-	step("turn %s started\n  Temporal UI: %s", id, cfg.WorkflowURL(opts.Namespace, id))
-	res, err := watchTurn(ctx, out, c, st, id, decide)
-	if err != nil {
-		return err
-	}
-	printResult(out, res)
 	fmt.Fprintf(out, "\naudit:   airlock audit --turn %s\nresult:  airlock turn show %s\nUI:      %s\n", id, id, cfg.WorkflowURL(opts.Namespace, id))
 	fmt.Fprintf(out, "Temporal keeps running for the Web UI; stop it with: make stop\n")
 	cancel()

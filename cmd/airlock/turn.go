@@ -93,34 +93,39 @@ func startTurn(ctx context.Context, c client.Client, st *store.Store, req workfl
 type decider func(p workflows.PendingConfirmation) (approve bool, reason string, ok bool)
 
 func startAndMaybeWait(cmd *cobra.Command, req workflows.TurnRequest, wait bool, decide decider) error {
-	ctx := cmd.Context()
+	_, err := startAndWatch(cmd.Context(), cmd.OutOrStdout(), req, wait, decide)
+	return err
+}
+
+// startAndWatch starts the turn, prints its id and UI link and, with wait, watches it to the
+// end and prints the result. It returns the turn's workflow id.
+func startAndWatch(ctx context.Context, out io.Writer, req workflows.TurnRequest, wait bool, decide decider) (string, error) {
 	c, err := config.DialTemporal(ctx)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer c.Close()
 	st, err := store.Open(ctx, cfg.StoreURL())
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer st.Close()
 	id, err := startTurn(ctx, c, st, req)
 	if err != nil {
-		return err
+		return "", err
 	}
-	out := cmd.OutOrStdout()
 	opts, _ := config.TemporalOptions()
 	fmt.Fprintf(out, "started turn %s\n  Temporal UI: %s\n", id, cfg.WorkflowURL(opts.Namespace, id))
 	if !wait {
 		fmt.Fprintf(out, "  follow it with: airlock turn show %s\n", id)
-		return nil
+		return id, nil
 	}
 	res, err := watchTurn(ctx, out, c, st, id, decide)
 	if err != nil {
-		return err
+		return id, err
 	}
 	printResult(out, res)
-	return nil
+	return id, nil
 }
 
 // watchTurn polls the turn's pending query until the workflow ends, announcing each pending
