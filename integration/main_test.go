@@ -16,6 +16,7 @@ import (
 	_ "github.com/lib/pq"
 	"go.temporal.io/sdk/client"
 
+	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/stack"
 	"github.com/airlock-dev/airlock/workflows"
 )
@@ -75,7 +76,9 @@ func run(m *testing.M) int {
 // dial connects a client to the test server.
 func dial(t testing.TB) client.Client {
 	t.Helper()
-	c, err := client.Dial(client.Options{HostPort: devServer.Address, Namespace: devServer.Namespace, Logger: quietLogger()})
+	o := client.Options{HostPort: devServer.Address, Namespace: devServer.Namespace, Logger: quietLogger()}
+	config.TuneForLoopback(&o)
+	c, err := client.Dial(o)
 	if err != nil {
 		t.Fatal(err)
 	}
