@@ -270,18 +270,31 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 	}
 	now := a.now()
 	ledgerKey := fmt.Sprintf("%s/%d", in.WorkflowID, in.Seq)
+	var digest string
 	if !c.ReadOnly() {
+		if digest, err = canonical.Digest(in.Arguments); err != nil {
+			return ExecuteOutput{}, temporal.NewNonRetryableApplicationError("arguments not canonicalizable: "+err.Error(), ErrTypeBadInput, err)
+		}
 		existing, err := a.Store.BeginExecution(ctx, store.Execution{Key: ledgerKey, WorkflowID: in.WorkflowID, Seq: in.Seq,
 			CapabilityID: in.CapabilityID, Version: in.Version, State: store.ExecStarted, StartedAt: now})
 		if err != nil {
 			return ExecuteOutput{}, fmt.Errorf("execution ledger: %w", err)
 		}
 		if existing != nil {
-			if existing.State == store.ExecCompleted || existing.State == store.ExecFailed {
-				var out ExecuteOutput
-				if err := json.Unmarshal(existing.Result, &out); err == nil {
-					return out, nil
-				}
+			// The slot may hold a different call: a new run of this workflow (a whole-workflow
+			// retry or a reset) numbers its proposals from 1 again. Handing that call the recorded
+			// result would report an approved call as executed when it never ran.
+			var rec ledgerEntry
+			finished := existing.State == store.ExecCompleted || existing.State == store.ExecFailed
+			recorded := finished && json.Unmarshal(existing.Result, &rec) == nil
+			if existing.CapabilityID != in.CapabilityID || existing.Version != in.Version ||
+				(recorded && rec.ArgsDigest != "" && rec.ArgsDigest != digest) {
+				return ExecuteOutput{Outcome: OutcomeRejected, RetrievedAt: now, Output: registry.Output{Error: fmt.Sprintf(
+					"proposal #%d of this turn is held by a different call (%s@%d) from an earlier run of the workflow; this call was not run",
+					in.Seq, existing.CapabilityID, existing.Version)}}, nil
+			}
+			if recorded {
+				return rec.ExecuteOutput, nil
 			}
 			activity.GetLogger(ctx).Warn("effect already started by an earlier attempt; not re-running", "key", ledgerKey)
 			return ExecuteOutput{Outcome: OutcomeUnknown, RetrievedAt: now, Output: registry.Output{
@@ -309,12 +322,21 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 		if out.Outcome == OutcomeFailed {
 			state = store.ExecFailed
 		}
-		b, _ := json.Marshal(out)
+		b, _ := json.Marshal(ledgerEntry{ExecuteOutput: out, ArgsDigest: digest})
 		if err := a.Store.FinishExecution(ctx, ledgerKey, state, b, a.now()); err != nil {
 			return ExecuteOutput{}, fmt.Errorf("execution ledger: %w", err)
 		}
 	}
 	return out, nil
+}
+
+// ledgerEntry is the result the execution ledger keeps for a finished effect, with the digest
+// of the arguments it ran with, so a later call that reaches the same ledger key can be told
+// apart from the one that ran. Rows written before the digest was kept decode with ArgsDigest
+// empty and are trusted as before.
+type ledgerEntry struct {
+	ExecuteOutput
+	ArgsDigest string `json:"args_digest,omitempty"`
 }
 
 // MaxResultBytes bounds one capability result in workflow history and model context.

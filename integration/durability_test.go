@@ -589,7 +589,12 @@ func TestB25ApprovalBoundToReviewedArguments(t *testing.T) {
 	}
 
 	waitRefusals := func(n int) {
-		eventually(t, 30*time.Second, fmt.Sprintf("%d refused confirmation attempts audited", n), func() bool { return len(e.refusals(wf)) >= n })
+		eventually(t, 30*time.Second, fmt.Sprintf("%d refused confirmation attempts audited", n), func() bool {
+			if got := e.rec.of("record_value"); len(got) > 1 {
+				t.Fatalf("the changed call ran (%v): a token for another proposal authorized it", got)
+			}
+			return len(e.refusals(wf)) >= n
+		})
 	}
 	// 1. The approval given for call_1 (its token, now consumed) presented for the replayed call.
 	e.signal(wf, workflows.ConfirmationSignal{ConfirmationID: p2.ConfirmationID, Decision: workflows.DecisionApprove, Token: firstToken, Approver: "alice"})
@@ -979,6 +984,54 @@ func TestB29EffectBeforeFailedInferenceIsNeverReExecuted(t *testing.T) {
 		}
 		if n := len(model.requests()); n != 4 {
 			t.Fatalf("model requests = %d, want 4 (2 per attempt)", n)
+		}
+	})
+
+	// The same retry, but attempt 2's model proposes a different command at the same proposal
+	// number. The ledger slot of proposal #1 holds call_sh1's effect: the new call must neither
+	// be handed that result (reported executed when it never ran) nor run in that slot.
+	t.Run("whole_workflow_retry_changed_call", func(t *testing.T) {
+		t.Parallel()
+		e := newDurEnv(t)
+		changedArgs := `{"cmd": "make rollback"}`
+		model := newSeqModel(t, func(n int) (int, string) {
+			switch n {
+			case 0:
+				return http.StatusOK, shell
+			case 1:
+				return http.StatusBadRequest, rejected
+			case 2:
+				return http.StatusOK, calls(call(l.ToolCallID, l.Name, changedArgs))
+			default:
+				return http.StatusOK, answer("done")
+			}
+		})
+		e.startWorker(e.openAI(model.URL))
+		run, conversation := e.startTurn("b29c", 1, workflows.TurnRequest{Message: "deploy"}, func(o *client.StartWorkflowOptions) {
+			o.RetryPolicy = &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, BackoffCoefficient: 1, MaximumAttempts: int32(in.Attempt)}
+		})
+		firstRun := run.GetRunID() // GetRunID follows the retry once the result is read
+		seen := map[string]bool{}
+		checkFirstAttempt(t, e, run.GetID(), conversation, seen)
+		p := waitPending(t, e.c, run.GetID(), seen)
+		if canon(t, string(p.Arguments)) != canon(t, changedArgs) {
+			t.Fatalf("pending = %+v", p)
+		}
+		e.decide(p, workflows.DecisionApprove, "alice")
+		res := result(t, run)
+		if len(res.Outcomes) != 1 || res.Outcomes[0].Outcome == activities.OutcomeExecuted || len(res.Results) != 0 {
+			t.Fatalf("the changed call was reported %s with results %+v: it never ran", outcomeList(res), res.Results)
+		}
+		if got := e.rec.of(l.Name); len(got) != 1 || got[0] != canon(t, l.Arguments) {
+			t.Fatalf("run_shell invocations = %v, want only the first attempt's", got)
+		}
+		var kinds []string
+		for _, r := range e.audit(run.GetID()) {
+			kinds = append(kinds, r.RunID+":"+r.Outcome)
+		}
+		if len(kinds) != 2 || kinds[0] != firstRun+":executed" || !strings.HasSuffix(kinds[1], ":"+string(res.Outcomes[0].Outcome)) ||
+			strings.HasPrefix(kinds[1], firstRun) {
+			t.Fatalf("audit = %v: attempt 1's effect executed, attempt 2's call must not be audited as executed", kinds)
 		}
 	})
 }
