@@ -714,14 +714,23 @@ func TestB27DuplicateCallIDsFailParseBeforeAnyApproval(t *testing.T) {
 	if len(reqs) != 2 {
 		t.Fatalf("model requests = %d", len(reqs))
 	}
+	// Both failures are reported as Airlock notes, and the shared id appears in no tool call or
+	// tool result of the context: providers reject two calls or results under one id, which
+	// would break every later request of the conversation.
 	n := 0
 	for _, m := range wireMessages(t, reqs[1]) {
-		if m.Role == "tool" && m.ToolCallID == cs[0].ID && strings.Contains(m.text(), `"reason":"duplicate_call_id"`) {
+		if m.Role == "tool" && m.ToolCallID == cs[0].ID {
+			t.Fatalf("the shared id %q must not be answered as a tool result: %+v", cs[0].ID, m)
+		}
+		if m.Role == "system" && strings.Contains(m.text(), `"reason":"duplicate_call_id"`) {
 			n++
 		}
 	}
 	if n != 2 {
-		t.Fatalf("the model must receive a duplicate_call_id result for each call, got %d", n)
+		t.Fatalf("the model must be told of each duplicate_call_id failure, got %d notes", n)
+	}
+	if strings.Contains(reqs[1], `"id":"`+cs[0].ID+`"`) {
+		t.Fatalf("the shared id must not be echoed as a tool call: %s", reqs[1])
 	}
 }
 

@@ -151,7 +151,7 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 		}
 		assistant := inference.Message{Role: inference.RoleAssistant, Content: parsed.Text}
 		for _, c := range parsed.Calls {
-			if c.CallID == "" {
+			if !answerable(c) {
 				continue
 			}
 			args := string(c.Arguments)
@@ -364,10 +364,18 @@ func (t *turn) await(ctx workflow.Context, p PendingConfirmation, adm activities
 	}
 }
 
+// answerable reports whether a call can be echoed back to the model as a structured call with
+// its own tool result. Calls without an id (text), and calls whose id is shared (providers
+// reject a context with two tool calls or results under one id), are answered with an Airlock
+// note instead.
+func answerable(c parse.Call) bool {
+	return c.CallID != "" && c.Reason != parse.ReasonDuplicateCallID
+}
+
 // resultMessage is the context message for a proposal's outcome: a tool message when the call
 // has an id, else an Airlock note (tool-call-shaped text has no id to answer).
 func (t *turn) resultMessage(call parse.Call, env activities.Envelope) inference.Message {
-	if call.CallID == "" {
+	if !answerable(call) {
 		return inference.Message{Role: inference.RoleSystem, Content: "airlock: " + env.String()}
 	}
 	return inference.Message{Role: inference.RoleTool, ToolCallID: call.CallID, Content: env.String()}
