@@ -224,6 +224,7 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 		ID: id, TokenHash: hash, SealedToken: sealed, WorkflowID: in.WorkflowID, RunID: in.RunID, Seq: in.Seq,
 		CallID: in.CallID, CapabilityID: in.CapabilityID, Version: in.Version, ArgsDigest: in.ArgsDigest,
 		Arguments: in.Arguments, Display: in.Display, CreatedAt: now, ExpiresAt: now.Add(in.TTL),
+		RegistryRevision: a.Registry.Revision(),
 	})
 	if err != nil {
 		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
@@ -251,6 +252,11 @@ func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (
 	}
 	if !now.Before(row.ExpiresAt) {
 		return ConsumeOutput{Refusal: TokenExpired}, nil
+	}
+	if row.RegistryRevision != a.Registry.Revision() {
+		// The approver saw the call under another registry (side-effect class, policy): the
+		// approval does not carry over.
+		return ConsumeOutput{Refusal: TokenRegistryChanged}, nil
 	}
 	return ConsumeOutput{Valid: true}, nil
 }

@@ -164,6 +164,8 @@ const (
 	TokenReplayed        = "token_replayed"
 	TokenBindingMismatch = "token_binding_mismatch"
 	TokenExpired         = "token_expired"
+	// TokenRegistryChanged: the registry revision changed between issue and approval.
+	TokenRegistryChanged = "registry_changed"
 )
 
 // ConsumeOutput says whether the token authorizes the waiting proposal; Refusal is one of the

@@ -74,16 +74,9 @@ func answer(text string) json.RawMessage {
 	return json.RawMessage(`{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":` + string(b) + `},"finish_reason":"stop"}]}`)
 }
 
-func newFixture(t *testing.T, responses ...json.RawMessage) *fixture {
-	t.Helper()
-	f := &fixture{t: t}
-	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "airlock.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	f.store = st
-	impls := []registry.Implementation{
+// testImpls binds the test registry's capabilities; test_send counts its calls in f.sends.
+func testImpls(f *fixture) []registry.Implementation {
+	return []registry.Implementation{
 		registry.Typed("test.echo", 1, func(_ context.Context, a *echoArgs, _ registry.Invocation) (registry.Output, error) {
 			b, _ := json.Marshal(map[string]string{"echo": a.Text})
 			return registry.Output{Data: b}, nil
@@ -96,6 +89,18 @@ func newFixture(t *testing.T, responses ...json.RawMessage) *fixture {
 			return registry.Output{Data: json.RawMessage(`{"sent":true}`)}, nil
 		}),
 	}
+}
+
+func newFixture(t *testing.T, responses ...json.RawMessage) *fixture {
+	t.Helper()
+	f := &fixture{t: t}
+	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "airlock.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	f.store = st
+	impls := testImpls(f)
 	reg, err := registry.Load([]registry.Source{{Name: "test", Data: []byte(testRegistry)}}, impls)
 	if err != nil {
 		t.Fatal(err)
@@ -518,5 +523,37 @@ func TestLateDecisionIsRefusedAndAudited(t *testing.T) {
 	}
 	if late != 1 {
 		t.Fatalf("late decision audit rows = %d, want 1", late)
+	}
+}
+
+// A change of registry revision between issue and approval voids the approval: the token is
+// refused (registry_changed), audited, and the proposal never runs under the new registry.
+func TestRegistryChangeVoidsApproval(t *testing.T) {
+	f := newFixture(t, calls(call("c1", "test_send", `{"to":"a","amount":1}`)), answer("ok"))
+	f.at(time.Minute, func() {
+		p := f.pending()[0]
+		tok := f.tokenFor(p.ConfirmationID)
+		changed, err := registry.Load([]registry.Source{{Name: "test", Data: []byte(strings.Replace(testRegistry, `"test.1"`, `"test.2"`, 1))}},
+			testImpls(f))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		f.acts.Registry = changed
+		f.signal(workflows.ConfirmationSignal{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove, Token: tok, Approver: "a"})
+	})
+	res := f.run(workflows.TurnRequest{ConfirmationTTL: 2 * time.Minute})
+	wantOutcomes(t, res, "expired:confirmation_expired")
+	if f.sends.Load() != 0 {
+		t.Fatal("an approval given under another registry revision must not execute")
+	}
+	var refused []string
+	for _, r := range f.audit() {
+		if r.Outcome == activities.AuditConfirmationRefused {
+			refused = append(refused, r.Reason)
+		}
+	}
+	if strings.Join(refused, " ") != activities.TokenRegistryChanged {
+		t.Fatalf("refusals = %v", refused)
 	}
 }

@@ -42,13 +42,15 @@ type Confirmation struct {
 	ArgsDigest   string
 	Arguments    json.RawMessage
 	Display      string
-	CreatedAt    time.Time
-	ExpiresAt    time.Time
-	ConsumedAt   *time.Time
-	Decision     string
-	Approver     string
-	Reason       string
-	DecidedAt    *time.Time
+	// RegistryRevision is the registry revision the confirmation was issued under.
+	RegistryRevision string
+	CreatedAt        time.Time
+	ExpiresAt        time.Time
+	ConsumedAt       *time.Time
+	Decision         string
+	Approver         string
+	Reason           string
+	DecidedAt        *time.Time
 }
 
 type confirmationRow struct {
@@ -64,6 +66,7 @@ type confirmationRow struct {
 	ArgsDigest   string `db:"args_digest"`
 	Arguments    []byte `db:"arguments"`
 	Display      string `db:"display"`
+	RegistryRev  string `db:"registry_revision"`
 	CreatedAt    dbTime `db:"created_at"`
 	ExpiresAt    dbTime `db:"expires_at"`
 	ConsumedAt   dbTime `db:"consumed_at"`
@@ -78,7 +81,7 @@ func (r confirmationRow) confirmation() Confirmation {
 		ID: r.ID, TokenHash: r.TokenHash, SealedToken: r.SealedToken,
 		WorkflowID: r.WorkflowID, RunID: r.RunID, Seq: r.Seq, CallID: r.CallID,
 		CapabilityID: r.CapabilityID, Version: r.Version, ArgsDigest: r.ArgsDigest,
-		Arguments: rawJSON(r.Arguments), Display: r.Display,
+		Arguments: rawJSON(r.Arguments), Display: r.Display, RegistryRevision: r.RegistryRev,
 		CreatedAt: r.CreatedAt.Time, ExpiresAt: r.ExpiresAt.Time, ConsumedAt: r.ConsumedAt.ptr(),
 		Decision: r.Decision, Approver: r.Approver, Reason: r.Reason, DecidedAt: r.DecidedAt.ptr(),
 	}
@@ -86,7 +89,7 @@ func (r confirmationRow) confirmation() Confirmation {
 
 const confirmationCols = `id, token_hash, sealed_token, workflow_id, run_id, seq, call_id,
 	capability_id, version, args_digest, arguments, display, created_at, expires_at,
-	consumed_at, decision, approver, reason, decided_at`
+	consumed_at, decision, approver, reason, decided_at, registry_revision`
 
 // CreateConfirmation stores a new pending, unconsumed confirmation and returns
 // it as stored. It is idempotent by c.ID: if a confirmation with this ID
@@ -114,12 +117,12 @@ func (s *Store) CreateConfirmation(ctx context.Context, c Confirmation) (Confirm
 	}
 	_, err = s.db.ExecContext(ctx, s.q(`INSERT INTO confirmations
 		(id, token_hash, sealed_token, workflow_id, run_id, seq, call_id, capability_id,
-		 version, args_digest, arguments, display, created_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		 version, args_digest, arguments, display, created_at, expires_at, registry_revision)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`),
 		c.ID, c.TokenHash, bytesArg(c.SealedToken), c.WorkflowID, c.RunID, c.Seq, c.CallID,
 		c.CapabilityID, c.Version, c.ArgsDigest, args, c.Display,
-		tsArg(orNow(c.CreatedAt)), tsArg(c.ExpiresAt))
+		tsArg(orNow(c.CreatedAt)), tsArg(c.ExpiresAt), c.RegistryRevision)
 	if err != nil {
 		return Confirmation{}, fmt.Errorf("store: create confirmation %q: %w", c.ID, err)
 	}
