@@ -161,7 +161,8 @@ func Admit(reg *registry.Registry, in AdmitInput) Admission {
 		return rej(StageResolve, "unknown_capability", fmt.Sprintf("no capability is registered under the tool name %q", c.Name))
 	}
 	ad := Admission{CapabilityID: cap.ID, Version: cap.Version, SideEffect: cap.Airlock.SideEffect, Network: cap.Airlock.Network,
-		Automatic: cap.Automatic(), Timeout: cap.TimeoutDuration(), RegistryRevision: reg.Revision()}
+		Automatic: cap.Automatic(), DistinctApprover: cap.Airlock.DistinctApprover, Timeout: cap.TimeoutDuration(),
+		RegistryRevision: reg.Revision()}
 	reject := func(stage Stage, code, detail string) Admission {
 		ad.Stage, ad.Code, ad.Detail = stage, code, detail
 		ad.Automatic = false

@@ -113,6 +113,8 @@ type Admission struct {
 	Network      registry.Network    `json:"network,omitempty"`
 	// Automatic is true only for local, read-only capabilities.
 	Automatic bool `json:"automatic"`
+	// DistinctApprover requires an approver other than the turn's principal.
+	DistinctApprover bool `json:"distinct_approver,omitempty"`
 	// ArgsDigest is the hex SHA-256 of the canonical arguments (the confirmation binding).
 	ArgsDigest string `json:"args_digest,omitempty"`
 	// Display is the literal, human-readable form of the call shown to approvers.

@@ -71,6 +71,9 @@ type Airlock struct {
 	// Timeout is the execute deadline as a Go duration string ("15s").
 	Timeout      string `json:"timeout"`
 	ModelVisible bool   `json:"model-visible"`
+	// DistinctApprover, when true, requires the approver of a confirmation to differ from the
+	// turn's principal (four-eyes rule for consequential capabilities).
+	DistinctApprover bool `json:"approval/distinct-approver,omitempty"`
 	// SchemaRef, when set, names an external JSON Schema source for capabilities defined by
 	// schema rather than Go code (for example "agentdojo:banking/send_money"); the bound
 	// Implementation supplies the schema itself.

@@ -341,6 +341,18 @@ func (t *turn) await(ctx workflow.Context, p PendingConfirmation, adm activities
 			}
 			continue
 		}
+		if sig.Approver == "" {
+			if err := refuse("approver_missing", "a decision must name its approver"); err != nil {
+				return sig, false, err
+			}
+			continue
+		}
+		if adm.DistinctApprover && sig.Decision == DecisionApprove && sig.Approver == t.req.Principal {
+			if err := refuse("approver_is_requester", fmt.Sprintf("%s requires an approver other than the requester %q", adm.Key(), t.req.Principal)); err != nil {
+				return sig, false, err
+			}
+			continue
+		}
 		if sig.Decision != DecisionApprove && sig.Decision != DecisionDeny {
 			if err := refuse("bad_decision", fmt.Sprintf("decision %q is not approve or deny", sig.Decision)); err != nil {
 				return sig, false, err

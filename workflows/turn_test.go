@@ -557,3 +557,37 @@ func TestRegistryChangeVoidsApproval(t *testing.T) {
 		t.Fatalf("refusals = %v", refused)
 	}
 }
+
+// Where the registry demands it, the requester cannot approve their own consequential call:
+// the attempt is refused and audited without consuming the token, and another approver can
+// still approve.
+func TestDistinctApproverRequired(t *testing.T) {
+	f := newFixture(t, calls(call("c1", "test_send", `{"to":"a","amount":1}`)), answer("ok"))
+	doc := strings.Replace(testRegistry, `"side-effect":"external-write"`, `"approval/distinct-approver":true,"side-effect":"external-write"`, 1)
+	reg, err := registry.Load([]registry.Source{{Name: "test", Data: []byte(doc)}}, testImpls(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.acts.Registry = reg
+	f.at(time.Minute, func() {
+		p := f.pending()[0]
+		tok := f.tokenFor(p.ConfirmationID)
+		f.signal(workflows.ConfirmationSignal{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove, Token: tok, Approver: "alice"})
+		f.signal(workflows.ConfirmationSignal{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove, Token: tok, Approver: ""})
+		f.signal(workflows.ConfirmationSignal{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove, Token: tok, Approver: "bob"})
+	})
+	res := f.run(workflows.TurnRequest{Principal: "alice"})
+	wantOutcomes(t, res, "executed")
+	if f.sends.Load() != 1 || res.Outcomes[0].Approver != "bob" {
+		t.Fatalf("sends %d, outcome %+v", f.sends.Load(), res.Outcomes[0])
+	}
+	var refused []string
+	for _, r := range f.audit() {
+		if r.Outcome == activities.AuditConfirmationRefused {
+			refused = append(refused, r.Reason)
+		}
+	}
+	if strings.Join(refused, " ") != "approver_is_requester approver_missing" {
+		t.Fatalf("refusals = %v", refused)
+	}
+}
