@@ -155,12 +155,24 @@ func sendDecision(ctx context.Context, out io.Writer, c client.Client, st *store
 	if err != nil {
 		return fmt.Errorf("signal turn %s: %w", row.WorkflowID, err)
 	}
+	before, err := st.ListAudit(ctx, row.WorkflowID)
+	if err != nil {
+		return err
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		r, err := st.GetConfirmation(ctx, id)
 		if err == nil && r.Decision != "" {
 			fmt.Fprintf(out, "%s: %s by %s\n", id, r.Decision, approver)
 			return nil
+		}
+		// The workflow refuses a decision it cannot accept and audits why.
+		if rows, err := st.ListAudit(ctx, row.WorkflowID); err == nil {
+			for _, a := range rows[min(len(before), len(rows)):] {
+				if a.Outcome == "confirmation_refused" && a.Seq == row.Seq && a.Approver == approver {
+					return fmt.Errorf("the turn refused the %s of %s: %s (%s)", decision, id, a.Reason, a.Detail)
+				}
+			}
 		}
 		select {
 		case <-ctx.Done():
