@@ -66,27 +66,40 @@ until the turn ends, showing each confirmation it waits for and how to approve o
 	return cmd
 }
 
-// startTurn allocates the turn's sequence number and starts the workflow.
+// startTurn allocates the turn's sequence number and starts the workflow. Workflow ids are
+// never reused: if Temporal already knows turn/<conversation>/<seq> (for example the store was
+// reset while Temporal kept its history), the next sequence number is taken, so a new turn can
+// never pick up an old turn's ledger, audit rows or result.
 func startTurn(ctx context.Context, c client.Client, st *store.Store, req workflows.TurnRequest) (string, error) {
-	seq, err := st.NextTurnSeq(ctx, req.Conversation)
-	if err != nil {
-		return "", err
+	for attempt := 0; attempt < 100; attempt++ {
+		seq, err := st.NextTurnSeq(ctx, req.Conversation)
+		if err != nil {
+			return "", err
+		}
+		id := workflows.TurnWorkflowID(req.Conversation, seq)
+		_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID:                                       id,
+			TaskQueue:                                cfg.TaskQueue,
+			WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+			WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+			WorkflowExecutionErrorWhenAlreadyStarted: true,
+			TypedSearchAttributes: temporal.NewSearchAttributes(
+				workflows.AttrConversation.ValueSet(req.Conversation),
+				workflows.AttrPrincipal.ValueSet(req.Principal),
+				workflows.AttrStatus.ValueSet(workflows.StatusRunning),
+				workflows.AttrPending.ValueSet(0)),
+			StaticSummary: fmt.Sprintf("turn %d of %s", seq, req.Conversation),
+		}, workers.TurnWorkflowName, req)
+		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		if errors.As(err, &started) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("start turn %s: %w", id, err)
+		}
+		return id, nil
 	}
-	id := workflows.TurnWorkflowID(req.Conversation, seq)
-	_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:        id,
-		TaskQueue: cfg.TaskQueue,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.AttrConversation.ValueSet(req.Conversation),
-			workflows.AttrPrincipal.ValueSet(req.Principal),
-			workflows.AttrStatus.ValueSet(workflows.StatusRunning),
-			workflows.AttrPending.ValueSet(0)),
-		StaticSummary: fmt.Sprintf("turn %d of %s", seq, req.Conversation),
-	}, workers.TurnWorkflowName, req)
-	if err != nil {
-		return "", fmt.Errorf("start turn %s: %w", id, err)
-	}
-	return id, nil
+	return "", fmt.Errorf("start a turn of %s: 100 consecutive turn ids already exist in Temporal", req.Conversation)
 }
 
 // decider answers a pending confirmation interactively; nil means print instructions only.
