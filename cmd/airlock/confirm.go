@@ -40,8 +40,9 @@ func approverName(flag string) string {
 
 func newPendingCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "pending",
-		Short: "List confirmations waiting for a human decision (never shows tokens)",
+		Use:     "pending",
+		Short:   "List confirmations waiting for a human decision (never shows tokens)",
+		Example: "  airlock pending\n  AIRLOCK_DATABASE_URL=postgres://… airlock pending",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, out := cmd.Context(), cmd.OutOrStdout()
 			st, err := store.Open(ctx, cfg.StoreURL())

@@ -58,13 +58,9 @@ func runDev(cmd *cobra.Command, trace, message, decision string) error {
 	}
 
 	step := func(format string, a ...any) { fmt.Fprintf(out, "▶ "+format+"\n", a...) }
-	t0 := time.Now()
-	step("starting the local Temporal dev server (first start takes ~10 s; state in %s)", cfg.Home)
-	t, err := ensureStack(cmd)
-	if err != nil {
+	if _, err := ensureStack(cmd); err != nil { // prints what it starts or reuses
 		return err
 	}
-	step("Temporal answers at %s (%.1fs); Web UI %s", t.Address, time.Since(t0).Seconds(), cfg.TemporalUI)
 
 	step("starting a worker: store %s, registry layers %v", cfg.StoreURL(), cfg.Layers)
 	ready := make(chan struct{})
@@ -84,6 +80,7 @@ func runDev(cmd *cobra.Command, trace, message, decision string) error {
 			Scope: []string{"system.health", "web.fetch"}}
 		step("live model at %s: %q", os.Getenv("AIRLOCK_OPENAI_BASE_URL"), message)
 	} else {
+		var err error
 		if req, err = replayRequest(trace); err != nil {
 			return err
 		}
@@ -94,7 +91,7 @@ func runDev(cmd *cobra.Command, trace, message, decision string) error {
 	var decide decider
 	switch decision {
 	case "approve", "deny":
-		decide = func(workflows.PendingConfirmation) (bool, string, bool) {
+		decide = func(context.Context, workflows.PendingConfirmation, func() bool) (bool, string, bool) {
 			fmt.Fprintf(out, "   --decision %s\n", decision)
 			return decision == "approve", "denied by --decision deny", true
 		}
@@ -113,7 +110,7 @@ func runDev(cmd *cobra.Command, trace, message, decision string) error {
 		return err
 	}
 	opts, _ := config.TemporalOptions()
-	fmt.Fprintf(out, "\naudit:   airlock audit --turn %s\nresult:  airlock turn show %s\nUI:      %s\n", id, id, cfg.WorkflowURL(opts.Namespace, id))
+	fmt.Fprintf(out, "\naudit:   %s audit --turn %s\nresult:  %s turn show %s\nUI:      %s\n", self(), id, self(), id, cfg.WorkflowURL(opts.Namespace, id))
 	fmt.Fprintf(out, "Temporal keeps running for the Web UI; stop it with: make stop\n")
 	cancel()
 	if err := <-werr; err != nil && !errors.Is(err, context.Canceled) {

@@ -44,6 +44,13 @@ Configuration comes from the environment, overridden by flags:
   AIRLOCK_DATABASE_URL        postgres://… (default: SQLite file under AIRLOCK_HOME)
   AIRLOCK_CORPUS              AgentDojo corpus folder (default ../shared/corpus/agentdojo)
   AIRLOCK_REGISTRY_LAYERS     extra registry layers, e.g. agentdojo-banking,agentdojo-workspace
+  AIRLOCK_REGISTRY            replace the embedded base registry with this file
+  AIRLOCK_TASK_QUEUE          Temporal task queue (default airlock-turns)
+  AIRLOCK_APPROVER_KEY_FILE   approver key sealing tokens (default $AIRLOCK_HOME/approver.key;
+                              or AIRLOCK_APPROVER_KEY as 64 hex characters)
+  AIRLOCK_APPROVER            approver name for approve/deny (default $USER)
+  AIRLOCK_FETCH_ALLOW_PRIVATE 1 lets web.fetch reach private and loopback addresses
+  AIRLOCK_LOG_LEVEL           SDK log level: debug, info, warn (default), error
   AIRLOCK_OPENAI_BASE_URL     serve a live OpenAI-compatible model (with AIRLOCK_OPENAI_API_KEY,
                               AIRLOCK_OPENAI_MODEL)
   TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TLS settings: Temporal client`,

@@ -53,8 +53,12 @@ Useful for debugging a model server. Exit status 1 if the input is not a provide
 				return fmt.Errorf("read stdin: %w", err)
 			}
 			f := parse.Format(format)
-			if format == "" {
+			switch format {
+			case "":
 				f = parse.FormatAuto
+			case string(parse.FormatOpenAI), string(parse.FormatAnthropic), string(parse.FormatAuto):
+			default:
+				return fmt.Errorf("--format must be openai, anthropic or auto, not %q", format)
 			}
 			versions := map[string]int{}
 			if reg, err := loadBaseRegistry(); err == nil {

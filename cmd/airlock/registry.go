@@ -25,7 +25,7 @@ func newRegistryCmd() *cobra.Command {
 		Long: `Load the capability registry exactly as a worker does (base registry plus layers), binding every
 implementation, and print each entry with its side-effect class, network reach and whether it
 runs automatically or needs a human confirmation. Exits non-zero with the full diagnostic when
-the registry would stop a worker from serving. Layers: ` + fmt.Sprint(registry.LayerNames()),
+the registry would stop a worker from serving. Layers (--layers or AIRLOCK_REGISTRY_LAYERS): ` + fmt.Sprint(registry.LayerNames()),
 		Example: "  airlock registry\n  airlock registry --layers agentdojo-banking",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c := cfg

@@ -49,8 +49,9 @@ make temporal), SQLite in WAL mode under --home, gRPC on 127.0.0.1:7233, Web UI 
 Airlock's search attributes registered. It runs detached and outlives the command.`,
 	}
 	cmd.AddCommand(&cobra.Command{
-		Use:   "up",
-		Short: "Start the local Temporal dev server if it is not already answering",
+		Use:     "up",
+		Example: "  airlock stack up\n  airlock --home /tmp/airlock stack up",
+		Short:   "Start the local Temporal dev server if it is not already answering",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, err := ensureStack(cmd)
 			if err != nil {

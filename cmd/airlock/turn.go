@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
+	"golang.org/x/term"
 
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/store"
@@ -103,7 +105,9 @@ func startTurn(ctx context.Context, c client.Client, st *store.Store, req workfl
 }
 
 // decider answers a pending confirmation interactively; nil means print instructions only.
-type decider func(p workflows.PendingConfirmation) (approve bool, reason string, ok bool)
+// stillPending reports whether the confirmation is still waiting (it may be decided from
+// another shell meanwhile); ok is false when no decision was taken here.
+type decider func(ctx context.Context, p workflows.PendingConfirmation, stillPending func() bool) (approve bool, reason string, ok bool)
 
 func startAndMaybeWait(cmd *cobra.Command, req workflows.TurnRequest, wait bool, decide decider) error {
 	_, err := startAndWatch(cmd.Context(), cmd.OutOrStdout(), req, wait, decide)
@@ -162,15 +166,7 @@ func watchTurn(ctx context.Context, out io.Writer, c client.Client, st *store.St
 			return res, ctx.Err()
 		case <-tick.C:
 		}
-		v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryPending)
-		if err != nil {
-			continue // the workflow may not have started yet
-		}
-		var pending []workflows.PendingConfirmation
-		if err := v.Get(&pending); err != nil {
-			continue
-		}
-		for _, p := range pending {
+		for _, p := range queryPending(ctx, c, id) {
 			if seen[p.ConfirmationID] {
 				continue
 			}
@@ -179,7 +175,15 @@ func watchTurn(ctx context.Context, out io.Writer, c client.Client, st *store.St
 			if decide == nil {
 				continue
 			}
-			approve, reason, ok := decide(p)
+			stillPending := func() bool {
+				for _, q := range queryPending(ctx, c, id) {
+					if q.ConfirmationID == p.ConfirmationID {
+						return true
+					}
+				}
+				return false
+			}
+			approve, reason, ok := decide(ctx, p, stillPending)
 			if !ok {
 				continue
 			}
@@ -194,14 +198,47 @@ func watchTurn(ctx context.Context, out io.Writer, c client.Client, st *store.St
 	}
 }
 
+// self is how to invoke this binary in printed commands: "airlock" when it runs from PATH,
+// else its path relative to the working directory (for example bin/airlock).
+func self() string {
+	name := os.Args[0]
+	if !strings.Contains(name, "/") {
+		return name
+	}
+	abs, err := filepath.Abs(name)
+	if err != nil {
+		return name
+	}
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, abs); err == nil && !strings.HasPrefix(rel, "..") {
+			return rel
+		}
+	}
+	return abs
+}
+
+// queryPending returns the turn's pending confirmations, or none if it cannot be queried
+// (not started yet, or already closed).
+func queryPending(ctx context.Context, c client.Client, id string) []workflows.PendingConfirmation {
+	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryPending)
+	if err != nil {
+		return nil
+	}
+	var pending []workflows.PendingConfirmation
+	if err := v.Get(&pending); err != nil {
+		return nil
+	}
+	return pending
+}
+
 func printPending(out io.Writer, p workflows.PendingConfirmation) {
 	fmt.Fprintf(out, "\n⏸  confirmation needed  %s\n", p.ConfirmationID)
 	fmt.Fprintf(out, "   turn:        %s (proposal #%d, call %s)\n", p.WorkflowID, p.Seq, p.CallID)
 	fmt.Fprintf(out, "   capability:  %s@%d (tool %s)\n", p.CapabilityID, p.Version, p.ToolName)
 	fmt.Fprintf(out, "   arguments:   %s\n", prettyArgs(p.Arguments))
 	fmt.Fprintf(out, "   expires at:  %s\n", p.ExpiresAt.Local().Format(time.RFC3339))
-	fmt.Fprintf(out, "   approve:     airlock approve %s\n", p.ConfirmationID)
-	fmt.Fprintf(out, "   deny:        airlock deny %s --reason \"…\"\n", p.ConfirmationID)
+	fmt.Fprintf(out, "   approve:     %s approve %s\n", self(), p.ConfirmationID)
+	fmt.Fprintf(out, "   deny:        %s deny %s --reason \"…\"\n", self(), p.ConfirmationID)
 }
 
 func prettyArgs(raw json.RawMessage) string {
@@ -227,7 +264,7 @@ func prettyArgs(raw json.RawMessage) string {
 func printResult(out io.Writer, res workflows.TurnResult) {
 	fmt.Fprintf(out, "\nturn %s %s (%s) after %d round(s)\n", res.WorkflowID, res.Status, res.EndReason, res.Rounds)
 	for _, o := range res.Outcomes {
-		line := fmt.Sprintf("  #%d %-10s %-18s", o.Seq, o.Name, o.Outcome)
+		line := fmt.Sprintf("  #%d %-28s %-16s", o.Seq, o.Name, o.Outcome)
 		if o.Stage != "" && o.Outcome != "executed" {
 			line += " at " + string(o.Stage)
 		}
@@ -237,7 +274,16 @@ func printResult(out io.Writer, res workflows.TurnResult) {
 		if o.Approver != "" {
 			line += " (by " + o.Approver + ")"
 		}
-		fmt.Fprintln(out, line)
+		if o.Outcome == "denied" && o.Detail != "" {
+			line += ": " + o.Detail
+		}
+		fmt.Fprintln(out, strings.TrimRight(line, " "))
+		if o.Reason == "unknown_capability" && strings.HasPrefix(res.WorkflowID, "turn/replay-") {
+			fmt.Fprintln(out, "      (is the worker running with this suite's registry layer? AIRLOCK_REGISTRY_LAYERS=agentdojo-<suite>)")
+		}
+	}
+	if res.EndReason == "diverged" {
+		fmt.Fprintln(out, "  diverged: Airlock decided differently from the recording (rejected, denied or expired a call),\n  so the replay stopped there: the recording's later steps assume the call ran.")
 	}
 	for _, c := range res.Citations {
 		fmt.Fprintf(out, "  cited: %s (%s)\n", c.FinalURL, c.Title)
@@ -250,9 +296,10 @@ func printResult(out io.Writer, res workflows.TurnResult) {
 func newTurnShowCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "show TURN-ID",
-		Short: "Show a turn: its result when finished, else its status, pending confirmations and transcript",
-		Args:  cobra.ExactArgs(1),
+		Use:     "show TURN-ID",
+		Short:   "Show a turn: its result when finished, else its status and pending confirmations",
+		Example: "  airlock turn show turn/ops-1/1\n  airlock turn show turn/ops-1/1 --json",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, id, out := cmd.Context(), args[0], cmd.OutOrStdout()
 			st, err := store.Open(ctx, cfg.StoreURL())
@@ -305,23 +352,58 @@ func newTurnShowCmd() *cobra.Command {
 	return cmd
 }
 
-// askTerminal prompts on the terminal for a decision.
+// askTerminal prompts on the terminal for a decision. Lines are read by one goroutine for the
+// life of the command, so a prompt can give up when the confirmation is decided elsewhere.
 func askTerminal(in io.Reader, out io.Writer) decider {
-	r := bufio.NewReader(in)
-	return func(p workflows.PendingConfirmation) (bool, string, bool) {
+	lines := make(chan string)
+	go func() {
+		r := bufio.NewReader(in)
 		for {
-			fmt.Fprintf(out, "   decide now? [a]pprove / [d]eny / [s]kip (decide elsewhere): ")
 			line, err := r.ReadString('\n')
 			if err != nil {
+				close(lines)
+				return
+			}
+			lines <- strings.TrimSpace(line)
+		}
+	}()
+	read := func(ctx context.Context, stillPending func() bool) (string, bool) {
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case l, ok := <-lines:
+				return l, ok
+			case <-tick.C:
+				if !stillPending() {
+					fmt.Fprintln(out, "\n   decided elsewhere")
+					return "", false
+				}
+			case <-ctx.Done():
+				return "", false
+			}
+		}
+	}
+	return func(ctx context.Context, p workflows.PendingConfirmation, stillPending func() bool) (bool, string, bool) {
+		for {
+			fmt.Fprintf(out, "   decide now? [a]pprove / [d]eny / [s]kip (decide elsewhere): ")
+			line, ok := read(ctx, stillPending)
+			if !ok {
 				return false, "", false
 			}
-			switch strings.ToLower(strings.TrimSpace(line)) {
+			switch strings.ToLower(line) {
 			case "a", "approve":
 				return true, "", true
 			case "d", "deny":
 				fmt.Fprintf(out, "   reason: ")
-				reason, _ := r.ReadString('\n')
-				return false, strings.TrimSpace(reason), true
+				reason, ok := read(ctx, stillPending)
+				if !ok {
+					return false, "", false
+				}
+				if reason == "" {
+					reason = "denied at the terminal"
+				}
+				return false, reason, true
 			case "s", "skip", "":
 				return false, "", false
 			}
@@ -329,7 +411,5 @@ func askTerminal(in io.Reader, out io.Writer) decider {
 	}
 }
 
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
+// isTerminal reports whether f is an interactive terminal (not /dev/null or a pipe).
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }

@@ -29,7 +29,11 @@ func Session(corpusDir, trace string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if st, err := os.Stat(trace); err == nil && !st.IsDir() {
+	st, statErr := os.Stat(trace)
+	if statErr != nil && (strings.HasSuffix(trace, ".json") || strings.HasPrefix(trace, ".") || filepath.IsAbs(trace)) {
+		return "", fmt.Errorf("replay: trace file %s: %w", trace, statErr)
+	}
+	if statErr == nil && !st.IsDir() {
 		abs, _ := filepath.Abs(trace)
 		rel, err := filepath.Rel(runs, abs)
 		if err != nil || strings.HasPrefix(rel, "..") {
