@@ -20,10 +20,14 @@ func testRegistry(t *testing.T, mutate func(string) string) *registry.Registry {
 	if mutate != nil {
 		doc = mutate(doc)
 	}
-	noop := func(context.Context, *urlArgs, registry.Invocation) (registry.Output, error) { return registry.Output{}, nil }
+	noop := func(context.Context, *urlArgs, registry.Invocation) (registry.Output, error) {
+		return registry.Output{}, nil
+	}
 	type none struct{}
 	r, err := registry.Load([]registry.Source{{Name: "t", Data: []byte(doc)}}, []registry.Implementation{
-		registry.Typed("system.health", 1, func(context.Context, *none, registry.Invocation) (registry.Output, error) { return registry.Output{}, nil }),
+		registry.Typed("system.health", 1, func(context.Context, *none, registry.Invocation) (registry.Output, error) {
+			return registry.Output{}, nil
+		}),
 		registry.Typed("web.fetch", 1, noop),
 	})
 	if err != nil {
