@@ -42,7 +42,7 @@ race: build temporal ## the tests under the race detector (slow)
 
 bench: build temporal ## turn throughput and history-event benchmarks on the real dev server
 	@url="$${AIRLOCK_TEST_DATABASE_URL:-$$(scripts/ensure-postgres.sh)}" && \
-	  AIRLOCK_TEST_DATABASE_URL="$$url" $(GO) test -run '^$$' -bench . -benchtime 64x ./integration/
+	  AIRLOCK_TEST_DATABASE_URL="$$url" $(GO) test -run '^$$' -bench . -benchtime 128x ./integration/
 
 stop: ## stop the detached local Temporal dev server
 	-$(AIRLOCK) stack down

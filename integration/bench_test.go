@@ -27,7 +27,16 @@ import (
 // (system_health), then answers; 16 turns in flight (DESIGN "Choose regular or local
 // activities": target >= 34 turns/s, LangGraph.js with its Postgres checkpointer).
 // Reports turns/s and history events per turn.
+//
+// Two model classes: "recorded" serves the script as a recorded session (Infer is a local
+// activity, as for replays), "network" as a live model would be served (Infer is a regular
+// activity, a durable server round trip per round).
 func BenchmarkTurnThroughput(b *testing.B) {
+	b.Run("recorded", func(b *testing.B) { benchTurns(b, true) })
+	b.Run("network", func(b *testing.B) { benchTurns(b, false) })
+}
+
+func benchTurns(b *testing.B, recorded bool) {
 	const inFlight = 16
 	c := dial(b)
 	st, err := store.Open(context.Background(), freshDB(b))
@@ -45,8 +54,12 @@ func BenchmarkTurnThroughput(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	acts := &activities.Activities{Registry: reg, Store: st, ApproverKey: key,
-		Live: inference.NewScripted(json.RawMessage(three), json.RawMessage(answer("healthy")))}
+	model := inference.NewScripted(json.RawMessage(three), json.RawMessage(answer("healthy")))
+	acts := &activities.Activities{Registry: reg, Store: st, ApproverKey: key, Live: model, Replay: model}
+	session := ""
+	if recorded {
+		session = "bench"
+	}
 	queue := taskQueue(b)
 	w := workers.New(c, acts, queue)
 	if err := w.Start(); err != nil {
@@ -60,7 +73,7 @@ func BenchmarkTurnThroughput(b *testing.B) {
 			ID: workflows.TurnWorkflowID(conv, 1), TaskQueue: queue,
 			TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AttrConversation.ValueSet(conv),
 				workflows.AttrStatus.ValueSet(workflows.StatusRunning))}, workers.TurnWorkflowName,
-			workflows.TurnRequest{Conversation: conv, Message: "how is the host?"})
+			workflows.TurnRequest{Conversation: conv, Message: "how is the host?", Session: session})
 		if err != nil {
 			return "", err
 		}
