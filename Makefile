@@ -23,7 +23,7 @@ build: ## build bin/airlock
 temporal: $(TEMPORAL) ## build the Temporal CLI into bin/ (once)
 
 $(TEMPORAL):
-	@echo "› building the Temporal CLI $(TEMPORAL_VERSION) into bin/ with go install (first time only: about 5-8 minutes on 2 cores)"
+	@echo "› building the Temporal CLI $(TEMPORAL_VERSION) into bin/ with go install (once: about 6 minutes on 2 cores with an empty Go build cache, seconds with a warm one)"
 	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_VERSION)
 
 check: ## gofmt and go vet
