@@ -395,11 +395,12 @@ func (t *turn) await(ctx workflow.Context, p PendingConfirmation, adm activities
 }
 
 // answerable reports whether a call can be echoed back to the model as a structured call with
-// its own tool result. Calls without an id (text), and calls whose id is shared (providers
-// reject a context with two tool calls or results under one id), are answered with an Airlock
-// note instead.
+// its own tool result. Calls without an id (text), calls whose id is shared and calls whose
+// name is outside the grammar are answered with an Airlock note instead: providers reject a
+// context with two tool calls under one id or a tool name they could not have offered, and
+// every later request of the conversation would fail.
 func answerable(c parse.Call) bool {
-	return c.CallID != "" && c.Reason != parse.ReasonDuplicateCallID
+	return c.CallID != "" && c.Reason != parse.ReasonDuplicateCallID && c.Reason != parse.ReasonInvalidName
 }
 
 // resultMessage is the context message for a proposal's outcome: a tool message when the call
