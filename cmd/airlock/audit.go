@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -38,14 +39,18 @@ func newAuditCmd() *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "AT\tTURN\t#\tOUTCOME\tCAPABILITY\tSTAGE\tREASON\tAPPROVER")
+			fmt.Fprintln(tw, "AT\tTURN\t#\tOUTCOME\tCAPABILITY\tSTAGE\tREASON\tAPPROVER\tDETAIL")
 			for _, r := range rows {
 				capKey := ""
 				if r.CapabilityID != "" {
 					capKey = fmt.Sprintf("%s@%d", r.CapabilityID, r.Version)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.At.Local().Format("15:04:05"), r.WorkflowID, r.Seq, r.Outcome,
-					capKey, r.Stage, r.Reason, r.Approver)
+				detail := strings.Join(strings.Fields(r.Detail), " ")
+				if len(detail) > 60 {
+					detail = detail[:57] + "..."
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.At.Local().Format("15:04:05"), r.WorkflowID, r.Seq, r.Outcome,
+					capKey, r.Stage, r.Reason, r.Approver, detail)
 			}
 			return tw.Flush()
 		},
