@@ -46,8 +46,8 @@ func newAuditCmd() *cobra.Command {
 					capKey = fmt.Sprintf("%s@%d", r.CapabilityID, r.Version)
 				}
 				detail := strings.Join(strings.Fields(r.Detail), " ")
-				if len(detail) > 60 {
-					detail = detail[:57] + "..."
+				if r := []rune(detail); len(r) > 60 {
+					detail = string(r[:57]) + "..."
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.At.Local().Format("15:04:05"), r.WorkflowID, r.Seq, r.Outcome,
 					capKey, r.Stage, r.Reason, r.Approver, detail)
