@@ -221,11 +221,15 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 		return IssueOutput{}, err
 	}
 	now := a.now()
+	rev := in.RegistryRevision
+	if rev == "" {
+		rev = a.Registry.Revision()
+	}
 	row, err := a.Store.CreateConfirmation(ctx, store.Confirmation{
 		ID: id, TokenHash: hash, SealedToken: sealed, WorkflowID: in.WorkflowID, RunID: in.RunID, Seq: in.Seq,
 		CallID: in.CallID, CapabilityID: in.CapabilityID, Version: in.Version, ArgsDigest: in.ArgsDigest,
 		Arguments: in.Arguments, Display: in.Display, CreatedAt: now, ExpiresAt: now.Add(in.TTL),
-		RegistryRevision: a.Registry.Revision(),
+		RegistryRevision: rev,
 	})
 	if err != nil {
 		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
@@ -238,7 +242,7 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 // proposal the workflow is waiting on. Refusals are results, not errors.
 func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (ConsumeOutput, error) {
 	now := a.now()
-	row, err := a.Store.ConsumeToken(ctx, token.Hash(in.Token), now)
+	row, err := a.Store.ConsumeTokenAs(ctx, token.Hash(in.Token), in.Presentation, now)
 	switch {
 	case errors.Is(err, store.ErrTokenUnknown):
 		return ConsumeOutput{Refusal: TokenUnknown}, nil
@@ -251,7 +255,11 @@ func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (
 		row.CapabilityID != in.CapabilityID || row.Version != in.Version || row.ArgsDigest != in.ArgsDigest {
 		return ConsumeOutput{Refusal: TokenBindingMismatch}, nil
 	}
-	if !now.Before(row.ExpiresAt) {
+	presented := now
+	if row.ConsumedAt != nil {
+		presented = *row.ConsumedAt // a retried presentation counts from its first attempt
+	}
+	if !presented.Before(row.ExpiresAt) {
 		return ConsumeOutput{Refusal: TokenExpired}, nil
 	}
 	if row.RegistryRevision != a.Registry.Revision() {
@@ -267,20 +275,41 @@ func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (
 // reports outcome_unknown (or the recorded result) instead of running the effect again.
 // Read-only capabilities skip the ledger and may be retried.
 func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutput, error) {
+	now := a.now()
+	ledgerKey := fmt.Sprintf("%s/%d", in.WorkflowID, in.Seq)
+	// refuse answers a call this worker will not run, unless an earlier attempt of this
+	// proposal (possibly on a worker with another registry) already claimed its ledger slot:
+	// then the effect may have run and the ledger's record is the answer, never "not run".
+	refuse := func(out ExecuteOutput, err error) (ExecuteOutput, error) {
+		existing, gerr := a.Store.GetExecution(ctx, ledgerKey)
+		if errors.Is(gerr, store.ErrNotFound) {
+			return out, err
+		}
+		if gerr != nil {
+			return ExecuteOutput{}, fmt.Errorf("execution ledger: %w", gerr)
+		}
+		digest, _ := canonical.Digest(in.Arguments)
+		return fromLedger(ctx, &existing, in, digest, now), nil
+	}
 	c, ok := a.Registry.ByKey(keyOf(in.CapabilityID, in.Version))
 	if !ok || c.Impl.Invoke == nil {
-		return ExecuteOutput{}, temporal.NewNonRetryableApplicationError("capability "+keyOf(in.CapabilityID, in.Version)+" is not bound in this worker's registry", ErrTypeBadInput, nil)
+		return refuse(ExecuteOutput{}, temporal.NewNonRetryableApplicationError("capability "+keyOf(in.CapabilityID, in.Version)+" is not bound in this worker's registry", ErrTypeBadInput, nil))
+	}
+	if rev := a.Registry.Revision(); in.RegistryRevision != "" && in.RegistryRevision != rev {
+		// The call was admitted (and approved) under another registry: its side-effect class,
+		// network and policy were checked against entries this worker does not serve. Nothing
+		// runs; a fresh proposal is admitted under this registry.
+		return refuse(ExecuteOutput{Outcome: OutcomeRejected, Reason: TokenRegistryChanged, RetrievedAt: now, Output: registry.Output{Error: fmt.Sprintf(
+			"the call was admitted under registry revision %q and this worker serves %q; it was not run", in.RegistryRevision, rev)}}, nil)
 	}
 	decoded, err := c.ValidateArguments(in.Arguments) // defense in depth: the registry may have changed since Admit
 	if err != nil {
-		return ExecuteOutput{}, temporal.NewNonRetryableApplicationError("arguments no longer valid: "+err.Error(), ErrTypeBadInput, err)
+		return refuse(ExecuteOutput{}, temporal.NewNonRetryableApplicationError("arguments no longer valid: "+err.Error(), ErrTypeBadInput, err))
 	}
-	now := a.now()
-	ledgerKey := fmt.Sprintf("%s/%d", in.WorkflowID, in.Seq)
 	var digest string
 	if !c.ReadOnly() {
 		if digest, err = canonical.Digest(in.Arguments); err != nil {
-			return ExecuteOutput{}, temporal.NewNonRetryableApplicationError("arguments not canonicalizable: "+err.Error(), ErrTypeBadInput, err)
+			return refuse(ExecuteOutput{}, temporal.NewNonRetryableApplicationError("arguments not canonicalizable: "+err.Error(), ErrTypeBadInput, err))
 		}
 		existing, err := a.Store.BeginExecution(ctx, store.Execution{Key: ledgerKey, WorkflowID: in.WorkflowID, Seq: in.Seq,
 			CapabilityID: in.CapabilityID, Version: in.Version, State: store.ExecStarted, StartedAt: now})
@@ -288,24 +317,7 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 			return ExecuteOutput{}, fmt.Errorf("execution ledger: %w", err)
 		}
 		if existing != nil {
-			// The slot may hold a different call: a new run of this workflow (a whole-workflow
-			// retry or a reset) numbers its proposals from 1 again. Handing that call the recorded
-			// result would report an approved call as executed when it never ran.
-			var rec ledgerEntry
-			finished := existing.State == store.ExecCompleted || existing.State == store.ExecFailed
-			recorded := finished && json.Unmarshal(existing.Result, &rec) == nil
-			if existing.CapabilityID != in.CapabilityID || existing.Version != in.Version ||
-				(recorded && rec.ArgsDigest != "" && rec.ArgsDigest != digest) {
-				return ExecuteOutput{Outcome: OutcomeRejected, RetrievedAt: now, Output: registry.Output{Error: fmt.Sprintf(
-					"proposal #%d of this turn is held by a different call (%s@%d) from an earlier run of the workflow; this call was not run",
-					in.Seq, existing.CapabilityID, existing.Version)}}, nil
-			}
-			if recorded {
-				return rec.ExecuteOutput, nil
-			}
-			activity.GetLogger(ctx).Warn("effect already started by an earlier attempt; not re-running", "key", ledgerKey)
-			return ExecuteOutput{Outcome: OutcomeUnknown, RetrievedAt: now, Output: registry.Output{
-				Error: "the effect was started by an earlier attempt whose result was lost; it was not run again"}}, nil
+			return fromLedger(ctx, existing, in, digest, now), nil
 		}
 	}
 	cctx := ctx
@@ -335,6 +347,30 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 		}
 	}
 	return out, nil
+}
+
+// fromLedger answers a proposal whose ledger slot an earlier attempt already claimed: the
+// recorded result, outcome_unknown when the effect started and its result was lost, or a
+// refusal when the slot holds a different call. digest is that of in.Arguments.
+func fromLedger(ctx context.Context, existing *store.Execution, in ExecuteInput, digest string, now time.Time) ExecuteOutput {
+	// The slot may hold a different call: a new run of this workflow (a whole-workflow
+	// retry or a reset) numbers its proposals from 1 again. Handing that call the recorded
+	// result would report an approved call as executed when it never ran.
+	var rec ledgerEntry
+	finished := existing.State == store.ExecCompleted || existing.State == store.ExecFailed
+	recorded := finished && json.Unmarshal(existing.Result, &rec) == nil
+	if existing.CapabilityID != in.CapabilityID || existing.Version != in.Version ||
+		(recorded && rec.ArgsDigest != "" && rec.ArgsDigest != digest) {
+		return ExecuteOutput{Outcome: OutcomeRejected, RetrievedAt: now, Output: registry.Output{Error: fmt.Sprintf(
+			"proposal #%d of this turn is held by a different call (%s@%d) from an earlier run of the workflow; this call was not run",
+			in.Seq, existing.CapabilityID, existing.Version)}}
+	}
+	if recorded {
+		return rec.ExecuteOutput
+	}
+	activity.GetLogger(ctx).Warn("effect already started by an earlier attempt; not re-running", "key", existing.Key)
+	return ExecuteOutput{Outcome: OutcomeUnknown, RetrievedAt: now, Output: registry.Output{
+		Error: "the effect was started by an earlier attempt whose result was lost; it was not run again"}}
 }
 
 // ledgerEntry is the result the execution ledger keeps for a finished effect, with the digest
@@ -367,9 +403,11 @@ func (a *Activities) Record(ctx context.Context, in RecordInput) error {
 	now := a.now()
 	if in.Audit != nil {
 		r := in.Audit
-		key := fmt.Sprintf("%s/%d/%s", r.WorkflowID, r.Seq, r.Kind)
+		// The run is part of the key: a whole-workflow retry or a reset is a new run that numbers
+		// its proposals from 1 again, and its outcomes are new events, not replays of the old.
+		key := fmt.Sprintf("%s/%s/%d/%s", r.WorkflowID, r.RunID, r.Seq, r.Kind)
 		if r.Kind == AuditConfirmationRefused {
-			key = fmt.Sprintf("%s/%d/%s/%d", r.WorkflowID, r.Seq, r.Kind, r.Attempt)
+			key = fmt.Sprintf("%s/%s/%d/%s/%d", r.WorkflowID, r.RunID, r.Seq, r.Kind, r.Attempt)
 		}
 		if _, err := a.Store.AppendAudit(ctx, store.AuditEvent{Key: key, WorkflowID: r.WorkflowID, RunID: r.RunID, Seq: r.Seq,
 			CallID: r.CallID, CapabilityID: r.CapabilityID, Version: r.Version, Outcome: r.Kind, Stage: string(r.Stage),

@@ -138,6 +138,9 @@ type IssueInput struct {
 	Arguments    json.RawMessage `json:"arguments"`
 	Display      string          `json:"display"`
 	TTL          time.Duration   `json:"ttl"`
+	// RegistryRevision is the revision the candidate was admitted under; the confirmation is
+	// bound to it ("" for inputs recorded before it was carried: the worker's own revision).
+	RegistryRevision string `json:"registry_revision,omitempty"`
 }
 
 // IssueOutput names the confirmation. It never carries the token: the token is sealed for
@@ -158,6 +161,9 @@ type ConsumeInput struct {
 	CapabilityID   string `json:"capability_id"`
 	Version        int    `json:"version"`
 	ArgsDigest     string `json:"args_digest"`
+	// Presentation identifies this presentation of the token (deterministic in the workflow),
+	// so a retry of the consume whose reply was lost is told apart from a replayed token.
+	Presentation string `json:"presentation,omitempty"`
 }
 
 // Token refusal codes (audited as confirmation_refused).
@@ -186,6 +192,10 @@ type ExecuteInput struct {
 	Version      int             `json:"version"`
 	Arguments    json.RawMessage `json:"arguments"`
 	Session      string          `json:"session,omitempty"`
+	// RegistryRevision is the revision the candidate was admitted (and, when confirmed,
+	// approved) under. A worker on another revision refuses to run it: its side-effect class
+	// and policy may differ from what was checked. "" for inputs recorded before it was carried.
+	RegistryRevision string `json:"registry_revision,omitempty"`
 }
 
 // ExecuteOutput is the capability result. Outcome is executed, failed (the capability reported
@@ -195,6 +205,8 @@ type ExecuteOutput struct {
 	Outcome     Outcome         `json:"outcome"`
 	Output      registry.Output `json:"output"`
 	RetrievedAt time.Time       `json:"retrieved_at"`
+	// Reason is the code of a refusal to run (Outcome rejected), e.g. registry_changed.
+	Reason string `json:"reason,omitempty"`
 }
 
 // AuditRecord is one audit row as the workflow describes it.

@@ -2,7 +2,9 @@ package registry
 
 import (
 	"bytes"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -88,6 +90,7 @@ func Load(sources []Source, impls []Implementation) (*Registry, error) {
 	var names []string
 	var entries []Entry
 	var revs []string
+	var content []byte
 	for _, src := range sources {
 		names = append(names, src.Name)
 		doc, err := decodeDocument(src.Data)
@@ -102,6 +105,7 @@ func Load(sources []Source, impls []Implementation) (*Registry, error) {
 			le.Problems = append(le.Problems, fmt.Sprintf("%s: no entries (an empty allow-set is refused)", src.Name))
 		}
 		revs = append(revs, doc.Revision)
+		content = append(content, src.Data...)
 		entries = append(entries, doc.Entries...)
 	}
 	le.Source = strings.Join(names, " + ")
@@ -109,7 +113,11 @@ func Load(sources []Source, impls []Implementation) (*Registry, error) {
 		le.Problems = append(le.Problems, "no registry document given")
 	}
 
-	r := &Registry{revision: strings.Join(revs, "+"), byTool: map[string]*Capability{}, byKey: map[string]*Capability{}}
+	// The revision is the documents' declared revisions plus a digest of their content: an
+	// entry edited without bumping "revision" is still a registry change (approvals given
+	// under the old content are void).
+	sum := sha256.Sum256(content)
+	r := &Registry{revision: strings.Join(revs, "+") + "#" + hex.EncodeToString(sum[:6]), byTool: map[string]*Capability{}, byKey: map[string]*Capability{}}
 	wire := map[string]string{}
 	implByKey := map[string]Implementation{}
 	for _, im := range impls {
@@ -293,8 +301,9 @@ func (c *Capability) bindSchema() error {
 	return nil
 }
 
-// Revision identifies the loaded registry documents (their "revision" fields joined); it is
-// recorded with approvals so a registry change between approval and execution is visible.
+// Revision identifies the loaded registry documents: their "revision" fields joined, then
+// "#" and a digest of their bytes. It is recorded with approvals so a registry change between
+// approval and execution is visible, whether or not the declared revision was bumped.
 func (r *Registry) Revision() string { return r.revision }
 
 // Capabilities returns every entry, sorted by capability/id then version.

@@ -11,6 +11,7 @@ import (
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/parse"
+	"github.com/airlock-dev/airlock/registry"
 )
 
 // a is the nil activity struct the workflow refers to activities through.
@@ -52,6 +53,7 @@ type turn struct {
 	perCap            map[string]int
 	denied            map[string]bool
 	refusals          int
+	presentations     int
 	sigCh             workflow.ReceiveChannel
 }
 
@@ -183,6 +185,9 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 const (
 	// versionLocalInferForSessions: recorded sessions infer through a local activity.
 	versionLocalInferForSessions = "local-infer-for-sessions"
+	// versionCorruptSignalKeepsExpiry: an undecodable confirmation signal is dropped and the
+	// wait goes on watching the expiry timer (it used to block until the next signal).
+	versionCorruptSignalKeepsExpiry = "corrupt-signal-keeps-expiry"
 )
 
 // infer runs one inference round. A network model is a regular activity: slow, costly, its
@@ -262,6 +267,7 @@ func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (Proposa
 		if err := workflow.ExecuteLocalActivity(localCtx(ctx, "issue confirmation "+adm.Key()), a.IssueConfirmation, activities.IssueInput{
 			WorkflowID: t.workflowID, RunID: t.runID, Seq: t.seq, CallID: call.CallID, CapabilityID: adm.CapabilityID,
 			Version: adm.Version, ArgsDigest: adm.ArgsDigest, Arguments: call.Arguments, Display: adm.Display, TTL: t.req.ConfirmationTTL,
+			RegistryRevision: adm.RegistryRevision,
 		}).Get(ctx, &iss); err != nil {
 			return po, fmt.Errorf("issue confirmation #%d: %w", t.seq, err)
 		}
@@ -291,7 +297,7 @@ func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (Proposa
 	// Stage 5. Local read-only capabilities run as local activities (no server round trip);
 	// external or effectful ones as regular activities with a durable result.
 	in := activities.ExecuteInput{WorkflowID: t.workflowID, Seq: t.seq, CallID: call.CallID, CapabilityID: adm.CapabilityID,
-		Version: adm.Version, Arguments: call.Arguments, Session: t.req.Session}
+		Version: adm.Version, Arguments: call.Arguments, Session: t.req.Session, RegistryRevision: adm.RegistryRevision}
 	summary := "execute " + adm.Key()
 	retry := &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second,
 		MaximumAttempts: 3, NonRetryableErrorTypes: []string{activities.ErrTypeBadInput}}
@@ -307,6 +313,13 @@ func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (Proposa
 	if err != nil {
 		out = activities.ExecuteOutput{Outcome: activities.OutcomeFailed}
 		out.Output.Error = err.Error()
+		var appErr *temporal.ApplicationError
+		if adm.SideEffect != registry.SideEffectNone && !(errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeBadInput) {
+			// Execute refuses bad input before the effect starts; any other failure may come
+			// after it (the effect ran, then the ledger or every retry failed): unknown, not failed.
+			out.Outcome = activities.OutcomeUnknown
+			out.Output.Error = "the effect may have started before execution failed; it was not run again: " + err.Error()
+		}
 	}
 	retrieved := out.RetrievedAt
 	env.Trust = "untrusted"
@@ -322,7 +335,7 @@ func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (Proposa
 		t.result.Citations = append(t.result.Citations, *out.Output.Citation)
 	}
 	detail := out.Output.Error
-	return verdict(out.Outcome, activities.StageExecute, "", detail, decision)
+	return verdict(out.Outcome, activities.StageExecute, out.Reason, detail, decision)
 }
 
 // await waits for a valid decision on p or its expiry. Bad, replayed, cross-proposal and
@@ -339,13 +352,23 @@ func (t *turn) await(ctx workflow.Context, p PendingConfirmation, adm activities
 	timer := workflow.NewTimerWithOptions(tctx, t.req.ConfirmationTTL, workflow.TimerOptions{Summary: "confirmation " + p.ConfirmationID + " expires"})
 	for {
 		var sig ConfirmationSignal
-		fired := false
+		fired, got := false, false
 		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(t.sigCh, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &sig) })
+		// ReceiveAsync, not Receive: a buffered payload that does not decode is dropped by the
+		// SDK, and a blocking Receive would then wait inside this callback for the next signal
+		// with the expiry timer no longer watched.
+		sel.AddReceive(t.sigCh, func(c workflow.ReceiveChannel, _ bool) { got = c.ReceiveAsync(&sig) })
 		sel.AddFuture(timer, func(workflow.Future) { fired = true })
 		sel.Select(ctx)
 		if fired {
 			return sig, true, nil
+		}
+		if !got {
+			if workflow.GetVersion(ctx, versionCorruptSignalKeepsExpiry, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+				t.sigCh.Receive(ctx, &sig) // as histories recorded before the change ran
+			} else {
+				continue
+			}
 		}
 		refuse := func(code, detail string) error {
 			t.refusals++
@@ -377,10 +400,12 @@ func (t *turn) await(ctx workflow.Context, p PendingConfirmation, adm activities
 			}
 			continue
 		}
+		t.presentations++
 		var cons activities.ConsumeOutput
 		if err := workflow.ExecuteLocalActivity(localCtx(ctx, "consume confirmation "+p.ConfirmationID), a.ConsumeConfirmation, activities.ConsumeInput{
 			ConfirmationID: p.ConfirmationID, Token: sig.Token, WorkflowID: t.workflowID, RunID: t.runID, Seq: p.Seq,
 			CapabilityID: adm.CapabilityID, Version: adm.Version, ArgsDigest: adm.ArgsDigest,
+			Presentation: fmt.Sprintf("%s/%s/%d/%d", t.workflowID, t.runID, p.Seq, t.presentations),
 		}).Get(ctx, &cons); err != nil {
 			return sig, false, fmt.Errorf("consume confirmation %s: %w", p.ConfirmationID, err)
 		}
@@ -407,7 +432,11 @@ func answerable(c parse.Call) bool {
 // has an id, else an Airlock note (tool-call-shaped text has no id to answer).
 func (t *turn) resultMessage(call parse.Call, env activities.Envelope) inference.Message {
 	if !answerable(call) {
-		return inference.Message{Role: inference.RoleSystem, Content: "airlock: " + env.String()}
+		// A system-role note carries only Airlock's own verdict: no model-controlled text (the
+		// call's name, id or arguments, a parser detail quoting them) is ever system text.
+		note := activities.Envelope{Outcome: env.Outcome, Stage: env.Stage, Reason: env.Reason,
+			Detail: fmt.Sprintf("call #%d of your previous message was not executed", call.Index+1)}
+		return inference.Message{Role: inference.RoleSystem, Content: "airlock: " + note.String()}
 	}
 	return inference.Message{Role: inference.RoleTool, ToolCallID: call.CallID, Content: env.String()}
 }

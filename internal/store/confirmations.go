@@ -67,6 +67,7 @@ type confirmationRow struct {
 	Arguments    []byte `db:"arguments"`
 	Display      string `db:"display"`
 	RegistryRev  string `db:"registry_revision"`
+	ConsumedBy   string `db:"consumed_by"`
 	CreatedAt    dbTime `db:"created_at"`
 	ExpiresAt    dbTime `db:"expires_at"`
 	ConsumedAt   dbTime `db:"consumed_at"`
@@ -89,7 +90,7 @@ func (r confirmationRow) confirmation() Confirmation {
 
 const confirmationCols = `id, token_hash, sealed_token, workflow_id, run_id, seq, call_id,
 	capability_id, version, args_digest, arguments, display, created_at, expires_at,
-	consumed_at, decision, approver, reason, decided_at, registry_revision`
+	consumed_at, decision, approver, reason, decided_at, registry_revision, consumed_by`
 
 // CreateConfirmation stores a new pending, unconsumed confirmation and returns
 // it as stored. It is idempotent by c.ID: if a confirmation with this ID
@@ -152,13 +153,22 @@ func (s *Store) GetConfirmation(ctx context.Context, id string) (Confirmation, e
 // Confirmation); the token was already consumed → the row is returned WITH an
 // error wrapping ErrTokenConsumed.
 func (s *Store) ConsumeToken(ctx context.Context, tokenHash []byte, at time.Time) (Confirmation, error) {
+	return s.ConsumeTokenAs(ctx, tokenHash, "", at)
+}
+
+// ConsumeTokenAs is ConsumeToken for one identified presentation of the token: by names it
+// (for example workflow, run, proposal and presentation number) and is recorded with the
+// consumption. A retry of the same presentation — same non-empty by — whose reply was lost
+// gets the row back without an error, as the first call did; every other call after the
+// first is ErrTokenConsumed. An empty by never matches: plain single use.
+func (s *Store) ConsumeTokenAs(ctx context.Context, tokenHash []byte, by string, at time.Time) (Confirmation, error) {
 	if len(tokenHash) == 0 {
 		return Confirmation{}, ErrTokenUnknown
 	}
 	var r confirmationRow
-	err := s.db.GetContext(ctx, &r, s.q(`UPDATE confirmations SET consumed_at = ?
+	err := s.db.GetContext(ctx, &r, s.q(`UPDATE confirmations SET consumed_at = ?, consumed_by = ?
 		WHERE token_hash = ? AND consumed_at IS NULL
-		RETURNING `+confirmationCols), tsArg(orNow(at)), tokenHash)
+		RETURNING `+confirmationCols), tsArg(orNow(at)), by, tokenHash)
 	if err == nil {
 		return r.confirmation(), nil
 	}
@@ -171,6 +181,9 @@ func (s *Store) ConsumeToken(ctx context.Context, tokenHash []byte, at time.Time
 	}
 	if err != nil {
 		return Confirmation{}, fmt.Errorf("store: consume confirmation token: %w", err)
+	}
+	if by != "" && r.ConsumedBy == by {
+		return r.confirmation(), nil
 	}
 	return r.confirmation(), fmt.Errorf("%w: confirmation %q", ErrTokenConsumed, r.ID)
 }
