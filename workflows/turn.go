@@ -470,6 +470,7 @@ func (t *turn) finish(ctx workflow.Context, reason string) (TurnResult, error) {
 }
 
 func (t *turn) fail(ctx workflow.Context, err error) (TurnResult, error) {
+	t.drainLateSignals(ctx)
 	t.result.Status = StatusFailed
 	t.result.EndReason = "error: " + err.Error()
 	t.setStatus(ctx, StatusFailed)
