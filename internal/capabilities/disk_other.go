@@ -7,7 +7,8 @@ import (
 	"fmt"
 )
 
-// diskSpace is not implemented off unix; the health report lists the error.
+// diskSpace has no statfs off unix: it returns errors.ErrUnsupported, which the health
+// report lists.
 func diskSpace(path string) (total, free, available uint64, err error) {
 	return 0, 0, 0, fmt.Errorf("capabilities: statfs %s: %w", path, errors.ErrUnsupported)
 }

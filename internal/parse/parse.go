@@ -164,6 +164,20 @@ type proposal struct {
 	broken bool   // the call or its function is not a JSON object: invalid_json stands
 }
 
+// settle finishes a proposal: a bad name already failed it; otherwise the argument reason,
+// if any, fails it; else the raw argument bytes become the candidate's arguments.
+func (p proposal) settle(nameOK bool, reason Reason, detail string) proposal {
+	if !nameOK {
+		return p
+	}
+	if reason != "" {
+		p.call.Reason, p.call.Detail = reason, detail
+		return p
+	}
+	p.call.Arguments = json.RawMessage(p.call.Raw)
+	return p
+}
+
 func unrecognized(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrUnrecognized, fmt.Sprintf(format, args...))
 }
@@ -323,15 +337,7 @@ func openAICall(i int, entry json.RawMessage, ollama bool) proposal {
 			reason, detail = checkArguments([]byte(s))
 		}
 	}
-	if !nameOK {
-		return p
-	}
-	if reason != "" {
-		p.call.Reason, p.call.Detail = reason, detail
-		return p
-	}
-	p.call.Arguments = json.RawMessage(p.call.Raw)
-	return p
+	return p.settle(nameOK, reason, detail)
 }
 
 const idNotString = "id is not a valid JSON string"
@@ -439,15 +445,7 @@ func anthropicCall(i int, block object) proposal {
 		p.call.Raw = string(in)
 		reason, detail = checkArguments(in)
 	}
-	if !nameOK {
-		return p
-	}
-	if reason != "" {
-		p.call.Reason, p.call.Detail = reason, detail
-		return p
-	}
-	p.call.Arguments = json.RawMessage(p.call.Raw)
-	return p
+	return p.settle(nameOK, reason, detail)
 }
 
 // finish1 applies the response-wide rules (truncation, duplicate and missing ids, embedded
