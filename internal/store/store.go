@@ -224,9 +224,24 @@ type migration struct {
 
 // loadMigrations returns the embedded migrations for driver, ordered by
 // version. File names are NNNN_description.sql; versions must be unique.
+// dialects maps the placeholders of the one set of migrations to each driver's SQL.
+var dialects = map[string]*strings.Replacer{
+	DriverPostgres: strings.NewReplacer(
+		"{{id}}", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+		"{{time}}", "TIMESTAMPTZ", "{{bytes}}", "BYTEA", "{{json}}", "JSON", " {{table}}", ""),
+	DriverSQLite: strings.NewReplacer(
+		"{{id}}", "INTEGER PRIMARY KEY AUTOINCREMENT",
+		"{{time}}", "TEXT", "{{bytes}}", "BLOB", "{{json}}", "TEXT", "{{table}}", "STRICT"),
+}
+
+// loadMigrations reads the one set of embedded migrations (migrations/NNNN_name.sql) and
+// renders it in driver's dialect. A placeholder left unrendered is an error.
 func loadMigrations(driver string) ([]migration, error) {
-	dir := path.Join("migrations", driver)
-	entries, err := fs.ReadDir(migrationsFS, dir)
+	dialect, ok := dialects[driver]
+	if !ok {
+		return nil, fmt.Errorf("no SQL dialect for driver %q", driver)
+	}
+	entries, err := fs.ReadDir(migrationsFS, "migrations")
 	if err != nil {
 		return nil, err
 	}
@@ -245,14 +260,31 @@ func loadMigrations(driver string) ([]migration, error) {
 			return nil, fmt.Errorf("migration files %s and %s share version %d", prev, e.Name(), v)
 		}
 		seen[v] = e.Name()
-		body, err := migrationsFS.ReadFile(path.Join(dir, e.Name()))
+		body, err := migrationsFS.ReadFile(path.Join("migrations", e.Name()))
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, migration{version: v, name: e.Name(), sql: string(body)})
+		sql := dialect.Replace(stripComments(string(body)))
+		if strings.Contains(sql, "{{") {
+			return nil, fmt.Errorf("migration file %s: unknown placeholder in %q", e.Name(), sql[strings.Index(sql, "{{"):])
+		}
+		out = append(out, migration{version: v, name: e.Name(), sql: sql})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
 	return out, nil
+}
+
+// stripComments drops whole-line "--" comments (they document the placeholders).
+func stripComments(sql string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(sql, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "--") {
+			continue
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 var createSchemaMigrations = map[string]string{
