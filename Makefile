@@ -31,7 +31,7 @@ check: ## gofmt and go vet
 	$(GO) vet ./...
 
 test: check build temporal ## every test: unit, workflow (testsuite) and integration (PostgreSQL + Temporal dev server)
-	@echo "› making PostgreSQL available (scripts/ensure-postgres.sh)"
+	@[ -n "$${AIRLOCK_TEST_DATABASE_URL:-}" ] || echo "› making PostgreSQL available (scripts/ensure-postgres.sh)"
 	@url="$${AIRLOCK_TEST_DATABASE_URL:-$$(scripts/ensure-postgres.sh)}" && \
 	  echo "› go test ./... (integration tests start their own Temporal dev server from bin/temporal)" && \
 	  AIRLOCK_TEST_DATABASE_URL="$$url" $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...

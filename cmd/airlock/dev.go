@@ -92,7 +92,7 @@ func runDev(cmd *cobra.Command, trace, message, decision string) error {
 	switch decision {
 	case "approve", "deny":
 		decide = func(context.Context, workflows.PendingConfirmation, func() bool) (bool, string, bool) {
-			fmt.Fprintf(out, "   --decision %s\n", decision)
+			fmt.Fprintf(out, "   deciding %s (--decision / AIRLOCK_DEMO_DECISION)\n", decision)
 			return decision == "approve", "denied by --decision deny", true
 		}
 	case "":
