@@ -70,7 +70,7 @@ func benchTurns(b *testing.B, recorded bool) {
 	runTurn := func(i int) (string, error) {
 		conv := fmt.Sprintf("bench-%s-%d", queue, i)
 		run, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
-			ID: workflows.TurnWorkflowID(conv, 1), TaskQueue: queue,
+			ID: workflows.TurnWorkflowID(conv, 1), TaskQueue: queue, EnableEagerStart: true,
 			TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AttrConversation.ValueSet(conv),
 				workflows.AttrStatus.ValueSet(workflows.StatusRunning))}, workers.TurnWorkflowName,
 			workflows.TurnRequest{Conversation: conv, Message: "how is the host?", Session: session})

@@ -85,6 +85,9 @@ func startTurn(ctx context.Context, c client.Client, st *store.Store, req workfl
 			WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 			WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 			WorkflowExecutionErrorWhenAlreadyStarted: true,
+			// With a worker on this client (airlock dev), the first workflow task comes back in
+			// the start response; otherwise the server dispatches it as usual.
+			EnableEagerStart: true,
 			TypedSearchAttributes: temporal.NewSearchAttributes(
 				workflows.AttrConversation.ValueSet(req.Conversation),
 				workflows.AttrPrincipal.ValueSet(req.Principal),

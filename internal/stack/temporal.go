@@ -218,6 +218,9 @@ func start(ctx context.Context, o TemporalOptions, attrs []searchAttr, logf func
 		// Eager activity dispatch: an activity scheduled by a workflow task completion is
 		// handed back to the same worker in the response, saving a matching round trip.
 		"--dynamic-config-value", "system.enableActivityEagerExecution=true",
+		// Eager workflow start: a client in the same process as a worker gets the first
+		// workflow task in the start response (make run, tests, benchmarks).
+		"--dynamic-config-value", "system.enableEagerWorkflowStart=true",
 		"--log-level", "warn",
 	}
 	if o.UIPort == Headless {
