@@ -177,7 +177,3 @@ type TurnResult struct {
 	Rounds    int                 `json:"rounds"`
 	Usage     inference.Usage     `json:"usage"`
 }
-
-type registryCitation = registry.Citation
-
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

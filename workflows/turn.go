@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -31,7 +32,7 @@ func TurnWorkflow(ctx workflow.Context, req TurnRequest) (TurnResult, error) {
 		catalog:    map[string]activities.CatalogRef{},
 	}
 	t.result.WorkflowID = t.workflowID
-	t.result.Citations = []registryCitation{}
+	t.result.Citations = []registry.Citation{}
 	t.result.Results = []CapabilityResult{}
 	t.result.Outcomes = []ProposalOutcome{}
 	if err := t.setup(ctx); err != nil {
@@ -479,7 +480,7 @@ func (t *turn) fail(ctx workflow.Context, err error) (TurnResult, error) {
 }
 
 func (t *turn) save(ctx workflow.Context) {
-	b, err := jsonMarshal(t.result)
+	b, err := json.Marshal(t.result) // struct marshalling is deterministic
 	if err != nil {
 		workflow.GetLogger(ctx).Error("encode turn result", "error", err)
 		return
