@@ -6,6 +6,8 @@ BIN := $(abspath bin)
 AIRLOCK := $(BIN)/airlock
 TEMPORAL := $(BIN)/temporal
 TEMPORAL_VERSION := v1.5.1
+WORKFLOWCHECK := $(BIN)/workflowcheck
+WORKFLOWCHECK_VERSION := v0.6.0
 TEST_TIMEOUT ?= 30m
 
 .PHONY: run test build temporal stop check race bench histories clean help
@@ -26,9 +28,14 @@ $(TEMPORAL):
 	@echo "› building the Temporal CLI $(TEMPORAL_VERSION) into bin/ with go install (once: about 6 minutes on 2 cores with an empty Go build cache, seconds with a warm one)"
 	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_VERSION)
 
-check: ## gofmt and go vet
+check: $(WORKFLOWCHECK) ## gofmt, go vet and workflowcheck (determinism of workflow code)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
 	$(GO) vet ./...
+	$(WORKFLOWCHECK) ./workflows/...
+
+$(WORKFLOWCHECK):
+	@echo "› building workflowcheck $(WORKFLOWCHECK_VERSION) into bin/ (once)"
+	GOBIN=$(BIN) $(GO) install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)
 
 test: check build temporal ## every test: unit, workflow (testsuite) and integration (PostgreSQL + Temporal dev server)
 	@[ -n "$${AIRLOCK_TEST_DATABASE_URL:-}" ] || echo "› making PostgreSQL available (scripts/ensure-postgres.sh)"
