@@ -8,6 +8,8 @@ TEMPORAL := $(BIN)/temporal
 TEMPORAL_VERSION := v1.5.1
 WORKFLOWCHECK := $(BIN)/workflowcheck
 WORKFLOWCHECK_VERSION := v0.6.0
+STATICCHECK := $(BIN)/staticcheck
+STATICCHECK_VERSION := v0.8.2
 TEST_TIMEOUT ?= 30m
 
 .PHONY: run test build temporal stop check race bench histories clean help
@@ -28,10 +30,15 @@ $(TEMPORAL):
 	@echo "› building the Temporal CLI $(TEMPORAL_VERSION) into bin/ with go install (once: about 6 minutes on 2 cores with an empty Go build cache, seconds with a warm one)"
 	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_VERSION)
 
-check: $(WORKFLOWCHECK) ## gofmt, go vet and workflowcheck (determinism of workflow code)
+check: $(WORKFLOWCHECK) $(STATICCHECK) ## gofmt, go vet, staticcheck and workflowcheck (determinism of workflow code)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
 	$(GO) vet ./...
+	$(STATICCHECK) ./...
 	$(WORKFLOWCHECK) ./workflows/...
+
+$(STATICCHECK):
+	@echo "› building staticcheck $(STATICCHECK_VERSION) into bin/ (once)"
+	GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 $(WORKFLOWCHECK):
 	@echo "› building workflowcheck $(WORKFLOWCHECK_VERSION) into bin/ (once)"

@@ -970,11 +970,11 @@ func TestB29EffectBeforeFailedInferenceIsNeverReExecuted(t *testing.T) {
 		// new run, asks for a fresh approval. The approved call finds the ledger row of attempt
 		// 1 and returns its recorded result: the shell command is not dispatched again.
 		p := waitPending(t, e.c, run.GetID(), seen)
-		desc, err := e.c.DescribeWorkflowExecution(context.Background(), run.GetID(), "")
+		desc, err := e.c.DescribeWorkflow(context.Background(), run.GetID(), "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if info := desc.GetWorkflowExecutionInfo(); info.GetExecution().GetRunId() == run.GetRunID() || info.GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		if info := desc.RawResponse.GetWorkflowExecutionInfo(); info.GetExecution().GetRunId() == run.GetRunID() || info.GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			t.Fatalf("expected a retried run awaiting approval, got %v %v", info.GetExecution(), info.GetStatus())
 		}
 		e.decide(p, workflows.DecisionApprove, "alice")

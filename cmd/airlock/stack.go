@@ -80,7 +80,7 @@ Airlock's search attributes registered. It runs detached and outlives the comman
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			addr := fmt.Sprintf("127.0.0.1:%d", stack.DefaultPort)
 			if err := stack.Status(cmd.Context(), addr); err != nil {
-				return fmt.Errorf("Temporal at %s does not answer: %w", addr, err)
+				return fmt.Errorf("no Temporal server answers at %s: %w", addr, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Temporal at %s answers\n", addr)
 			return nil

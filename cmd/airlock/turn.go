@@ -329,14 +329,14 @@ func newTurnShowCmd() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+			desc, err := c.DescribeWorkflow(ctx, id, "")
 			var nf *serviceerror.NotFound
 			if errors.As(err, &nf) {
 				return fmt.Errorf("no turn %s", id)
 			} else if err != nil {
 				return err
 			}
-			status := desc.WorkflowExecutionInfo.Status
+			status := desc.RawResponse.GetWorkflowExecutionInfo().GetStatus()
 			fmt.Fprintf(out, "turn %s: %s\n", id, strings.ToLower(strings.TrimPrefix(status.String(), "WORKFLOW_EXECUTION_STATUS_")))
 			if status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 				if v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryPending); err == nil {

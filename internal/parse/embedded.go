@@ -194,10 +194,7 @@ func afterControlToken(s string) string {
 		return ""
 	}
 	name := identPrefix(s)
-	if strings.HasSuffix(name, ".call") {
-		name = strings.TrimSuffix(name, ".call")
-	}
-	return name
+	return strings.TrimSuffix(name, ".call")
 }
 
 // identPrefix returns the longest prefix of s in the name alphabet, when it is a valid name.

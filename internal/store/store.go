@@ -165,9 +165,7 @@ func parseURL(raw string) (driver, dsn, where string, err error) {
 		uri := strings.HasPrefix(raw, "file:")
 		rest := strings.TrimPrefix(strings.TrimPrefix(raw, "sqlite:"), "file:")
 		p, query, _ := strings.Cut(rest, "?")
-		if strings.HasPrefix(p, "//") { // sqlite:///abs/path, file:///abs/path
-			p = p[2:]
-		}
+		p = strings.TrimPrefix(p, "//") // sqlite:///abs/path, file:///abs/path
 		if p == "" {
 			return "", "", "", fmt.Errorf("store: database URL %q names no SQLite file", raw)
 		}
@@ -352,14 +350,6 @@ const timeLayout = "2006-01-02T15:04:05.000000Z"
 // tsArg converts t to its stored form.
 func tsArg(t time.Time) string {
 	return t.UTC().Truncate(time.Microsecond).Format(timeLayout)
-}
-
-// tsArgPtr is tsArg for an optional time (nil → NULL).
-func tsArgPtr(t *time.Time) any {
-	if t == nil {
-		return nil
-	}
-	return tsArg(*t)
 }
 
 // orNow returns t, or the current time when t is zero.
