@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -336,6 +337,7 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 		out.Outcome = OutcomeFailed
 	}
 	out.Output.Data = boundData(out.Output.Data)
+	out.Output.Citation = boundCitation(out.Output.Citation)
 	if !c.ReadOnly() {
 		state := store.ExecCompleted
 		if out.Outcome == OutcomeFailed {
@@ -382,8 +384,27 @@ type ledgerEntry struct {
 	ArgsDigest string `json:"args_digest,omitempty"`
 }
 
-// MaxResultBytes bounds one capability result in workflow history and model context.
-const MaxResultBytes = 256 << 10
+// Bounds on what one capability result puts in workflow history, the TurnResult and model
+// context. Temporal refuses payloads over 2 MB: a turn's default budget of 16 calls, each at
+// most MaxResultBytes of data plus MaxCitationBytes of citation, stays under it.
+const (
+	MaxResultBytes   = 64 << 10
+	MaxCitationBytes = 32 << 10
+)
+
+// boundCitation cuts a citation's content to MaxCitationBytes on a rune boundary, saying so.
+func boundCitation(c *registry.Citation) *registry.Citation {
+	if c == nil || len(c.Content) <= MaxCitationBytes {
+		return c
+	}
+	cut := *c
+	n := MaxCitationBytes
+	for n > 0 && !utf8.RuneStart(cut.Content[n]) {
+		n--
+	}
+	cut.Content = cut.Content[:n] + "\n[airlock: content cut at 32 KiB]"
+	return &cut
+}
 
 func boundData(d json.RawMessage) json.RawMessage {
 	if len(d) == 0 {
@@ -392,7 +413,13 @@ func boundData(d json.RawMessage) json.RawMessage {
 	if len(d) <= MaxResultBytes {
 		return d
 	}
-	b, _ := json.Marshal(map[string]any{"truncated": true, "bytes": len(d), "prefix": string(d[:MaxResultBytes/2])})
+	// An eighth of the bound as raw text: even if every byte needs a 6-byte JSON escape, the
+	// envelope stays under MaxResultBytes.
+	n := MaxResultBytes / 8
+	for n > 0 && !utf8.RuneStart(d[n]) {
+		n--
+	}
+	b, _ := json.Marshal(map[string]any{"truncated": true, "bytes": len(d), "prefix": string(d[:n])})
 	return b
 }
 

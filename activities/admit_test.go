@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/airlock-dev/airlock/internal/parse"
 	"github.com/airlock-dev/airlock/registry"
@@ -92,5 +93,28 @@ func TestEnvelopeLabelsCapabilityDataUntrusted(t *testing.T) {
 	own := Envelope{Outcome: OutcomeRejected, Stage: StageResolve}.String()
 	if !strings.Contains(own, `"trust":"airlock"`) || strings.Contains(own, UntrustedNote) {
 		t.Fatalf("Airlock's own verdicts are labelled as such: %s", own)
+	}
+}
+
+func TestResultsAreBoundedForHistoryAndContext(t *testing.T) {
+	big := json.RawMessage(`"` + strings.Repeat("é", MaxResultBytes) + `"`)
+	d := boundData(big)
+	if len(d) > MaxResultBytes || !json.Valid(d) || !strings.Contains(string(d), `"truncated":true`) {
+		t.Fatalf("bounded data: %d bytes, valid %v", len(d), json.Valid(d))
+	}
+	c := boundCitation(&registry.Citation{URL: "https://a.example/", Content: strings.Repeat("é", MaxCitationBytes)})
+	if len(c.Content) > MaxCitationBytes+64 || !utf8.ValidString(c.Content) || !strings.HasSuffix(c.Content, "cut at 32 KiB]") {
+		t.Fatalf("bounded citation: %d bytes, valid UTF-8 %v", len(c.Content), utf8.ValidString(c.Content))
+	}
+	small := &registry.Citation{Content: "short"}
+	if boundCitation(small) != small || boundCitation(nil) != nil {
+		t.Fatal("small citations pass unchanged")
+	}
+}
+
+func TestBoundDataSurvivesWorstCaseEscaping(t *testing.T) {
+	worst, _ := json.Marshal(strings.Repeat("\x01", 4*MaxResultBytes))
+	if d := boundData(worst); len(d) > MaxResultBytes || !json.Valid(d) {
+		t.Fatalf("bounded data is %d bytes (valid %v), bound %d", len(d), json.Valid(d), MaxResultBytes)
 	}
 }
