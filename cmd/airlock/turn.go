@@ -20,6 +20,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/workers"
 	"github.com/airlock-dev/airlock/workflows"
@@ -297,7 +298,7 @@ func printResult(out io.Writer, res workflows.TurnResult) {
 }
 
 func newTurnShowCmd() *cobra.Command {
-	var asJSON bool
+	var asJSON, transcript bool
 	cmd := &cobra.Command{
 		Use:     "show TURN-ID",
 		Short:   "Show a turn: its result when finished, else its status and pending confirmations",
@@ -305,6 +306,9 @@ func newTurnShowCmd() *cobra.Command {
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, id, out := cmd.Context(), args[0], cmd.OutOrStdout()
+			if transcript {
+				return showTranscript(ctx, out, id)
+			}
 			st, err := store.Open(ctx, cfg.StoreURL())
 			if err != nil {
 				return err
@@ -352,7 +356,37 @@ func newTurnShowCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the stored TurnResult as JSON")
+	cmd.Flags().BoolVar(&transcript, "transcript", false, "print the context the turn built (its transcript query): every message, results as the model saw them")
 	return cmd
+}
+
+// showTranscript prints the turn's transcript query: the messages of its context, each
+// cut to one screen line per 200 characters.
+func showTranscript(ctx context.Context, out io.Writer, id string) error {
+	c, err := config.DialTemporal(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryTranscript)
+	if err != nil {
+		return fmt.Errorf("query the transcript of %s (a worker must be running to answer): %w", id, err)
+	}
+	var msgs []inference.Message
+	if err := v.Get(&msgs); err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		text := strings.Join(strings.Fields(m.Content), " ")
+		if r := []rune(text); len(r) > 200 {
+			text = string(r[:197]) + "..."
+		}
+		fmt.Fprintf(out, "%-9s %s\n", m.Role, text)
+		for _, tc := range m.ToolCalls {
+			fmt.Fprintf(out, "%-9s → %s %s (%s)\n", "", tc.Name, tc.Arguments, tc.ID)
+		}
+	}
+	return nil
 }
 
 // askTerminal prompts on the terminal for a decision. Lines are read by one goroutine for the
