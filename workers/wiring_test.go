@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/registry"
 )
 
 var corpus = filepath.Join("..", "..", "shared", "corpus", "agentdojo")
@@ -37,5 +38,31 @@ func TestLoadRegistryFailsClosed(t *testing.T) {
 	}
 	if _, err := LoadRegistry(config.Config{RegistryFile: filepath.Join(t.TempDir(), "missing.json")}, nil, nil); err == nil {
 		t.Fatal("a missing registry file must refuse to load")
+	}
+}
+
+// Schema-defined capabilities (AgentDojo tools.json) get the same strict stage 2 as Go-typed
+// ones: exact JSON types, no coercion, no unknown arguments.
+func TestSchemaDefinedArgumentsAreStrict(t *testing.T) {
+	reg, err := LoadRegistry(config.Config{CorpusDir: corpus, Layers: []string{"agentdojo-banking"}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send, _ := reg.ByToolName("send_money")
+	ok := `{"recipient":"US133000000121212121212","amount":50.0,"subject":"s","date":"2023-12-01"}`
+	if _, err := send.ValidateArguments([]byte(ok)); err != nil {
+		t.Fatalf("valid arguments refused: %v", err)
+	}
+	for _, bad := range []string{
+		`{"recipient":"US13","amount":"50","subject":"s","date":"2023-12-01"}`,     // a string for a number
+		`{"recipient":1330000,"amount":50,"subject":"s","date":"2023-12-01"}`,      // a number for a string
+		`{"recipient":"US13","amount":50,"subject":"s"}`,                           // missing required
+		`{"recipient":"US13","amount":50,"subject":"s","date":"d","memo":"extra"}`, // unknown argument
+		`{"recipient":"US13","amount":50,"subject":"s","date":"d","date":"d2"}`,    // duplicate key
+	} {
+		var ae *registry.ArgumentError
+		if _, err := send.ValidateArguments([]byte(bad)); !errors.As(err, &ae) {
+			t.Errorf("%s: want a stage-2 rejection, got %v", bad, err)
+		}
 	}
 }
