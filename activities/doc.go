@@ -3,8 +3,10 @@
 // Activities, which holds their dependencies; workflows call them through a nil *Activities and
 // never import anything this package does at run time. Activities never import workflows.
 //
-// Cost (DESIGN "Choose regular or local activities"): Infer and effectful or external Execute
-// are regular activities (durable result, one server round trip and three history events
-// each); LoadContext, Parse, Admit, IssueConfirmation, ConsumeConfirmation, Record, FinishTurn
-// and local read-only Execute are local activities (one marker event each, no round trip).
+// Cost (DESIGN "Choose regular or local activities"): Infer for a network model and effectful
+// or external Execute are regular activities (durable result, one server round trip and three
+// history events each, plus the workflow task their completion schedules); LoadContext, Parse,
+// Admit, IssueConfirmation, ConsumeConfirmation, Record, FinishTurn, local read-only Execute
+// and Infer for a recorded session (replay, scripted) are local activities (one marker event
+// each, no round trip).
 package activities

@@ -247,7 +247,7 @@ func start(ctx context.Context, o TemporalOptions, attrs []searchAttr, logf func
 	}
 
 	addr := hostPort(o.Port)
-	logf("starting Temporal dev server at %s (state in %s; first start can take ~10 s)…", addr, o.Dir)
+	logf("starting Temporal dev server at %s (state in %s; usually ready in about a second)…", addr, o.Dir)
 	began := time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("stack: start %s: %w", cli, err)
