@@ -488,38 +488,9 @@ func toolResults(t *testing.T, msgs []wireMessage) map[string]activities.Envelop
 	return out
 }
 
-// seqModel answers the n-th request it receives (0-based, across turns) with reply(n).
-type seqModel struct {
-	*httptest.Server
-	mu     sync.Mutex
-	bodies []string
-}
-
-func newSeqModel(t *testing.T, reply func(n int) (status int, body string)) *seqModel {
-	m := &seqModel{}
-	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/chat/completions" {
-			http.NotFound(w, r)
-			return
-		}
-		b, _ := io.ReadAll(r.Body)
-		m.mu.Lock()
-		n := len(m.bodies)
-		m.bodies = append(m.bodies, string(b))
-		m.mu.Unlock()
-		status, body := reply(n)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		io.WriteString(w, body)
-	}))
-	t.Cleanup(m.Close)
-	return m
-}
-
-func (m *seqModel) requests() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]string(nil), m.bodies...)
+// newSeqModel answers the n-th request it receives (0-based, across turns) with reply(n).
+func newSeqModel(t *testing.T, reply func(n int) (status int, body string)) *modelServer {
+	return newModelServer(t, func(n int, _ []byte) (int, string) { return reply(n) })
 }
 
 // hasAppErrorType reports whether err's chain holds an application error of type typ.

@@ -28,34 +28,52 @@ func quietLogger() tlog.Logger {
 	return tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
-// fakeModel is a real HTTP server speaking the OpenAI chat-completions wire format. It answers
-// round r (the number of assistant messages in the request, plus one) with rounds[r-1], and
-// with a final answer after the last one. It keeps every request body.
-type fakeModel struct {
+// modelServer is a real HTTP server speaking the OpenAI chat-completions wire format. It
+// answers the n-th request (0-based, across turns) with reply(n, body) and keeps every body.
+type modelServer struct {
 	*httptest.Server
 	mu     sync.Mutex
 	bodies []string
 }
 
-func newFakeModel(t *testing.T, rounds ...string) *fakeModel {
-	f := &fakeModel{}
-	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func newModelServer(t *testing.T, reply func(n int, body []byte) (status int, resp string)) *modelServer {
+	m := &modelServer{}
+	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/chat/completions" {
 			http.NotFound(w, r)
 			return
 		}
 		b, _ := io.ReadAll(r.Body)
-		f.mu.Lock()
-		f.bodies = append(f.bodies, string(b))
-		f.mu.Unlock()
+		m.mu.Lock()
+		n := len(m.bodies)
+		m.bodies = append(m.bodies, string(b))
+		m.mu.Unlock()
+		status, resp := reply(n, b)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		io.WriteString(w, resp)
+	}))
+	t.Cleanup(m.Close)
+	return m
+}
+
+func (m *modelServer) requests() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.bodies...)
+}
+
+// newFakeModel answers round r (the number of assistant messages in the request, plus one)
+// with rounds[r-1], and with a final answer after the last one.
+func newFakeModel(t *testing.T, rounds ...string) *modelServer {
+	return newModelServer(t, func(_ int, b []byte) (int, string) {
 		var req struct {
 			Messages []struct {
 				Role string `json:"role"`
 			} `json:"messages"`
 		}
 		if err := json.Unmarshal(b, &req); err != nil {
-			http.Error(w, `{"error":{"message":"bad json"}}`, http.StatusBadRequest)
-			return
+			return http.StatusBadRequest, `{"error":{"message":"bad json"}}`
 		}
 		round := 1
 		for _, m := range req.Messages {
@@ -63,21 +81,11 @@ func newFakeModel(t *testing.T, rounds ...string) *fakeModel {
 				round++
 			}
 		}
-		w.Header().Set("Content-Type", "application/json")
 		if round <= len(rounds) {
-			io.WriteString(w, rounds[round-1])
-			return
+			return http.StatusOK, rounds[round-1]
 		}
-		io.WriteString(w, answer("all done"))
-	}))
-	t.Cleanup(f.Close)
-	return f
-}
-
-func (f *fakeModel) requests() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.bodies...)
+		return http.StatusOK, answer("all done")
+	})
 }
 
 func call(id, name, args string) string {
