@@ -80,25 +80,7 @@ func TestReviewRegistryChangeBetweenApprovalAndExecutionVoidsApproval(t *testing
 // on a worker whose registry declares the capability effectful: the side-effect class comes
 // from the registry, and the registry that classified the call is the one it must run under.
 func TestReviewAutomaticCallDoesNotRunUnconfirmedUnderAnotherRegistry(t *testing.T) {
-	f := newFixture(t, calls(call("c1", "test_echo", `{"text":"hi"}`)), answer("ok"))
-	var echoes atomic.Int32
-	counting := append([]registry.Implementation{registry.Typed("test.echo", 1,
-		func(_ context.Context, a *echoArgs, _ registry.Invocation) (registry.Output, error) {
-			echoes.Add(1)
-			return registry.Output{Data: []byte(`{"echo":"` + a.Text + `"}`)}, nil
-		})}, testImpls(f)[1:]...)
-	f.acts.Registry = reviewRegistry(t, f, "test.1", [2]string{}, counting...)
-	effectful := reviewRegistry(t, f, "test.2", [2]string{"external-write", "external"}, counting...)
-	f.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
-		if info.ActivityType.Name == "Execute" {
-			f.acts.Registry = effectful
-		}
-	})
-	res := f.run(workflows.TurnRequest{})
-	if echoes.Load() != 0 {
-		t.Fatalf("test.echo ran without a confirmation under a registry that declares it an external write")
-	}
-	wantOutcomes(t, res, "rejected:registry_changed")
+	assertEchoRefusedUnderSwappedRegistry(t, "test.2", nil)
 }
 
 // A signal whose payload does not decode must not disable the expiry timer: the proposal
@@ -241,6 +223,19 @@ func TestReviewExecuteFailingBeforeAnyEffectIsFailed(t *testing.T) {
 // document's "revision" string still changes the registry: a call admitted as automatic under
 // the old content must not run unconfirmed under the new.
 func TestReviewRegistryEditWithoutRevisionBumpIsAChange(t *testing.T) {
+	assertEchoRefusedUnderSwappedRegistry(t, "test.1", func(before, after *registry.Registry) {
+		if after.Revision() == before.Revision() {
+			t.Errorf("two different registries report the same revision %q", after.Revision())
+		}
+	})
+}
+
+// assertEchoRefusedUnderSwappedRegistry admits test_echo as automatic under the test registry,
+// swaps in a registry (declared revision rev) that makes test.echo an external write as
+// Execute starts, and asserts the call is refused with registry_changed and never runs.
+// check, if set, sees both registries before the turn runs.
+func assertEchoRefusedUnderSwappedRegistry(t *testing.T, rev string, check func(before, after *registry.Registry)) {
+	t.Helper()
 	f := newFixture(t, calls(call("c1", "test_echo", `{"text":"hi"}`)), answer("ok"))
 	var echoes atomic.Int32
 	counting := append([]registry.Implementation{registry.Typed("test.echo", 1,
@@ -249,13 +244,13 @@ func TestReviewRegistryEditWithoutRevisionBumpIsAChange(t *testing.T) {
 			return registry.Output{Data: []byte(`{"echo":"` + a.Text + `"}`)}, nil
 		})}, testImpls(f)[1:]...)
 	f.acts.Registry = reviewRegistry(t, f, "test.1", [2]string{}, counting...)
-	edited := reviewRegistry(t, f, "test.1", [2]string{"external-write", "external"}, counting...)
-	if edited.Revision() == f.acts.Registry.Revision() {
-		t.Errorf("two different registries report the same revision %q", edited.Revision())
+	swapped := reviewRegistry(t, f, rev, [2]string{"external-write", "external"}, counting...)
+	if check != nil {
+		check(f.acts.Registry, swapped)
 	}
 	f.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
 		if info.ActivityType.Name == "Execute" {
-			f.acts.Registry = edited
+			f.acts.Registry = swapped
 		}
 	})
 	res := f.run(workflows.TurnRequest{})
