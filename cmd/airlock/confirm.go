@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/user"
-	"sort"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,8 +18,6 @@ import (
 	"github.com/airlock-dev/airlock/workers"
 	"github.com/airlock-dev/airlock/workflows"
 )
-
-func sortStrings(s []string) { sort.Strings(s) }
 
 func approverName(flag string) string {
 	if flag != "" {

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -250,11 +252,7 @@ func prettyArgs(raw json.RawMessage) string {
 	if err := json.Unmarshal(raw, &m); err != nil || len(m) == 0 {
 		return string(raw)
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sortStrings(keys)
+	keys := slices.Sorted(maps.Keys(m))
 	var b strings.Builder
 	for i, k := range keys {
 		if i > 0 {

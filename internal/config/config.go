@@ -17,6 +17,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	tlog "go.temporal.io/sdk/log"
+
+	"github.com/airlock-dev/airlock/internal/stack"
 )
 
 // Config is everything a worker or CLI command needs besides Temporal's own settings.
@@ -93,7 +95,7 @@ func escapePath(s string) string { return strings.ReplaceAll(s, "/", "%2F") }
 // working directory); "" when absent.
 func DefaultCorpusDir() string {
 	starts := []string{"."}
-	if root, err := RepoRoot(); err == nil {
+	if root, err := stack.RepoRoot(); err == nil {
 		starts = append([]string{root}, starts...)
 	}
 	for _, s := range starts {
@@ -104,25 +106,6 @@ func DefaultCorpusDir() string {
 		}
 	}
 	return ""
-}
-
-// RepoRoot walks up from the working directory to the directory holding Airlock's go.mod.
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && strings.Contains(string(b), "module github.com/airlock-dev/airlock") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("config: not inside the airlock repository")
-		}
-		dir = parent
-	}
 }
 
 // SplitList splits a comma-separated list, dropping blanks.
