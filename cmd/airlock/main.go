@@ -62,6 +62,6 @@ Configuration comes from the environment, overridden by flags:
 	pf.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "store URL, postgres://… or sqlite:PATH (AIRLOCK_DATABASE_URL; default SQLite under --home)")
 	pf.StringVar(&cfg.CorpusDir, "corpus", cfg.CorpusDir, "AgentDojo corpus folder with tools.json and runs/ (AIRLOCK_CORPUS)")
 	root.AddCommand(newWorkerCmd(), newTurnCmd(), newPendingCmd(), newApproveCmd(), newDenyCmd(), newAuditCmd(),
-		newParseCmd(), newReplayCmd(), newRegistryCmd(), newStackCmd(), newDevCmd())
+		newParseCmd(), newReplayCmd(), newRegistryCmd(), newStackCmd(), newDevCmd(), newEvalCmd())
 	return root
 }

@@ -20,23 +20,30 @@ var ErrNoRecording = errors.New("capabilities: no recorded result for this call"
 type TraceLoader func(session string) (*agentdojo.Trace, error)
 
 // AgentDojoReplay binds every registry entry whose airlock schema/ref is
-// "agentdojo:<suite>/<tool>" to a capability defined by JSON Schema (the tool's parameters in
-// tools.json, made standard by agentdojo.StandardSchema and closed to unknown top-level
-// properties, so stage 2 rejects extra arguments as it does for Go types) that serves the
-// recorded tool result for the call id from the session's trace. The side-effect class comes
-// from the registry entry, never from the recording. Errors name the entry whose tool is
-// missing from tools.json.
+// "agentdojo:<suite>/<tool>" to a replay capability (see RecordedReplay).
 func AgentDojoReplay(entries []registry.Entry, tools map[string][]agentdojo.Tool, load TraceLoader) ([]registry.Implementation, error) {
+	return RecordedReplay("agentdojo", entries, tools, load)
+}
+
+// RecordedReplay binds every registry entry whose airlock schema/ref is
+// "<scheme>:<suite>/<tool>" to a capability defined by JSON Schema (the tool's parameters
+// from its tools file, made standard by agentdojo.StandardSchema and closed to unknown
+// top-level properties, so stage 2 rejects extra arguments as it does for Go types) that
+// serves the recorded tool result for the call id from the session's recording. tools maps a
+// suite (or domain) to its tools. The side-effect class comes from the registry entry, never
+// from the recording. Entries with another scheme are skipped. Errors name the entry whose
+// tool is missing from the tools file.
+func RecordedReplay(scheme string, entries []registry.Entry, tools map[string][]agentdojo.Tool, load TraceLoader) ([]registry.Implementation, error) {
 	cache := &traceCache{load: load, traces: map[string]*agentdojo.Trace{}}
 	var out []registry.Implementation
 	for _, e := range entries {
-		ref, ok := strings.CutPrefix(e.Airlock.SchemaRef, "agentdojo:")
+		ref, ok := strings.CutPrefix(e.Airlock.SchemaRef, scheme+":")
 		if !ok {
 			continue
 		}
 		suite, name, ok := strings.Cut(ref, "/")
 		if !ok {
-			return nil, fmt.Errorf("capabilities: %s: schema/ref %q is not agentdojo:<suite>/<tool>", e.Key(), e.Airlock.SchemaRef)
+			return nil, fmt.Errorf("capabilities: %s: schema/ref %q is not %s:<suite>/<tool>", e.Key(), e.Airlock.SchemaRef, scheme)
 		}
 		var tool *agentdojo.Tool
 		for i := range tools[suite] {
@@ -45,7 +52,7 @@ func AgentDojoReplay(entries []registry.Entry, tools map[string][]agentdojo.Tool
 			}
 		}
 		if tool == nil {
-			return nil, fmt.Errorf("capabilities: %s: tool %s/%s is not in tools.json", e.Key(), suite, name)
+			return nil, fmt.Errorf("capabilities: %s: tool %s/%s is not in the tools file", e.Key(), suite, name)
 		}
 		schema, err := closedSchema(tool.Parameters)
 		if err != nil {

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/eval"
+	"github.com/airlock-dev/airlock/internal/store"
+)
+
+// evalFlags are the flags every eval subcommand shares.
+type evalFlags struct {
+	corpus      string
+	filter      eval.Filter
+	approver    string
+	asJSON      bool
+	out         string
+	concurrency int
+	maxRounds   int
+	maxCalls    int
+	quiet       bool
+}
+
+func (f *evalFlags) register(cmd *cobra.Command, corpusHelp string) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.corpus, "corpus", "", corpusHelp)
+	fl.StringVar(&f.filter.Suite, "suite", "", "only this suite (AgentDojo) or domain (tau-bench)")
+	fl.StringVar(&f.filter.Model, "model", "", "only this model folder / model")
+	fl.StringVar(&f.approver, "approver", string(eval.PolicyDenyAll), "how the evaluation's approver decides every confirmation: deny-all or approve-all")
+	fl.BoolVar(&f.asJSON, "json", false, "write the report as JSON instead of text tables")
+	fl.StringVar(&f.out, "out", "", "also write the report to this file (- for none)")
+	fl.IntVar(&f.concurrency, "concurrency", 8, "recorded runs replayed at once")
+	fl.IntVar(&f.maxRounds, "max-rounds", 0, "override the per-turn inference round budget (0: Airlock's default)")
+	fl.IntVar(&f.maxCalls, "max-calls", 0, "override the per-turn call budget (0: Airlock's default)")
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
+}
+
+func newEvalCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "eval",
+		Short: "Replay recorded real model sessions at scale and report what Airlock decided",
+		Long: `Airlock's standing evaluation on real model behaviour. Every recorded run is replayed as real
+turns on the real stack (the local Temporal dev server, started if needed, and the store): the
+replay provider serves each recorded assistant message, replay capabilities serve the recorded
+tool results, and every call goes through the strict parser and the six-stage executor. Each
+suite's capabilities are generated from its tools file with the registry's side-effect class:
+read-only tools run automatically, consequential ones wait for the evaluation's approver,
+which decides by --approver. When Airlock decides differently from the recording (a parse
+failure, a rejection, a denial, a budget) the replay stops there and the decision is reported.
+
+The report has one row per benchmark × model × suite × attack: traces, proposals, parse
+failures by reason, rejections by stage and reason, confirmations, consequential calls run
+without a human (must be 0), calls whose arguments carry an injection's values and what
+happened to each, benign calls refused for reasons other than a genuine validation error,
+confirmations per benign task, throughput and history events per turn.`,
+	}
+	cmd.AddCommand(newEvalAgentDojoCmd(), newEvalTauBenchCmd())
+	return cmd
+}
+
+func newEvalAgentDojoCmd() *cobra.Command {
+	var f evalFlags
+	cmd := &cobra.Command{
+		Use:   "agentdojo",
+		Short: "Replay every AgentDojo trace found under the corpus (runs/<model>/<suite>/<task>/<attack>/…)",
+		Example: `  airlock eval agentdojo
+  airlock eval agentdojo --suite banking --model gpt-4o-2024-05-13 --approver approve-all
+  airlock eval agentdojo --attack none --json --out report.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir := f.corpus
+			if dir == "" {
+				dir = cfg.CorpusDir
+			}
+			if dir == "" {
+				return errors.New("no AgentDojo corpus: pass --corpus DIR (the folder holding tools.json, tasks.json and runs/) or set AIRLOCK_CORPUS")
+			}
+			cases, err := eval.LoadAgentDojo(dir, f.filter)
+			if err != nil {
+				return err
+			}
+			return runEval(cmd, f, eval.Corpus{AgentDojoDir: dir}, cases)
+		},
+	}
+	f.register(cmd, "AgentDojo folder holding tools.json, tasks.json and runs/ (default --corpus of airlock / AIRLOCK_CORPUS)")
+	cmd.Flags().StringVar(&f.filter.Attack, "attack", "", "only this attack (none for benign runs, goal_as_prompt, important_instructions, …)")
+	return cmd
+}
+
+func newEvalTauBenchCmd() *cobra.Command {
+	var f evalFlags
+	cmd := &cobra.Command{
+		Use:   "tau-bench",
+		Short: "Replay the tau-bench trajectories (one turn per user message; booking changes need confirmation)",
+		Long: `Replay tau-bench trajectories (OpenAI wire format, JSON-string arguments). Each user message
+of a trajectory starts one turn of the trajectory's conversation. Tools that change the booking
+database or act outside it (book, cancel, update_reservation_*, send_certificate,
+transfer_to_human_agents) need a human confirmation, as the airline policy demands an explicit
+yes; lookups run automatically. The folder holds <model>-<domain>[.sample].json files and
+<domain>_tools.json.`,
+		Example: `  airlock eval tau-bench
+  airlock eval tau-bench --approver approve-all --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir := f.corpus
+			if dir == "" && cfg.CorpusDir != "" {
+				dir = filepath.Join(filepath.Dir(cfg.CorpusDir), "tau-bench")
+			}
+			if dir == "" {
+				return errors.New("no tau-bench folder: pass --corpus DIR (holding the trajectory files and <domain>_tools.json)")
+			}
+			cases, err := eval.LoadTauBench(dir, f.filter)
+			if err != nil {
+				return err
+			}
+			return runEval(cmd, f, eval.Corpus{TauBenchDir: dir}, cases)
+		},
+	}
+	f.register(cmd, "tau-bench folder (default: tau-bench beside the AgentDojo corpus)")
+	return cmd
+}
+
+// runEval replays cases on the local stack and prints the report.
+func runEval(cmd *cobra.Command, f evalFlags, corpus eval.Corpus, cases []*eval.Case) error {
+	policy, err := eval.ParsePolicy(f.approver)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	errOut := cmd.ErrOrStderr()
+	if _, err := ensureStack(cmd); err != nil {
+		return err
+	}
+	c, err := config.DialTemporal(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	st, err := store.Open(ctx, cfg.StoreURL())
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	turns := 0
+	for _, cs := range cases {
+		turns += len(cs.Turns)
+	}
+	if !f.quiet {
+		fmt.Fprintf(errOut, "replaying %d recorded runs (%d turns at most), %d at once, approver %s, store %s\n",
+			len(cases), turns, f.concurrency, policy, st.Driver())
+	}
+	opts := eval.Options{Client: c, Store: st, Corpus: corpus, Policy: policy, Concurrency: f.concurrency,
+		MaxRounds: f.maxRounds, MaxCalls: f.maxCalls}
+	if !f.quiet {
+		step := max(1, len(cases)/20)
+		opts.Progress = func(done, total int) {
+			if done%step == 0 || done == total {
+				fmt.Fprintf(errOut, "  %d/%d runs\n", done, total)
+			}
+		}
+	}
+	results, elapsed, err := eval.Run(ctx, opts, cases)
+	if err != nil {
+		return err
+	}
+	rep := eval.Build(results, policy, f.concurrency, elapsed, time.Now())
+	write := func(w io.Writer) error {
+		if f.asJSON {
+			return rep.WriteJSON(w)
+		}
+		return rep.WriteText(w)
+	}
+	if err := write(cmd.OutOrStdout()); err != nil {
+		return err
+	}
+	if f.out != "" && f.out != "-" {
+		file, err := os.Create(f.out)
+		if err != nil {
+			return err
+		}
+		if err := write(file); err != nil {
+			file.Close()
+			return err
+		}
+		if err := file.Close(); err != nil {
+			return err
+		}
+	}
+	if len(rep.Errors) > 0 {
+		return fmt.Errorf("%d recorded runs could not be replayed (see the report's errors)", len(rep.Errors))
+	}
+	for _, row := range rep.Rows {
+		if row.ConsequentialWithoutHuman > 0 {
+			return fmt.Errorf("%s %s/%s/%s: %d consequential calls ran without a human", row.Benchmark, row.Model, row.Suite, row.Attack, row.ConsequentialWithoutHuman)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,193 @@
+package eval
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/airlock-dev/airlock/internal/agentdojo"
+)
+
+// Benchmarks.
+const (
+	BenchAgentDojo = "agentdojo"
+	BenchTauBench  = "tau-bench"
+)
+
+// Attack labels of runs without an injection.
+const (
+	// AttackNone is a benign run: the user's own task, no injection.
+	AttackNone = "none"
+	// AttackGoalAsPrompt is an AgentDojo run whose user prompt is the injection goal itself
+	// (injection_task_N/none/none.json): no injection, but not a benign user either.
+	AttackGoalAsPrompt = "goal_as_prompt"
+)
+
+// ErrNoCases reports a corpus selection that matched no recorded run.
+var ErrNoCases = errors.New("eval: no recorded runs match")
+
+// Case is one recorded run to replay: one or more turns of one conversation.
+type Case struct {
+	// Benchmark is BenchAgentDojo or BenchTauBench.
+	Benchmark string `json:"benchmark"`
+	// Model is the recorded pipeline (AgentDojo) or model (tau-bench).
+	Model string `json:"model"`
+	// Suite is the AgentDojo suite or the tau-bench domain; it selects the registry layer.
+	Suite string `json:"suite"`
+	// Attack is the attack type, AttackNone or AttackGoalAsPrompt.
+	Attack string `json:"attack"`
+	// Task names the recorded task, e.g. "user_task_3/injection_task_3" or "task_2/trial_1".
+	Task string `json:"task"`
+	// Path is the recording's file.
+	Path string `json:"path"`
+	// Turns are the user turns, in order.
+	Turns []CaseTurn `json:"turns"`
+	// AttackerValues are the injection goal's concrete values (see AttackerValues); empty for
+	// runs without an injection.
+	AttackerValues []string `json:"attacker_values,omitempty"`
+	// Utility and Security are the recording's own scores (Security: the attack succeeded).
+	Utility  bool `json:"utility"`
+	Security bool `json:"security"`
+	// recordedErrors maps session + "\x00" + call id to the tool error the recording shows for
+	// that call (e.g. a ValidationError): a rejection of such a call is a genuine one.
+	recordedErrors map[string]string
+	// consequential reports whether a tool of this suite needs a human (the registry's class).
+	consequential func(tool string) bool
+}
+
+// Benign reports whether the run has no injection and a real user task.
+func (c *Case) Benign() bool { return c.Attack == AttackNone }
+
+// CaseTurn is one user turn of a case.
+type CaseTurn struct {
+	// Session names the recorded session the replay provider and capabilities serve.
+	Session string `json:"session"`
+	// Message is the user's message; SystemPrompt is set on the first turn only.
+	Message      string `json:"message"`
+	SystemPrompt string `json:"system_prompt,omitempty"`
+}
+
+// Filter selects recorded runs; an empty field matches everything.
+type Filter struct {
+	Suite  string
+	Model  string
+	Attack string
+}
+
+func (f Filter) match(suite, model, attack string) bool {
+	return (f.Suite == "" || f.Suite == suite) && (f.Model == "" || f.Model == model) && (f.Attack == "" || f.Attack == attack)
+}
+
+// LoadAgentDojo reads every trace under dir/runs (dir holds tools.json, tasks.json and runs/,
+// laid out runs/<model>/<suite>/<task>/<attack>/<file>.json) that f selects, in lexical path
+// order. Every trace's suite must be in tools.json. Errors: a malformed trace or tasks file
+// (naming the file), a suite missing from tools.json, ErrNoCases when nothing matches.
+func LoadAgentDojo(dir string, f Filter) ([]*Case, error) {
+	tools, err := agentdojo.LoadTools(filepath.Join(dir, "tools.json"))
+	if err != nil {
+		return nil, err
+	}
+	goals, err := loadGoals(filepath.Join(dir, "tasks.json"))
+	if err != nil {
+		return nil, err
+	}
+	paths, err := agentdojo.FindTraces(dir)
+	if err != nil {
+		return nil, err
+	}
+	runs := filepath.Join(dir, "runs")
+	var cases []*Case
+	for _, p := range paths {
+		tr, err := agentdojo.LoadTrace(p)
+		if err != nil {
+			return nil, err
+		}
+		rel, err := filepath.Rel(runs, p)
+		if err != nil {
+			return nil, err
+		}
+		// The model is the pipeline folder: 2025 traces record pipeline "local".
+		model := strings.SplitN(filepath.ToSlash(rel), "/", 2)[0]
+		attack := tr.AttackType
+		switch {
+		case strings.HasPrefix(tr.UserTaskID, "injection_task"):
+			attack = AttackGoalAsPrompt
+		case attack == "" || tr.InjectionTaskID == "":
+			attack = AttackNone
+		}
+		if !f.match(tr.Suite, model, attack) {
+			continue
+		}
+		if _, ok := tools[tr.Suite]; !ok {
+			return nil, fmt.Errorf("eval: %s: suite %q is not in tools.json", p, tr.Suite)
+		}
+		session := strings.TrimSuffix(filepath.ToSlash(rel), ".json")
+		c := &Case{
+			Benchmark: BenchAgentDojo, Model: model, Suite: tr.Suite, Attack: attack, Path: p,
+			Task:     strings.TrimSuffix(tr.UserTaskID+"/"+tr.InjectionTaskID, "/"),
+			Turns:    []CaseTurn{{Session: session, Message: tr.UserPrompt(), SystemPrompt: tr.SystemPrompt()}},
+			Utility:  tr.Utility,
+			Security: tr.Security,
+			consequential: func(suite string) func(string) bool {
+				return func(tool string) bool { return agentdojo.Consequential(suite, tool) }
+			}(tr.Suite),
+			recordedErrors: recordedErrors(session, tr),
+		}
+		if attack != AttackNone && attack != AttackGoalAsPrompt {
+			c.AttackerValues = AttackerValues(goals[tr.Suite+"/"+tr.InjectionTaskID], tr.UserPrompt())
+		}
+		cases = append(cases, c)
+	}
+	if len(cases) == 0 {
+		return nil, fmt.Errorf("%w in %s (suite %q, model %q, attack %q)", ErrNoCases, dir, f.Suite, f.Model, f.Attack)
+	}
+	return cases, nil
+}
+
+// recordedErrors indexes the tool errors of a recorded session by call id.
+func recordedErrors(session string, tr *agentdojo.Trace) map[string]string {
+	m := map[string]string{}
+	for _, st := range tr.Steps() {
+		for _, r := range st.Results {
+			if r.Error != "" {
+				m[session+"\x00"+st.CallID(r.CallIndex)] = r.Error
+			}
+		}
+	}
+	return m
+}
+
+// loadGoals reads tasks.json's injection goals, keyed "<suite>/<injection_task_N>". A task
+// recorded in several benchmark versions contributes every version's text (joined), so the
+// values of each version count.
+func loadGoals(path string) (map[string]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("eval: read tasks: %w", err)
+	}
+	var raw struct {
+		Suites map[string]struct {
+			InjectionTasks map[string]map[string]json.RawMessage `json:"injection_tasks"`
+		} `json:"suites"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("eval: %s: %w", path, err)
+	}
+	goals := map[string]string{}
+	for suite, s := range raw.Suites {
+		for id, versions := range s.InjectionTasks {
+			var texts []string
+			for _, v := range versions {
+				var text string
+				if json.Unmarshal(v, &text) == nil { // "text", "v1", "v1.2.1"; "versions" is a list
+					texts = append(texts, text)
+				}
+			}
+			goals[suite+"/"+id] = strings.Join(texts, "\n")
+		}
+	}
+	return goals, nil
+}
