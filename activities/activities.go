@@ -332,6 +332,7 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 	out := ExecuteOutput{Outcome: OutcomeExecuted, Output: res, RetrievedAt: now}
 	if invErr != nil {
 		out.Outcome = OutcomeFailed
+		out.Reason = ReasonCapabilityError
 		out.Output.Error = invErr.Error()
 	} else if res.Error != "" {
 		out.Outcome = OutcomeFailed

@@ -205,9 +205,16 @@ type ExecuteOutput struct {
 	Outcome     Outcome         `json:"outcome"`
 	Output      registry.Output `json:"output"`
 	RetrievedAt time.Time       `json:"retrieved_at"`
-	// Reason is the code of a refusal to run (Outcome rejected), e.g. registry_changed.
+	// Reason is the code of a refusal to run (Outcome rejected), e.g. registry_changed, or
+	// ReasonCapabilityError for a failed call whose capability returned a Go error rather than
+	// reporting the error as data.
 	Reason string `json:"reason,omitempty"`
 }
+
+// ReasonCapabilityError marks a failed outcome whose capability returned an error (it could
+// not produce a result, e.g. a replay with no recording for the call), as opposed to a result
+// that reports an error as data (Output.Error, e.g. a recorded ValidationError).
+const ReasonCapabilityError = "capability_error"
 
 // AuditRecord is one audit row as the workflow describes it.
 type AuditRecord struct {

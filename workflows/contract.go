@@ -86,7 +86,8 @@ type TurnRequest struct {
 	// ContextLimit bounds the stored messages loaded into context (default 200).
 	ContextLimit int `json:"context_limit,omitempty"`
 	// StopOnDivergence ends the turn after a round in which Airlock decided differently from a
-	// recorded session (anything but executed): the recording's later steps assume otherwise.
+	// recorded session (anything but executed, or a capability error the recording itself
+	// shows): the recording's later steps assume otherwise.
 	StopOnDivergence bool `json:"stop_on_divergence,omitempty"`
 }
 

@@ -170,7 +170,7 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 				return t.fail(ctx, err)
 			}
 			t.result.Outcomes = append(t.result.Outcomes, po)
-			if po.Outcome != activities.OutcomeExecuted {
+			if po.Outcome != activities.OutcomeExecuted && !t.failureIsRecorded(ctx, po) {
 				diverged = true
 			}
 		}
@@ -189,7 +189,21 @@ const (
 	// versionCorruptSignalKeepsExpiry: an undecodable confirmation signal is dropped and the
 	// wait goes on watching the expiry timer (it used to block until the next signal).
 	versionCorruptSignalKeepsExpiry = "corrupt-signal-keeps-expiry"
+	// versionFailedIsRecorded: in a replayed session a capability that ran and reported an
+	// error (outcome failed) served the recording's own tool error, so the replay goes on (it
+	// used to stop there as a divergence).
+	versionFailedIsRecorded = "failed-is-recorded"
 )
+
+// failureIsRecorded reports whether po is a capability error of a replayed session: the
+// recorded run saw the same error, so it is not a divergence. The version marker is written
+// only when such an outcome occurs.
+func (t *turn) failureIsRecorded(ctx workflow.Context, po ProposalOutcome) bool {
+	if po.Outcome != activities.OutcomeFailed || po.Reason != "" || t.req.Session == "" {
+		return false
+	}
+	return workflow.GetVersion(ctx, versionFailedIsRecorded, workflow.DefaultVersion, 1) == 1
+}
 
 // infer runs one inference round. A network model is a regular activity: slow, costly, its
 // result durable on its own (DESIGN). A recorded session (replay or scripted: in-process, zero

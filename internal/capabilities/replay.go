@@ -1,6 +1,7 @@
 package capabilities
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/airlock-dev/airlock/internal/agentdojo"
+	"github.com/airlock-dev/airlock/internal/canonical"
 	"github.com/airlock-dev/airlock/registry"
 )
 
@@ -100,6 +102,11 @@ func (c *traceCache) get(session string) (*agentdojo.Trace, error) {
 
 // invoke serves the recorded result of the call with inv.CallID. A recorded tool error (for
 // example a ValidationError) is returned as Output.Error, as the original run saw it.
+//
+// Recordings may reuse a call id for different calls of one session (tau-bench does, even
+// within a turn), so a result is matched on the call id, the function and the arguments
+// (canonical JSON): the first recorded result with all three wins; failing that, the first
+// with the id and the function. An id recorded only for another function is ErrNoRecording.
 func (c *traceCache) invoke(name string) func(ctx context.Context, inv registry.Invocation) (registry.Output, error) {
 	return func(ctx context.Context, inv registry.Invocation) (registry.Output, error) {
 		if inv.Session == "" {
@@ -109,18 +116,38 @@ func (c *traceCache) invoke(name string) func(ctx context.Context, inv registry.
 		if err != nil {
 			return registry.Output{}, fmt.Errorf("capabilities: load session %s: %w", inv.Session, err)
 		}
+		want, _ := canonical.Canonicalize(inv.Arguments)
+		var byName *agentdojo.Result
+		other := ""
 		for _, st := range t.Steps() {
-			for _, r := range st.Results {
+			for i := range st.Results {
+				r := &st.Results[i]
 				if st.CallID(r.CallIndex) != inv.CallID {
 					continue
 				}
 				if r.Function != name {
-					return registry.Output{}, fmt.Errorf("%w: call %s was recorded for %s, not %s", ErrNoRecording, inv.CallID, r.Function, name)
+					other = r.Function
+					continue
 				}
-				data, _ := json.Marshal(r.Content)
-				return registry.Output{Data: data, Error: r.Error}, nil
+				if got, err := canonical.Canonicalize(st.Assistant.ToolCalls[r.CallIndex].Args); err == nil && want != nil && bytes.Equal(got, want) {
+					return output(r), nil
+				}
+				if byName == nil {
+					byName = r
+				}
 			}
+		}
+		if byName != nil {
+			return output(byName), nil
+		}
+		if other != "" {
+			return registry.Output{}, fmt.Errorf("%w: call %s was recorded for %s, not %s", ErrNoRecording, inv.CallID, other, name)
 		}
 		return registry.Output{}, fmt.Errorf("%w: %s in session %s", ErrNoRecording, inv.CallID, inv.Session)
 	}
+}
+
+func output(r *agentdojo.Result) registry.Output {
+	data, _ := json.Marshal(r.Content)
+	return registry.Output{Data: data, Error: r.Error}
 }

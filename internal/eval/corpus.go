@@ -96,7 +96,8 @@ func (c Corpus) Registry(bench, suite string) (*registry.Registry, error) {
 
 // LoadTauBench reads every trajectory file in dir (<model>-<domain>.json or .sample.json,
 // excluding *_tools.json) that f selects, one Case per trajectory with one CaseTurn per user
-// message. tau-bench has no injections: Attack is AttackNone. Errors: a malformed file,
+// message that the agent answered (the simulated user's closing "###STOP###" turns have no
+// recorded reply and are skipped). tau-bench has no injections: Attack is AttackNone. Errors: a malformed file,
 // ErrNoCases when nothing matches.
 func LoadTauBench(dir string, f Filter) ([]*Case, error) {
 	ents, err := os.ReadDir(dir)
@@ -131,9 +132,13 @@ func LoadTauBench(dir string, f Filter) ([]*Case, error) {
 					return func(tool string) bool { return taubench.Consequential(domain, tool) }
 				}(tr.Domain),
 			}
-			for i, t := range tr.Turns {
+			for _, t := range tr.Turns {
+				if len(t.Trace.Steps()) == 0 {
+					// The simulated user's closing "###STOP###": no agent reply was recorded.
+					continue
+				}
 				ct := CaseTurn{Session: taubench.SessionName(filepath.Base(p), tr.TaskID, tr.Trial, t.Index), Message: t.UserMessage}
-				if i == 0 {
+				if len(c.Turns) == 0 {
 					ct.SystemPrompt = t.Trace.SystemPrompt()
 				}
 				c.Turns = append(c.Turns, ct)

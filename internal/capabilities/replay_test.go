@@ -1,0 +1,65 @@
+package capabilities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/airlock-dev/airlock/internal/agentdojo"
+	"github.com/airlock-dev/airlock/registry"
+)
+
+// A recording that reuses one call id for three calls of a session (as tau-bench's does):
+// each call must get its own recorded result, told apart by function and arguments.
+const reusedIDs = `{"suite_name":"airline","pipeline_name":"m","user_task_id":"task_2","messages":[
+ {"role":"user","content":"go"},
+ {"role":"assistant","content":null,"tool_calls":[{"function":"think","args":{"thought":"x"},"id":"call_A"}]},
+ {"role":"tool","content":"thought","tool_call_id":"call_A"},
+ {"role":"assistant","content":null,"tool_calls":[{"function":"search","args":{"origin":"MCO","destination":"BOS"},"id":"call_A"}]},
+ {"role":"tool","content":"MCO-BOS flights","tool_call_id":"call_A"},
+ {"role":"assistant","content":null,"tool_calls":[{"function":"search","args":{"origin":"DEN","destination":"LAS"},"id":"call_A"}]},
+ {"role":"tool","content":"DEN-LAS flights","tool_call_id":"call_A"},
+ {"role":"assistant","content":"done"}]}`
+
+func TestRecordedReplayTellsReusedCallIDsApart(t *testing.T) {
+	tr, err := agentdojo.ParseTrace([]byte(reusedIDs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := func(string) (*agentdojo.Trace, error) { return tr, nil }
+	tools := map[string][]agentdojo.Tool{"airline": {
+		{Name: "think", Parameters: json.RawMessage(`{"type":"object","properties":{"thought":{"type":"string"}}}`)},
+		{Name: "search", Parameters: json.RawMessage(`{"type":"object","properties":{"origin":{"type":"string"},"destination":{"type":"string"}}}`)},
+	}}
+	entries := []registry.Entry{
+		{ID: "t.think", Version: 1, Airlock: registry.Airlock{ToolName: "think", SchemaRef: "tau-bench:airline/think"}},
+		{ID: "t.search", Version: 1, Airlock: registry.Airlock{ToolName: "search", SchemaRef: "tau-bench:airline/search"}},
+		{ID: "other", Version: 1, Airlock: registry.Airlock{ToolName: "x", SchemaRef: "agentdojo:banking/x"}},
+	}
+	impls, err := RecordedReplay("tau-bench", entries, tools, load)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(impls) != 2 {
+		t.Fatalf("bound %d implementations, want 2 (the agentdojo: entry is another scheme)", len(impls))
+	}
+	search := impls[1]
+	ctx := context.Background()
+	for _, c := range []struct{ args, want string }{
+		{`{"destination":"LAS","origin":"DEN"}`, `"DEN-LAS flights"`}, // key order does not matter
+		{`{"origin":"MCO","destination":"BOS"}`, `"MCO-BOS flights"`},
+		{`{"origin":"SFO","destination":"JFK"}`, `"MCO-BOS flights"`}, // no exact match: first with id and function
+	} {
+		out, err := search.Invoke(ctx, registry.Invocation{Session: "s", CallID: "call_A", Arguments: json.RawMessage(c.args)})
+		if err != nil || string(out.Data) != c.want {
+			t.Errorf("search %s = %s, %v; want %s", c.args, out.Data, err, c.want)
+		}
+	}
+	if out, err := impls[0].Invoke(ctx, registry.Invocation{Session: "s", CallID: "call_A", Arguments: json.RawMessage(`{"thought":"x"}`)}); err != nil || string(out.Data) != `"thought"` {
+		t.Errorf("think = %s, %v", out.Data, err)
+	}
+	if _, err := search.Invoke(ctx, registry.Invocation{Session: "s", CallID: "call_B", Arguments: json.RawMessage(`{}`)}); !errors.Is(err, ErrNoRecording) {
+		t.Errorf("unknown call id: %v, want ErrNoRecording", err)
+	}
+}
