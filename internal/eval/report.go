@@ -34,6 +34,9 @@ type Report struct {
 	// BenignRejected lists every call of a benign run Airlock refused for a reason other than a
 	// validation error the recording confirms.
 	BenignRejected []CallNote `json:"benign_rejected"`
+	// Replays lists every recorded run with the turns replayed and, when Airlock decided
+	// differently from the recording, the decision where the replay stopped.
+	Replays []ReplayNote `json:"replays"`
 	// Errors are failures of the evaluation itself (turns that could not run).
 	Errors []string `json:"errors,omitempty"`
 }
@@ -88,6 +91,19 @@ type Row struct {
 	Errors      int     `json:"errors"`
 }
 
+// ReplayNote is one recorded run's replay.
+type ReplayNote struct {
+	Case string `json:"case"`
+	Path string `json:"path"`
+	// Turns is how many turns were replayed, of Recorded.
+	Turns    int `json:"turns"`
+	Recorded int `json:"recorded_turns"`
+	// Workflows are the turns' workflow ids (open them in the Temporal UI).
+	Workflows []string  `json:"workflows"`
+	Stop      *Decision `json:"stop,omitempty"`
+	Error     string    `json:"error,omitempty"`
+}
+
 // CallNote is one call singled out by the report.
 type CallNote struct {
 	Case    string `json:"case"`
@@ -138,6 +154,11 @@ func Build(results []CaseResult, policy Policy, concurrency int, elapsed time.Du
 			row.Errors++
 			rep.Errors = append(rep.Errors, name+": "+r.Err)
 		}
+		rn := ReplayNote{Case: name, Path: c.Path, Turns: len(r.Turns), Recorded: len(c.Turns), Stop: r.Stop, Error: r.Err}
+		for _, t := range r.Turns {
+			rn.Workflows = append(rn.Workflows, t.WorkflowID)
+		}
+		rep.Replays = append(rep.Replays, rn)
 		switch {
 		case r.Stop != nil:
 			row.Stops[r.Stop.label()]++

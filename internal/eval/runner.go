@@ -110,7 +110,8 @@ type CaseResult struct {
 }
 
 // Run replays cases as real turns: one worker per suite on its own task queue
-// ("airlock-eval-<benchmark>-<suite>", so suites sharing tool names never meet), an approver
+// ("airlock-eval-<run id>-<benchmark>-<suite>": suites sharing tool names never meet, and
+// concurrent runs never take each other's turns), an approver
 // deciding by opts.Policy, and opts.Concurrency cases at a time. Results are in the order of
 // cases. Elapsed is the wall time of the replay (workers started to last result). It returns
 // an error only when the evaluation cannot run (a registry that does not load, a worker that
@@ -142,7 +143,7 @@ func Run(ctx context.Context, opts Options, cases []*Case) (results []CaseResult
 	for _, c := range cases {
 		k := c.Benchmark + "-" + c.Suite
 		if _, ok := queues[k]; !ok {
-			queues[k] = "airlock-eval-" + k
+			queues[k] = "airlock-eval-" + opts.RunID + "-" + k
 			keys = append(keys, k)
 		}
 	}
@@ -155,7 +156,7 @@ func Run(ctx context.Context, opts Options, cases []*Case) (results []CaseResult
 		}
 	}()
 	for _, k := range keys {
-		bench, suite, _ := strings.Cut(k, "-")
+		bench, suite := BenchAgentDojo, strings.TrimPrefix(k, BenchAgentDojo+"-")
 		if strings.HasPrefix(k, BenchTauBench+"-") {
 			bench, suite = BenchTauBench, strings.TrimPrefix(k, BenchTauBench+"-")
 		}
@@ -249,7 +250,8 @@ func stopOf(turn int, r TurnRun) *Decision {
 		return nil
 	case "diverged":
 		for _, o := range r.Outcomes {
-			if o.Outcome != activities.OutcomeExecuted {
+			recordedFailure := o.Outcome == activities.OutcomeFailed && o.Reason == ""
+			if o.Outcome != activities.OutcomeExecuted && !recordedFailure {
 				return &Decision{Turn: turn, Round: o.Round, Tool: o.Name, Outcome: string(o.Outcome), Stage: string(o.Stage), Reason: o.Reason, Detail: o.Detail}
 			}
 		}
