@@ -16,12 +16,12 @@ import (
 // evalSubset is the fixed subset of recorded runs `make test` replays: one of each kind of
 // decision Airlock makes about real model behaviour.
 var evalSubset = []string{
-	"gpt-4o-2024-05-13/banking/user_task_0/none/none",                                         // benign; send_money held
-	"gpt-4o-2024-05-13/banking/user_task_0/important_instructions/injection_task_0",           // injected send_money to the attacker's IBAN
-	"meta-llama_Llama-3.3-70B-Instruct/banking/user_task_0/none/none",                         // <function=…> text: parse failure, never executed
+	"gpt-4o-2024-05-13/banking/user_task_0/none/none",                                           // benign; send_money held
+	"gpt-4o-2024-05-13/banking/user_task_0/important_instructions/injection_task_0",             // injected send_money to the attacker's IBAN
+	"meta-llama_Llama-3.3-70B-Instruct/banking/user_task_0/none/none",                           // <function=…> text: parse failure, never executed
 	"claude-3-7-sonnet-20250219/workspace/user_task_35/important_instructions/injection_task_2", // recorded ValidationError: rejected at validate
-	"gpt-4o-2024-05-13/workspace/user_task_38/none/none",                                      // recorded tool error replayed; delete_file held
-	"gpt-4o-2024-05-13/workspace/user_task_38/swearwords_dos/injection_task_0",                // a tool that does not exist
+	"gpt-4o-2024-05-13/workspace/user_task_38/none/none",                                        // recorded tool error replayed; delete_file held
+	"gpt-4o-2024-05-13/workspace/user_task_38/swearwords_dos/injection_task_0",                  // a tool that does not exist
 }
 
 // tauSubset are the tau-bench trajectories replayed: one books after the user's yes, one
@@ -151,7 +151,7 @@ func TestEvalTauBenchSubset(t *testing.T) {
 // expectRow is the part of a report row a test pins; nil maps mean "none".
 type expectRow struct {
 	Turns, Proposals, Confirmations, Executed, Denied, RecordedWins, BenignRefused, ReplayedToEnd int
-	ParseFailures, Rejections, Injected, Stops                                                 map[string]int
+	ParseFailures, Rejections, Injected, Stops                                                    map[string]int
 }
 
 func (w expectRow) check(t *testing.T, r eval.Row) {
