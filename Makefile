@@ -12,7 +12,7 @@ STATICCHECK := $(BIN)/staticcheck
 STATICCHECK_VERSION := v0.8.2
 TEST_TIMEOUT ?= 30m
 
-.PHONY: run test build temporal stop check race bench histories clean help
+.PHONY: run test build temporal stop check race bench histories eval clean help
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -57,6 +57,19 @@ race: build temporal ## the tests under the race detector (slow)
 bench: build temporal ## turn throughput and history-event benchmarks on the real dev server
 	@url="$${AIRLOCK_TEST_DATABASE_URL:-$$(scripts/ensure-postgres.sh)}" && \
 	  AIRLOCK_TEST_DATABASE_URL="$$url" $(GO) test -run '^$$' -bench . -benchtime 128x ./integration/
+
+EVAL_DIR ?= docs/eval/$(shell date -u +%F)
+
+eval: build temporal ## the full evaluation: every recorded AgentDojo trace and tau-bench trajectory under deny-all and approve-all; reports in docs/eval/<date>/
+	@mkdir -p $(EVAL_DIR)
+	@for policy in deny-all approve-all; do \
+	  for bench in agentdojo tau-bench; do \
+	    echo "› airlock eval $$bench --approver $$policy → $(EVAL_DIR)/$$bench-$$policy.{txt,json}"; \
+	    $(AIRLOCK) eval $$bench --approver $$policy --quiet --out $(EVAL_DIR)/$$bench-$$policy.txt \
+	      --json-out $(EVAL_DIR)/$$bench-$$policy.json > /dev/null || exit 1; \
+	  done; \
+	done
+	@head -n 1 $(EVAL_DIR)/*.txt
 
 stop: ## stop the detached local Temporal dev server
 	-$(AIRLOCK) stack down

@@ -76,8 +76,7 @@ func TestEvalAgentDojoSubset(t *testing.T) {
 	}
 	var cases []*eval.Case
 	for _, c := range all {
-		rel, _ := filepath.Rel(filepath.Join(corpusDir, "runs"), c.Path)
-		if slices.Contains(evalSubset, strings.TrimSuffix(filepath.ToSlash(rel), ".json")) {
+		if slices.Contains(evalSubset, strings.TrimSuffix(strings.TrimPrefix(c.Path, "runs/"), ".json")) {
 			cases = append(cases, c)
 		}
 	}

@@ -22,6 +22,7 @@ type evalFlags struct {
 	approver    string
 	asJSON      bool
 	out         string
+	jsonOut     string
 	concurrency int
 	maxRounds   int
 	maxCalls    int
@@ -35,7 +36,8 @@ func (f *evalFlags) register(cmd *cobra.Command, corpusHelp string) {
 	fl.StringVar(&f.filter.Model, "model", "", "only this model folder / model")
 	fl.StringVar(&f.approver, "approver", string(eval.PolicyDenyAll), "how the evaluation's approver decides every confirmation: deny-all or approve-all")
 	fl.BoolVar(&f.asJSON, "json", false, "write the report as JSON instead of text tables")
-	fl.StringVar(&f.out, "out", "", "also write the report to this file (- for none)")
+	fl.StringVar(&f.out, "out", "", "also write the text report to this file")
+	fl.StringVar(&f.jsonOut, "json-out", "", "also write the JSON report (with every replay's workflow ids and stop) to this file")
 	fl.IntVar(&f.concurrency, "concurrency", 8, "recorded runs replayed at once")
 	fl.IntVar(&f.maxRounds, "max-rounds", 0, "override the per-turn inference round budget (0: Airlock's default)")
 	fl.IntVar(&f.maxCalls, "max-calls", 0, "override the per-turn call budget (0: Airlock's default)")
@@ -171,27 +173,19 @@ func runEval(cmd *cobra.Command, f evalFlags, corpus eval.Corpus, cases []*eval.
 		return err
 	}
 	rep := eval.Build(results, policy, f.concurrency, elapsed, time.Now())
-	write := func(w io.Writer) error {
-		if f.asJSON {
-			return rep.WriteJSON(w)
-		}
-		return rep.WriteText(w)
+	if f.asJSON {
+		err = rep.WriteJSON(cmd.OutOrStdout())
+	} else {
+		err = rep.WriteText(cmd.OutOrStdout())
 	}
-	if err := write(cmd.OutOrStdout()); err != nil {
+	if err != nil {
 		return err
 	}
-	if f.out != "" && f.out != "-" {
-		file, err := os.Create(f.out)
-		if err != nil {
-			return err
-		}
-		if err := write(file); err != nil {
-			file.Close()
-			return err
-		}
-		if err := file.Close(); err != nil {
-			return err
-		}
+	if err := writeFile(f.out, rep.WriteText); err != nil {
+		return err
+	}
+	if err := writeFile(f.jsonOut, rep.WriteJSON); err != nil {
+		return err
 	}
 	if len(rep.Errors) > 0 {
 		return fmt.Errorf("%d recorded runs could not be replayed (see the report's errors)", len(rep.Errors))
@@ -202,4 +196,20 @@ func runEval(cmd *cobra.Command, f evalFlags, corpus eval.Corpus, cases []*eval.
 		}
 	}
 	return nil
+}
+
+// writeFile writes a report to path with write; an empty path writes nothing.
+func writeFile(path string, write func(io.Writer) error) error {
+	if path == "" {
+		return nil
+	}
+	file, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(file); err != nil {
+		file.Close()
+		return err
+	}
+	return file.Close()
 }

@@ -41,7 +41,8 @@ type Case struct {
 	Attack string `json:"attack"`
 	// Task names the recorded task, e.g. "user_task_3/injection_task_3" or "task_2/trial_1".
 	Task string `json:"task"`
-	// Path is the recording's file.
+	// Path is the recording's file, relative to the corpus folder it was loaded from
+	// (runs/<model>/<suite>/… or <model>-<domain>.sample.json).
 	Path string `json:"path"`
 	// Turns are the user turns, in order.
 	Turns []CaseTurn `json:"turns"`
@@ -126,7 +127,7 @@ func LoadAgentDojo(dir string, f Filter) ([]*Case, error) {
 		}
 		session := strings.TrimSuffix(filepath.ToSlash(rel), ".json")
 		c := &Case{
-			Benchmark: BenchAgentDojo, Model: model, Suite: tr.Suite, Attack: attack, Path: p,
+			Benchmark: BenchAgentDojo, Model: model, Suite: tr.Suite, Attack: attack, Path: filepath.ToSlash(filepath.Join("runs", rel)),
 			Task:     strings.TrimSuffix(tr.UserTaskID+"/"+tr.InjectionTaskID, "/"),
 			Turns:    []CaseTurn{{Session: session, Message: tr.UserPrompt(), SystemPrompt: tr.SystemPrompt()}},
 			Utility:  tr.Utility,

@@ -124,7 +124,7 @@ func LoadTauBench(dir string, f Filter) ([]*Case, error) {
 				continue
 			}
 			c := &Case{
-				Benchmark: BenchTauBench, Model: tr.Model, Suite: tr.Domain, Attack: AttackNone, Path: p,
+				Benchmark: BenchTauBench, Model: tr.Model, Suite: tr.Domain, Attack: AttackNone, Path: filepath.Base(p),
 				Task:           fmt.Sprintf("task_%d/trial_%d", tr.TaskID, tr.Trial),
 				Utility:        tr.Reward > 0,
 				recordedErrors: map[string]string{},
