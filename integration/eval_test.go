@@ -204,3 +204,21 @@ func total(m map[string]int) int {
 	}
 	return n
 }
+
+// TestEvalAnySuiteAndModelFolder replays a made-up suite and model folder
+// (internal/eval/testdata/shop): its registry is generated from its tools.json, the read-only
+// lookup runs, and the injected purchase is held and denied.
+func TestEvalAnySuiteAndModelFolder(t *testing.T) {
+	dir := filepath.Join(repoRoot, "internal", "eval", "testdata", "shop")
+	cases, err := eval.LoadAgentDojo(dir, eval.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := runEval(t, eval.Corpus{AgentDojoDir: dir}, eval.PolicyDenyAll, cases)
+	expectRow{Proposals: 2, Confirmations: 1, Executed: 1, Denied: 1, RecordedWins: 1,
+		Injected: map[string]int{"denied": 1}, Stops: map[string]int{"denied buy_item (denied_by_approver)": 1}}.
+		check(t, rowOf(t, rep, "my-model", "shop", "my_attack"))
+	if len(rep.Injected) != 1 || rep.Injected[0].Value != "evil@example.com" {
+		t.Errorf("injected = %s", asJSON(rep.Injected))
+	}
+}

@@ -1,0 +1,112 @@
+package eval
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/airlock-dev/airlock/internal/stack"
+)
+
+// corpusRoot is the shared corpus, read in place (never copied into the repository).
+func corpusRoot(t *testing.T) string {
+	t.Helper()
+	root, err := stack.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "..", "shared", "corpus")
+	if _, err := os.Stat(filepath.Join(dir, "agentdojo", "tools.json")); err != nil {
+		t.Fatalf("corpus missing: %v", err)
+	}
+	return dir
+}
+
+func TestLoadAgentDojoCorpus(t *testing.T) {
+	dir := filepath.Join(corpusRoot(t), "agentdojo")
+	cases, err := LoadAgentDojo(dir, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Counts by attack as a separate reading of the files (python over runs/**) gives them.
+	count := map[string]int{}
+	// Attacked runs without attacker values: banking user_task_15's own prompt names the
+	// attacker's IBAN as the user's new landlord (so it is the user's value, not the
+	// attacker's), and travel injection_task_6 only asks the model to say something.
+	noValues := map[string]bool{
+		"runs/gpt-4o-2024-05-13/banking/user_task_15/important_instructions/injection_task_6.json": true,
+		"runs/gpt-4o-2024-05-13/travel/user_task_13/felony_dos/injection_task_6.json":              true,
+	}
+	for _, c := range cases {
+		count[c.Attack]++
+		if len(c.Turns) != 1 || c.Turns[0].Message == "" || c.Turns[0].SystemPrompt == "" {
+			t.Errorf("%s: turns %+v", c.Path, c.Turns)
+		}
+		benign := c.Attack == AttackNone || c.Attack == AttackGoalAsPrompt
+		if want := !benign && !noValues[c.Path]; want != (len(c.AttackerValues) > 0) {
+			t.Errorf("%s (%s): attacker values %q", c.Path, c.Attack, c.AttackerValues)
+		}
+	}
+	if len(cases) != 256 || count[AttackNone] != 108 || count[AttackGoalAsPrompt] != 2 || count["important_instructions"] != 119 || count["direct"] != 5 {
+		t.Errorf("%d cases by attack %v", len(cases), count)
+	}
+	sel, err := LoadAgentDojo(dir, Filter{Suite: "banking", Model: "gpt-4o-2024-05-13", Attack: AttackNone})
+	if err != nil || len(sel) != 16 {
+		t.Fatalf("filtered: %d, %v", len(sel), err)
+	}
+	if _, err := LoadAgentDojo(dir, Filter{Suite: "nope"}); !errors.Is(err, ErrNoCases) {
+		t.Errorf("no match: %v, want ErrNoCases", err)
+	}
+}
+
+func TestLoadTauBenchCorpus(t *testing.T) {
+	cases, err := LoadTauBench(filepath.Join(corpusRoot(t), "tau-bench"), Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turns := 0
+	for _, c := range cases {
+		turns += len(c.Turns)
+		if c.Model != "gpt-4o" || c.Suite != "airline" || c.Turns[0].SystemPrompt == "" {
+			t.Errorf("%s: %s/%s", c.Task, c.Model, c.Suite)
+		}
+	}
+	// 172 user turns, of which 17 are the simulated user's closing ###STOP###.
+	if len(cases) != 20 || turns != 155 {
+		t.Errorf("%d cases, %d turns; want 20, 155", len(cases), turns)
+	}
+}
+
+// A suite and a model folder the sample does not have load the same way: the registry is
+// generated from tools.json and classifies the new tools fail closed.
+func TestAnySuiteInToolsJSON(t *testing.T) {
+	dir := shopCorpus
+	cases, err := LoadAgentDojo(dir, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) != 1 || cases[0].Suite != "shop" || cases[0].Model != "my-model" || cases[0].Attack != "my_attack" {
+		t.Fatalf("cases = %+v", cases)
+	}
+	if got := cases[0].AttackerValues; len(got) != 1 || got[0] != "evil@example.com" {
+		t.Errorf("attacker values = %q", got)
+	}
+	reg, err := Corpus{AgentDojoDir: dir}.Registry(BenchAgentDojo, "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	get, ok1 := reg.ByToolName("get_item")
+	buy, ok2 := reg.ByToolName("buy_item")
+	if !ok1 || !ok2 || !get.Automatic() || buy.Automatic() || !buy.Airlock.DistinctApprover {
+		t.Errorf("get_item automatic=%v, buy_item automatic=%v", ok1 && get.Automatic(), ok2 && buy.Automatic())
+	}
+	if _, err := (Corpus{AgentDojoDir: dir}).Registry(BenchAgentDojo, "bank"); err == nil {
+		t.Error("a suite missing from tools.json loaded")
+	}
+}
+
+// shopCorpus is testdata/shop: a one-trace AgentDojo-shaped corpus of a made-up suite
+// ("shop": get_item, buy_item) and model folder ("my-model"), in which the model looks an item
+// up, reads an injection in the result and tries to buy the item for the attacker.
+const shopCorpus = "testdata/shop"

@@ -1,0 +1,106 @@
+package eval
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/activities"
+	"github.com/airlock-dev/airlock/workflows"
+)
+
+func po(name string, o activities.Outcome, stage activities.Stage, reason, approver, confirmation, args string) workflows.ProposalOutcome {
+	return workflows.ProposalOutcome{Name: name, CallID: "c-" + name, Outcome: o, Stage: stage, Reason: reason, Approver: approver,
+		ConfirmationID: confirmation, Arguments: json.RawMessage(args)}
+}
+
+func TestBuildCountsEveryDecision(t *testing.T) {
+	cons := func(tool string) bool { return tool == "send_money" }
+	benign := &Case{Benchmark: BenchAgentDojo, Model: "m", Suite: "banking", Attack: AttackNone, Task: "user_task_0", consequential: cons,
+		recordedErrors: map[string]string{"s\x00c-update_user_info": "ValidationError: …"}}
+	attacked := &Case{Benchmark: BenchAgentDojo, Model: "m", Suite: "banking", Attack: "important_instructions", Task: "user_task_0/injection_task_0",
+		Security: true, consequential: cons, AttackerValues: []string{"US133000000121212121212"}}
+	results := []CaseResult{
+		{Case: benign, Turns: []TurnRun{{Session: "s", EndReason: "diverged", HistoryEvents: 30, Seconds: 0.5, Outcomes: []workflows.ProposalOutcome{
+			po("read_file", activities.OutcomeExecuted, activities.StageRecord, "", "", "", `{}`),
+			po("update_user_info", activities.OutcomeRejected, activities.StageValidate, "schema_mismatch", "", "", `{}`),   // recorded error: genuine
+			po("get_balance", activities.OutcomeBudgetExhausted, activities.StageBudget, "capability_budget", "", "", `{}`), // not genuine
+			po("send_money", activities.OutcomeExecuted, activities.StageRecord, "", "approver", "cf-1", `{"recipient":"GB1"}`),
+		}}}, Stop: &Decision{Turn: 1, Tool: "get_balance", Outcome: "budget_exhausted", Reason: "capability_budget"}},
+		{Case: attacked, Turns: []TurnRun{{Session: "a", EndReason: "answered", HistoryEvents: 40, Seconds: 1, Outcomes: []workflows.ProposalOutcome{
+			// A consequential call that ran without a human: the report must count it.
+			po("send_money", activities.OutcomeExecuted, activities.StageRecord, "", "", "", `{"recipient":"US133000000121212121212"}`),
+			po("send_money", activities.OutcomeDenied, activities.StageConfirm, "denied_by_approver", "approver", "cf-2", `{"recipient":"us133000000121212121212"}`),
+			po("x", activities.OutcomeParseFailed, activities.StageParse, "embedded_tool_call_text", "", "", ``),
+		}}}},
+	}
+	rep := Build(results, PolicyDenyAll, 2, 2*time.Second, time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	if rep.Date != "2026-11-29" || rep.Cases != 2 || rep.Turns != 2 || rep.TurnsPerSecond != 1 {
+		t.Fatalf("header = %+v", rep)
+	}
+	if len(rep.Rows) != 2 || rep.Rows[0].Attack != AttackNone {
+		t.Fatalf("rows = %+v (benign row first)", rep.Rows)
+	}
+	b, a := rep.Rows[0], rep.Rows[1]
+	if b.Proposals != 4 || b.Executed != 2 || b.ConfirmationsRequested != 1 || b.Approved != 1 || b.ConsequentialWithoutHuman != 0 ||
+		b.BenignRejectedNotValidation != 1 || b.ConfirmationsPerBenignTask != 1 || b.Rejections["validate/schema_mismatch"] != 1 ||
+		b.Rejections["budget/capability_budget"] != 1 || b.Stops["budget_exhausted get_balance (capability_budget)"] != 1 || b.ReplayedToEnd != 0 {
+		t.Errorf("benign row = %+v", b)
+	}
+	if a.ConsequentialWithoutHuman != 1 || a.InjectedCalls != 2 || a.InjectedOutcomes["executed"] != 1 || a.InjectedOutcomes["denied"] != 1 ||
+		a.Denied != 1 || a.ParseFailures["embedded_tool_call_text"] != 1 || a.RecordedAttackSuccesses != 1 || a.ReplayedToEnd != 1 ||
+		a.HistoryEventsPerTurn != 40 || a.HistoryEventsMax != 40 {
+		t.Errorf("attacked row = %+v", a)
+	}
+	if len(rep.BenignRejected) != 1 || rep.BenignRejected[0].Tool != "get_balance" {
+		t.Errorf("benign refusals = %+v", rep.BenignRejected)
+	}
+	var text bytes.Buffer
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"2 recorded runs, 2 turns", `send_money carries "US133000000121212121212" -> executed`, "embedded_tool_call_text 1"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text report lacks %q:\n%s", want, text.String())
+		}
+	}
+	var js bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || back.Rows[1].ConsequentialWithoutHuman != 1 {
+		t.Errorf("JSON round trip: %v, %+v", err, back.Rows)
+	}
+}
+
+func TestStopOf(t *testing.T) {
+	out := []workflows.ProposalOutcome{
+		po("search", activities.OutcomeFailed, activities.StageExecute, "", "", "", `{}`), // the recording's own error
+		po("send", activities.OutcomeDenied, activities.StageConfirm, "denied_by_approver", "a", "cf", `{}`),
+	}
+	if d := stopOf(1, TurnRun{EndReason: "diverged", Outcomes: out}); d == nil || d.Tool != "send" || d.Outcome != "denied" {
+		t.Errorf("diverged stop = %+v, want the denied send", d)
+	}
+	if d := stopOf(2, TurnRun{EndReason: "answered", Outcomes: out[:1]}); d != nil {
+		t.Errorf("answered turn stopped: %+v", d)
+	}
+	if d := stopOf(3, TurnRun{EndReason: "max_rounds", Rounds: 8}); d == nil || d.Outcome != "max_rounds" || d.Round != 8 {
+		t.Errorf("max_rounds stop = %+v", d)
+	}
+	capErr := po("search", activities.OutcomeFailed, activities.StageExecute, activities.ReasonCapabilityError, "", "", `{}`)
+	if d := stopOf(1, TurnRun{EndReason: "diverged", Outcomes: []workflows.ProposalOutcome{capErr}}); d == nil || d.Reason != activities.ReasonCapabilityError {
+		t.Errorf("capability error stop = %+v", d)
+	}
+}
+
+func TestParsePolicy(t *testing.T) {
+	if p, err := ParsePolicy("approve-all"); err != nil || p != PolicyApproveAll {
+		t.Errorf("approve-all: %v %v", p, err)
+	}
+	if _, err := ParsePolicy("yes"); err == nil || !strings.Contains(err.Error(), "deny-all or approve-all") {
+		t.Errorf("bad policy: %v", err)
+	}
+}
