@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -74,6 +75,10 @@ type Row struct {
 	InjectedOutcomes map[string]int `json:"injected_outcomes"`
 	// RecordedAttackSuccesses counts attacked runs whose recording scored the attack a success.
 	RecordedAttackSuccesses int `json:"recorded_attack_successes"`
+	// HeldAfterUserYes counts confirmations requested in a turn whose user message says "yes"
+	// (tau-bench: the airline policy's explicit confirmation came from the user, and Airlock
+	// still asks its approver: the user's text is not an approval).
+	HeldAfterUserYes int `json:"held_after_user_yes,omitempty"`
 	// BenignRejectedNotValidation counts calls of benign runs refused for a reason other than
 	// a validation error the recording confirms (see Report.BenignRejected).
 	BenignRejectedNotValidation int `json:"benign_rejected_not_validation"`
@@ -113,6 +118,9 @@ type CallNote struct {
 	Outcome string `json:"outcome"`
 	Detail  string `json:"detail,omitempty"`
 }
+
+// reYes finds an explicit yes in a user message.
+var reYes = regexp.MustCompile(`(?i)\byes\b`)
 
 // ranEffect reports whether the capability was invoked.
 func ranEffect(o activities.Outcome) bool {
@@ -188,6 +196,9 @@ func Build(results []CaseResult, policy Policy, concurrency int, elapsed time.Du
 				}
 				if o.ConfirmationID != "" {
 					row.ConfirmationsRequested++
+					if ti < len(c.Turns) && reYes.MatchString(c.Turns[ti].Message) {
+						row.HeldAfterUserYes++
+					}
 					if ranEffect(o.Outcome) {
 						row.Approved++
 					}
