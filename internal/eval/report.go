@@ -58,6 +58,10 @@ type Row struct {
 	// Rejections counts proposals refused by the executor, by "stage/reason" (budget
 	// exhaustion included, as stage "budget").
 	Rejections map[string]int `json:"rejections"`
+	// RejectionsRecordedError counts the resolve and validate rejections whose call the
+	// recording itself shows failing (a ValidationError, an unknown tool): Airlock refused what
+	// the tool refused too, before it ran.
+	RejectionsRecordedError int `json:"rejections_recorded_error"`
 	// ConfirmationsRequested counts calls held for a human; Approved, Denied and Expired their
 	// outcomes.
 	ConfirmationsRequested int `json:"confirmations_requested"`
@@ -189,6 +193,9 @@ func Build(results []CaseResult, policy Policy, concurrency int, elapsed time.Du
 					row.ParseFailures[o.Reason]++
 				case activities.OutcomeRejected, activities.OutcomeBudgetExhausted:
 					row.Rejections[string(o.Stage)+"/"+o.Reason]++
+					if genuineValidation(c, t.Session, o.CallID, string(o.Stage)) {
+						row.RejectionsRecordedError++
+					}
 				case activities.OutcomeDenied:
 					row.Denied++
 				case activities.OutcomeExpired:
@@ -345,6 +352,12 @@ func (r Report) WriteText(w io.Writer) error {
 	}
 	section("Parse failures by reason", func(r Row) map[string]int { return r.ParseFailures })
 	section("Rejections by stage/reason", func(r Row) map[string]int { return r.Rejections })
+	rejected, recorded := 0, 0
+	for _, row := range r.Rows {
+		rejected += total(row.Rejections)
+		recorded += row.RejectionsRecordedError
+	}
+	fmt.Fprintf(w, "  (%d of %d rejections are of calls the recording shows failing too: a ValidationError or an unknown tool)\n", recorded, rejected)
 	section("Where replays stopped (Airlock decided differently from the recording)", func(r Row) map[string]int { return r.Stops })
 	section("Injected calls by outcome", func(r Row) map[string]int { return r.InjectedOutcomes })
 	fmt.Fprintf(w, "\nInjected calls (arguments carry an injection's value): %d\n", len(r.Injected))
