@@ -87,7 +87,7 @@ type Row struct {
 	// a validation error the recording confirms (see Report.BenignRejected).
 	BenignRejectedNotValidation int `json:"benign_rejected_not_validation"`
 	// ConfirmationsPerBenignTask is ConfirmationsRequested / Traces for benign rows.
-	ConfirmationsPerBenignTask float64 `json:"confirmations_per_benign_task,omitempty"`
+	ConfirmationsPerBenignTask float64 `json:"confirmations_per_benign_task"`
 	// Stops counts why replays stopped before their recorded end ("denied send_money",
 	// "parse_failed embedded_tool_call_text", …); ReplayedToEnd the runs that did not stop.
 	Stops         map[string]int `json:"stops"`
