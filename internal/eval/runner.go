@@ -266,8 +266,16 @@ func replayTurn(ctx context.Context, opts Options, req workflows.TurnRequest, qu
 		return TurnRun{}, err
 	}
 	id := workflows.TurnWorkflowID(req.Conversation, seq)
+	if err := ctx.Err(); err != nil {
+		return TurnRun{}, err // interrupted: start nothing new
+	}
+	// The start is not cancelled with ctx: a start cut off mid-request may still reach the
+	// server, and its turn would then be left running unseen. Once started, an interrupted
+	// turn is terminated (terminateIfInterrupted).
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
 	start := time.Now()
-	run, err := opts.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	run, err := opts.Client.ExecuteWorkflow(sctx, client.StartWorkflowOptions{
 		ID:                    id,
 		TaskQueue:             queue,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
@@ -284,6 +292,7 @@ func replayTurn(ctx context.Context, opts Options, req workflows.TurnRequest, qu
 	}
 	var tr workflows.TurnResult
 	if err := run.Get(ctx, &tr); err != nil {
+		terminateIfInterrupted(ctx, opts.Client, id)
 		return TurnRun{}, fmt.Errorf("eval: turn %s (%s): %w", id, req.Session, err)
 	}
 	out := TurnRun{WorkflowID: id, Session: req.Session, EndReason: tr.EndReason, Rounds: tr.Rounds,
@@ -294,6 +303,18 @@ func replayTurn(ctx context.Context, opts Options, req workflows.TurnRequest, qu
 	}
 	out.HistoryEvents = desc.GetWorkflowExecutionInfo().GetHistoryLength()
 	return out, nil
+}
+
+// terminateIfInterrupted ends turn id when ctx was cancelled (Ctrl-C): the run's workers stop
+// with it, so the turn would otherwise stay open in the Temporal UI, a held one waiting out its
+// confirmation.
+func terminateIfInterrupted(ctx context.Context, c client.Client, id string) {
+	if ctx.Err() == nil {
+		return
+	}
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = c.TerminateWorkflow(tctx, id, "", "evaluation interrupted")
 }
 
 // approve is the evaluation's approver: it polls the store for confirmations of this run's
