@@ -178,3 +178,14 @@ type TurnResult struct {
 	Rounds    int                 `json:"rounds"`
 	Usage     inference.Usage     `json:"usage"`
 }
+
+// StartSearchAttributes are the search attributes a turn starts with: its conversation and
+// principal, status running and no pending confirmations (the workflow upserts the last two as
+// it goes). Every client that starts turns uses it, so operators can filter all of them alike.
+func StartSearchAttributes(req TurnRequest) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(
+		AttrConversation.ValueSet(req.Conversation),
+		AttrPrincipal.ValueSet(req.Principal),
+		AttrStatus.ValueSet(StatusRunning),
+		AttrPending.ValueSet(0))
+}

@@ -18,7 +18,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 	"golang.org/x/term"
 
 	"github.com/airlock-dev/airlock/internal/config"
@@ -90,13 +89,9 @@ func startTurn(ctx context.Context, c client.Client, st *store.Store, req workfl
 			WorkflowExecutionErrorWhenAlreadyStarted: true,
 			// With a worker on this client (airlock dev), the first workflow task comes back in
 			// the start response; otherwise the server dispatches it as usual.
-			EnableEagerStart: true,
-			TypedSearchAttributes: temporal.NewSearchAttributes(
-				workflows.AttrConversation.ValueSet(req.Conversation),
-				workflows.AttrPrincipal.ValueSet(req.Principal),
-				workflows.AttrStatus.ValueSet(workflows.StatusRunning),
-				workflows.AttrPending.ValueSet(0)),
-			StaticSummary: fmt.Sprintf("turn %d of %s", seq, req.Conversation),
+			EnableEagerStart:      true,
+			TypedSearchAttributes: workflows.StartSearchAttributes(req),
+			StaticSummary:         fmt.Sprintf("turn %d of %s", seq, req.Conversation),
 		}, workers.TurnWorkflowName, req)
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
 		if errors.As(err, &started) {

@@ -208,7 +208,7 @@ func convertMessage(rm rawMessage) (Message, error) {
 	default:
 		return Message{}, fmt.Errorf("unknown role %q", rm.Role)
 	}
-	content, err := normalizeContent(rm.Content)
+	content, err := NormalizeContent(rm.Content)
 	if err != nil {
 		return Message{}, err
 	}
@@ -228,9 +228,11 @@ func convertMessage(rm rawMessage) (Message, error) {
 	return m, nil
 }
 
-// normalizeContent turns a recorded content value into text: a string as is, null (or absent)
-// as "", a list of blocks as the text blocks joined with "\n" (thinking blocks are skipped).
-func normalizeContent(raw json.RawMessage) (string, error) {
+// NormalizeContent turns a recorded content value into text: a string as is, null (or absent)
+// as "", a list of blocks ({"type":"text","content"|"text":…}) as the text blocks joined with
+// "\n" (thinking blocks are skipped). Any other shape or block type is an error. tau-bench
+// trajectories use it too, so both recordings read content the same way.
+func NormalizeContent(raw json.RawMessage) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", nil

@@ -12,7 +12,6 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/airlock-dev/airlock/activities"
@@ -280,12 +279,8 @@ func replayTurn(ctx context.Context, opts Options, req workflows.TurnRequest, qu
 		TaskQueue:             queue,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		EnableEagerStart:      true,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.AttrConversation.ValueSet(req.Conversation),
-			workflows.AttrPrincipal.ValueSet(req.Principal),
-			workflows.AttrStatus.ValueSet(workflows.StatusRunning),
-			workflows.AttrPending.ValueSet(0)),
-		StaticSummary: "evaluation replay of " + req.Session,
+		TypedSearchAttributes: workflows.StartSearchAttributes(req),
+		StaticSummary:         "evaluation replay of " + req.Session,
 	}, workers.TurnWorkflowName, req)
 	if err != nil {
 		return TurnRun{}, fmt.Errorf("eval: start turn %s: %w", id, err)

@@ -100,12 +100,6 @@ type rawFunction struct {
 	Arguments json.RawMessage `json:"arguments"`
 }
 
-type rawBlock struct {
-	Type    string  `json:"type"`
-	Content *string `json:"content"`
-	Text    *string `json:"text"`
-}
-
 // stemPattern is a trajectory file stem "<model>-<domain>": the model may hold dashes and dots
 // ("gpt-4o", "claude-3-5-sonnet"), the domain is the last dash-separated part.
 var stemPattern = regexp.MustCompile(`^([A-Za-z0-9][A-Za-z0-9._-]*)-([A-Za-z0-9_]+)$`)
@@ -229,7 +223,7 @@ func splitTurns(msgs []rawMessage, tr Trajectory) ([]Turn, error) {
 		return nil
 	}
 	for i, rm := range msgs {
-		content, err := normalizeContent(rm.Content)
+		content, err := agentdojo.NormalizeContent(rm.Content)
 		if err != nil {
 			return nil, fmt.Errorf("message %d: %w", i, err)
 		}
@@ -340,48 +334,6 @@ func convertCalls(raws []rawCall) ([]agentdojo.Call, error) {
 		calls = append(calls, agentdojo.Call{Function: rc.Function.Name, Args: json.RawMessage(args), ID: id})
 	}
 	return calls, nil
-}
-
-// normalizeContent turns a recorded content value into text, as agentdojo does: a string as
-// is, null (or absent) as "", a list of blocks as the text blocks joined with "\n" (thinking
-// blocks skipped, other block types refused).
-func normalizeContent(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
-	}
-	switch raw[0] {
-	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", fmt.Errorf("content: %w", err)
-		}
-		return s, nil
-	case '[':
-		var blocks []rawBlock
-		if err := json.Unmarshal(raw, &blocks); err != nil {
-			return "", fmt.Errorf("content blocks: %w", err)
-		}
-		parts := make([]string, 0, len(blocks))
-		for k, b := range blocks {
-			switch b.Type {
-			case "text":
-				switch {
-				case b.Text != nil:
-					parts = append(parts, *b.Text)
-				case b.Content != nil:
-					parts = append(parts, *b.Content)
-				}
-			case "thinking", "redacted_thinking":
-				// Reasoning blocks are not message text.
-			default:
-				return "", fmt.Errorf("content block %d: unknown type %q", k, b.Type)
-			}
-		}
-		return strings.Join(parts, "\n"), nil
-	default:
-		return "", errors.New("content is neither a string, null nor a list of blocks")
-	}
 }
 
 // SessionName returns the replay session name of one turn:
