@@ -91,7 +91,7 @@ func newEvalAgentDojoCmd() *cobra.Command {
 			return runEval(cmd, f, eval.Corpus{AgentDojoDir: dir}, cases)
 		},
 	}
-	f.register(cmd, "AgentDojo folder holding tools.json, tasks.json and runs/ (default --corpus of airlock / AIRLOCK_CORPUS)")
+	f.register(cmd, "AgentDojo folder holding tools.json, tasks.json and runs/ (default $AIRLOCK_CORPUS, else ../shared/corpus/agentdojo beside the repository)")
 	cmd.Flags().StringVar(&f.filter.Attack, "attack", "", "only this attack (none for benign runs, goal_as_prompt, important_instructions, …)")
 	return cmd
 }
@@ -125,7 +125,7 @@ yes; lookups run automatically. The folder holds <model>-<domain>[.sample].json 
 			return runEval(cmd, f, eval.Corpus{TauBenchDir: dir}, cases)
 		},
 	}
-	f.register(cmd, "tau-bench folder (default: tau-bench beside the AgentDojo corpus)")
+	f.register(cmd, "tau-bench folder holding <model>-<domain>[.sample].json and <domain>_tools.json (default: tau-bench beside the AgentDojo corpus)")
 	return cmd
 }
 
