@@ -292,11 +292,11 @@ func replayTurn(ctx context.Context, opts Options, req workflows.TurnRequest, qu
 	}
 	out := TurnRun{WorkflowID: id, Session: req.Session, EndReason: tr.EndReason, Rounds: tr.Rounds,
 		Seconds: time.Since(start).Seconds(), Outcomes: tr.Outcomes}
-	desc, err := opts.Client.DescribeWorkflowExecution(ctx, id, run.GetRunID())
+	desc, err := opts.Client.DescribeWorkflow(ctx, id, run.GetRunID())
 	if err != nil {
 		return out, fmt.Errorf("eval: describe turn %s: %w", id, err)
 	}
-	out.HistoryEvents = desc.GetWorkflowExecutionInfo().GetHistoryLength()
+	out.HistoryEvents = int64(desc.HistoryLength)
 	return out, nil
 }
 
