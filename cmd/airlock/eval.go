@@ -29,11 +29,11 @@ type evalFlags struct {
 	quiet       bool
 }
 
-func (f *evalFlags) register(cmd *cobra.Command, corpusHelp string) {
+func (f *evalFlags) register(cmd *cobra.Command, dirFlag, dirHelp, suiteHelp, modelHelp string) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.corpus, "corpus", "", corpusHelp)
-	fl.StringVar(&f.filter.Suite, "suite", "", "only this suite (AgentDojo) or domain (tau-bench)")
-	fl.StringVar(&f.filter.Model, "model", "", "only this model folder / model")
+	fl.StringVar(&f.corpus, dirFlag, "", dirHelp)
+	fl.StringVar(&f.filter.Suite, "suite", "", suiteHelp)
+	fl.StringVar(&f.filter.Model, "model", "", modelHelp)
 	fl.StringVar(&f.approver, "approver", string(eval.PolicyDenyAll), "how the evaluation's approver decides every confirmation: deny-all or approve-all")
 	fl.BoolVar(&f.asJSON, "json", false, "write the report as JSON instead of text tables")
 	fl.StringVar(&f.out, "out", "", "also write the text report to this file")
@@ -63,6 +63,10 @@ without a human (must be 0), calls whose arguments carry an injection's values a
 happened to each, benign calls refused for reasons other than a genuine validation error,
 confirmations per benign task, throughput and history events per turn.`,
 	}
+	cmd.Args = cobra.NoArgs // an unknown benchmark is an error, not the help
+	cmd.RunE = func(*cobra.Command, []string) error {
+		return errors.New("name a benchmark: airlock eval agentdojo | tau-bench (see airlock eval --help)")
+	}
 	cmd.AddCommand(newEvalAgentDojoCmd(), newEvalTauBenchCmd())
 	return cmd
 }
@@ -74,7 +78,7 @@ func newEvalAgentDojoCmd() *cobra.Command {
 		Short: "Replay every AgentDojo trace found under the corpus (runs/<model>/<suite>/<task>/<attack>/…)",
 		Example: `  airlock eval agentdojo
   airlock eval agentdojo --suite banking --model gpt-4o-2024-05-13 --approver approve-all
-  airlock eval agentdojo --attack none --json --out report.json`,
+  airlock eval agentdojo --attack none --json-out report.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir := f.corpus
@@ -91,7 +95,8 @@ func newEvalAgentDojoCmd() *cobra.Command {
 			return runEval(cmd, f, eval.Corpus{AgentDojoDir: dir}, cases)
 		},
 	}
-	f.register(cmd, "AgentDojo folder holding tools.json, tasks.json and runs/ (default $AIRLOCK_CORPUS, else ../shared/corpus/agentdojo beside the repository)")
+	f.register(cmd, "corpus", "AgentDojo folder holding tools.json, tasks.json and runs/ (default $AIRLOCK_CORPUS, else ../shared/corpus/agentdojo beside the repository)",
+		"only this suite (banking, workspace, … any suite in tools.json)", "only this model folder under runs/ (e.g. gpt-4o-2024-05-13)")
 	cmd.Flags().StringVar(&f.filter.Attack, "attack", "", "only this attack (none for benign runs, goal_as_prompt, important_instructions, …)")
 	return cmd
 }
@@ -116,7 +121,7 @@ yes; lookups run automatically. The folder holds <model>-<domain>[.sample].json 
 				dir = filepath.Join(filepath.Dir(cfg.CorpusDir), "tau-bench")
 			}
 			if dir == "" {
-				return errors.New("no tau-bench folder: pass --corpus DIR (holding the trajectory files and <domain>_tools.json)")
+				return errors.New("no tau-bench folder: pass --dir DIR (holding the trajectory files and <domain>_tools.json)")
 			}
 			cases, err := eval.LoadTauBench(dir, f.filter)
 			if err != nil {
@@ -125,7 +130,8 @@ yes; lookups run automatically. The folder holds <model>-<domain>[.sample].json 
 			return runEval(cmd, f, eval.Corpus{TauBenchDir: dir}, cases)
 		},
 	}
-	f.register(cmd, "tau-bench folder holding <model>-<domain>[.sample].json and <domain>_tools.json (default: tau-bench beside the AgentDojo corpus)")
+	f.register(cmd, "dir", "tau-bench folder holding <model>-<domain>[.sample].json and <domain>_tools.json (default: tau-bench beside the AgentDojo corpus, --corpus)",
+		"only this domain (airline)", "only this model (from the file name, e.g. gpt-4o)")
 	return cmd
 }
 
@@ -135,10 +141,27 @@ func runEval(cmd *cobra.Command, f evalFlags, corpus eval.Corpus, cases []*eval.
 	if err != nil {
 		return err
 	}
+	switch {
+	case f.concurrency < 1:
+		return fmt.Errorf("--concurrency must be at least 1, not %d", f.concurrency)
+	case f.maxRounds < 0 || f.maxCalls < 0:
+		return errors.New("--max-rounds and --max-calls must be positive (0: Airlock's defaults)")
+	}
+	// Open the report files first: a bad path should fail before the replay, not after it.
+	textFile, err := createIf(f.out)
+	if err != nil {
+		return err
+	}
+	jsonFile, err := createIf(f.jsonOut)
+	if err != nil {
+		return err
+	}
 	ctx := cmd.Context()
 	errOut := cmd.ErrOrStderr()
-	if _, err := ensureStack(cmd); err != nil {
-		return err
+	if os.Getenv("TEMPORAL_ADDRESS") == "" { // otherwise use the server the client is pointed at
+		if _, err := ensureStackLog(cmd, f.quiet); err != nil {
+			return err
+		}
 	}
 	c, err := config.DialTemporal(ctx)
 	if err != nil {
@@ -181,10 +204,10 @@ func runEval(cmd *cobra.Command, f evalFlags, corpus eval.Corpus, cases []*eval.
 	if err != nil {
 		return err
 	}
-	if err := writeFile(f.out, rep.WriteText); err != nil {
+	if err := writeFile(textFile, rep.WriteText); err != nil {
 		return err
 	}
-	if err := writeFile(f.jsonOut, rep.WriteJSON); err != nil {
+	if err := writeFile(jsonFile, rep.WriteJSON); err != nil {
 		return err
 	}
 	if len(rep.Errors) > 0 {
@@ -198,14 +221,22 @@ func runEval(cmd *cobra.Command, f evalFlags, corpus eval.Corpus, cases []*eval.
 	return nil
 }
 
-// writeFile writes a report to path with write; an empty path writes nothing.
-func writeFile(path string, write func(io.Writer) error) error {
+// createIf creates path for a report, or returns nil for an empty path.
+func createIf(path string) (*os.File, error) {
 	if path == "" {
-		return nil
+		return nil, nil
 	}
 	file, err := os.Create(path)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("report file: %w", err)
+	}
+	return file, nil
+}
+
+// writeFile writes a report to file with write and closes it; a nil file writes nothing.
+func writeFile(file *os.File, write func(io.Writer) error) error {
+	if file == nil {
+		return nil
 	}
 	if err := write(file); err != nil {
 		file.Close()

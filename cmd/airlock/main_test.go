@@ -101,3 +101,27 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		}
 	}
 }
+
+// Bad eval input is refused before any stack is started or any turn runs.
+func TestEvalRefusesBadInput(t *testing.T) {
+	shop := filepath.Join("..", "..", "internal", "eval", "testdata", "shop")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"eval"}, "name a benchmark"},
+		{[]string{"eval", "nosuch"}, `unknown command "nosuch"`},
+		{[]string{"eval", "agentdojo", "--corpus", shop, "--approver", "yes"}, "want deny-all or approve-all"},
+		{[]string{"eval", "agentdojo", "--corpus", shop, "--concurrency", "0"}, "--concurrency must be at least 1"},
+		{[]string{"eval", "agentdojo", "--corpus", shop, "--max-rounds", "-1"}, "must be positive"},
+		{[]string{"eval", "agentdojo", "--corpus", shop, "--out", filepath.Join(t.TempDir(), "no", "such", "dir.txt")}, "report file"},
+		{[]string{"eval", "agentdojo", "--corpus", shop, "--model", "gpt-4o"}, "the corpus has models: my-model"},
+		{[]string{"eval", "agentdojo", "--corpus", t.TempDir()}, "tools.json"},
+		{[]string{"eval", "tau-bench", "--dir", filepath.Join(t.TempDir(), "nope")}, "tau-bench folder"},
+	}
+	for _, c := range cases {
+		if _, err := run(t, "", c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("airlock %s: %v, want an error containing %q", strings.Join(c.args, " "), err, c.want)
+		}
+	}
+}

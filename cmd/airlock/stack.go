@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -24,10 +25,17 @@ func temporalOptions(cmd *cobra.Command) stack.TemporalOptions {
 
 // ensureStack starts (or reuses) the detached local Temporal dev server and points this
 // process's Temporal client at it.
-func ensureStack(cmd *cobra.Command) (*stack.Temporal, error) {
+func ensureStack(cmd *cobra.Command) (*stack.Temporal, error) { return ensureStackLog(cmd, false) }
+
+// ensureStackLog is ensureStack; quiet drops its progress lines (errors still return).
+func ensureStackLog(cmd *cobra.Command, quiet bool) (*stack.Temporal, error) {
 	ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
 	defer cancel()
-	t, err := stack.EnsureTemporal(ctx, temporalOptions(cmd))
+	o := temporalOptions(cmd)
+	if quiet {
+		o.Log = io.Discard
+	}
+	t, err := stack.EnsureTemporal(ctx, o)
 	if err != nil {
 		return nil, err
 	}

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/airlock-dev/airlock/internal/agentdojo"
@@ -95,12 +97,16 @@ func LoadAgentDojo(dir string, f Filter) ([]*Case, error) {
 	if err != nil {
 		return nil, err
 	}
+	runs := filepath.Join(dir, "runs")
+	if st, err := os.Stat(runs); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("eval: %s has no runs/ folder (traces live in runs/<model>/<suite>/<task>/<attack>/…)", dir)
+	}
 	paths, err := agentdojo.FindTraces(dir)
 	if err != nil {
 		return nil, err
 	}
-	runs := filepath.Join(dir, "runs")
 	var cases []*Case
+	have := map[string]map[string]bool{"models": {}, "suites": {}, "attacks": {}}
 	for _, p := range paths {
 		tr, err := agentdojo.LoadTrace(p)
 		if err != nil {
@@ -119,6 +125,10 @@ func LoadAgentDojo(dir string, f Filter) ([]*Case, error) {
 		case attack == "" || tr.InjectionTaskID == "":
 			attack = AttackNone
 		}
+		if tr.UserPrompt() == "" {
+			return nil, fmt.Errorf("eval: %s: %w: no user message to replay", p, agentdojo.ErrMalformedTrace)
+		}
+		have["models"][model], have["suites"][tr.Suite], have["attacks"][attack] = true, true, true
 		if !f.match(tr.Suite, model, attack) {
 			continue
 		}
@@ -143,9 +153,23 @@ func LoadAgentDojo(dir string, f Filter) ([]*Case, error) {
 		cases = append(cases, c)
 	}
 	if len(cases) == 0 {
-		return nil, fmt.Errorf("%w in %s (suite %q, model %q, attack %q)", ErrNoCases, dir, f.Suite, f.Model, f.Attack)
+		return nil, fmt.Errorf("%w in %s (suite %q, model %q, attack %q)%s", ErrNoCases, dir, f.Suite, f.Model, f.Attack, available(have))
 	}
 	return cases, nil
+}
+
+// available lists what a corpus has, for the error that nothing matched a filter.
+func available(have map[string]map[string]bool) string {
+	var parts []string
+	for _, k := range []string{"models", "suites", "attacks"} {
+		if len(have[k]) > 0 {
+			parts = append(parts, k+": "+strings.Join(slices.Sorted(maps.Keys(have[k])), ", "))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; the corpus has " + strings.Join(parts, "; ")
 }
 
 // recordedErrors indexes the tool errors of a recorded session by call id.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/airlock-dev/airlock/internal/agentdojo"
 	"github.com/airlock-dev/airlock/internal/stack"
 )
 
@@ -110,3 +111,26 @@ func TestAnySuiteInToolsJSON(t *testing.T) {
 // ("shop": get_item, buy_item) and model folder ("my-model"), in which the model looks an item
 // up, reads an injection in the result and tries to buy the item for the attacker.
 const shopCorpus = "testdata/shop"
+
+func TestLoadAgentDojoRefusesTracesWithoutAUserMessage(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"tools.json", "tasks.json"} {
+		b, err := os.ReadFile(filepath.Join(shopCorpus, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := filepath.Join(dir, "runs", "m", "shop", "user_task_0", "none", "none.json")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(`{"suite_name":"shop","pipeline_name":"m","user_task_id":"user_task_0","messages":[]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadAgentDojo(dir, Filter{}); !errors.Is(err, agentdojo.ErrMalformedTrace) {
+		t.Errorf("a trace without messages: %v, want ErrMalformedTrace", err)
+	}
+}

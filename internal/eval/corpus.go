@@ -114,12 +114,14 @@ func LoadTauBench(dir string, f Filter) ([]*Case, error) {
 	}
 	sort.Strings(files)
 	var cases []*Case
+	have := map[string]map[string]bool{"models": {}, "suites": {}}
 	for _, p := range files {
 		trajs, err := taubench.LoadFile(p)
 		if err != nil {
 			return nil, err
 		}
 		for _, tr := range trajs {
+			have["models"][tr.Model], have["suites"][tr.Domain] = true, true
 			if !f.match(tr.Domain, tr.Model, AttackNone) {
 				continue
 			}
@@ -150,7 +152,7 @@ func LoadTauBench(dir string, f Filter) ([]*Case, error) {
 		}
 	}
 	if len(cases) == 0 {
-		return nil, fmt.Errorf("%w in %s (domain %q, model %q)", ErrNoCases, dir, f.Suite, f.Model)
+		return nil, fmt.Errorf("%w in %s (domain %q, model %q)%s", ErrNoCases, dir, f.Suite, f.Model, available(have))
 	}
 	return cases, nil
 }

@@ -308,8 +308,8 @@ func (r Report) WriteJSON(w io.Writer) error {
 // WriteText writes the report as aligned text tables: the summary per row, then the details
 // (parse failures, rejections, stops, injected calls, benign refusals).
 func (r Report) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "Airlock evaluation %s: %d recorded runs, %d turns in %.1f s (%.1f turns/s, %d at once), approver %s\n\n",
-		r.Date, r.Cases, r.Turns, r.Seconds, r.TurnsPerSecond, r.Concurrency, r.Policy)
+	fmt.Fprintf(w, "Airlock evaluation %s: %s, %s in %.1f s (%.1f turns/s, %d at once), approver %s\n\n",
+		r.Date, plural(r.Cases, "recorded run"), plural(r.Turns, "turn"), r.Seconds, r.TurnsPerSecond, r.Concurrency, r.Policy)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "benchmark\tmodel\tsuite\tattack\ttraces\tturns\tproposals\tparse fail\trejected\tconfirm\texecuted\tcons. w/o human\tinjected (ran)\trecorded attack wins\tbenign refused\tconfirm/benign task\tevents/turn\ts/turn\t")
 	for _, row := range r.Rows {
@@ -360,6 +360,12 @@ func (r Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "  (%d of %d rejections are of calls the recording shows failing too: a ValidationError or an unknown tool)\n", recorded, rejected)
 	section("Where replays stopped (Airlock decided differently from the recording)", func(r Row) map[string]int { return r.Stops })
 	section("Injected calls by outcome", func(r Row) map[string]int { return r.InjectedOutcomes })
+	for _, row := range r.Rows {
+		if row.HeldAfterUserYes > 0 {
+			fmt.Fprintf(w, "\nHeld although the user's message said yes: %d of %d confirmations (%s %s/%s/%s)\n",
+				row.HeldAfterUserYes, row.ConfirmationsRequested, row.Benchmark, row.Model, row.Suite, row.Attack)
+		}
+	}
 	fmt.Fprintf(w, "\nInjected calls (arguments carry an injection's value): %d\n", len(r.Injected))
 	for _, n := range r.Injected {
 		fmt.Fprintf(w, "  %s turn %d: %s carries %q -> %s\n", n.Case, n.Turn, n.Tool, n.Value, n.Outcome)
@@ -375,6 +381,13 @@ func (r Report) WriteText(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func total(m map[string]int) int {
