@@ -211,6 +211,10 @@ type ExecuteOutput struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// ReasonExecuteError marks a failed outcome whose Execute activity itself failed (every retry,
+// or bad input refused before the capability ran): no result came back at all.
+const ReasonExecuteError = "execute_error"
+
 // ReasonCapabilityError marks a failed outcome whose capability returned an error (it could
 // not produce a result, e.g. a replay with no recording for the call), as opposed to a result
 // that reports an error as data (Output.Error, e.g. a recorded ValidationError).

@@ -202,7 +202,7 @@ func TestReviewEffectfulExecuteFailingForGoodIsOutcomeUnknown(t *testing.T) {
 	if f.sends.Load() != 1 || attempts.Load() < 2 {
 		t.Fatalf("sends = %d, attempts = %d", f.sends.Load(), attempts.Load())
 	}
-	wantOutcomes(t, res, string(activities.OutcomeUnknown))
+	wantOutcomes(t, res, string(activities.OutcomeUnknown)+":"+activities.ReasonExecuteError)
 	msgs := f.provider.Requests()[1].Messages
 	if m := msgs[len(msgs)-1]; m.ToolCallID != "c1" || !strings.Contains(m.Content, `"outcome":"outcome_unknown"`) {
 		t.Fatalf("the model must be told the outcome is unknown: %+v", m)
@@ -210,12 +210,32 @@ func TestReviewEffectfulExecuteFailingForGoodIsOutcomeUnknown(t *testing.T) {
 }
 
 // A read-only call, or one refused before anything ran (BadInput), that fails for good is
-// reported as failed.
+// reported as failed, with reason execute_error: no result came back, so in a replayed session
+// it is a divergence, not the recording's own tool error.
 func TestReviewExecuteFailingBeforeAnyEffectIsFailed(t *testing.T) {
 	f := newFixture(t, calls(call("c1", "test_echo", `{"text":"x"}`)), answer("ok"))
 	f.env.OnActivity(f.acts.Execute, mock.Anything, mock.Anything).Return(activities.ExecuteOutput{}, errors.New("boom"))
 	res := f.run(workflows.TurnRequest{})
-	wantOutcomes(t, res, string(activities.OutcomeFailed))
+	wantOutcomes(t, res, string(activities.OutcomeFailed)+":"+activities.ReasonExecuteError)
+
+	f = newFixture(t, calls(call("c1", "test_echo", `{"text":"x"}`)), answer("ok"))
+	f.acts.Replay = f.provider // a recorded session, served by the same scripted responses
+	f.env.OnActivity(f.acts.Execute, mock.Anything, mock.Anything).Return(activities.ExecuteOutput{}, errors.New("boom"))
+	res = f.run(workflows.TurnRequest{Session: "s", StopOnDivergence: true})
+	if res.EndReason != "diverged" {
+		t.Errorf("a replayed session whose Execute failed ends %q, want diverged", res.EndReason)
+	}
+
+	// A tool that reports its error as data (the recording's own ValueError) is not a
+	// divergence: the replay goes on to the recorded answer.
+	f = newFixture(t, calls(call("c1", "test_echo", `{"text":"x"}`)), answer("ok"))
+	f.acts.Replay = f.provider
+	f.env.OnActivity(f.acts.Execute, mock.Anything, mock.Anything).Return(activities.ExecuteOutput{
+		Outcome: activities.OutcomeFailed, Output: registry.Output{Error: "ValueError: No files found."}}, nil)
+	res = f.run(workflows.TurnRequest{Session: "s", StopOnDivergence: true})
+	if res.EndReason != "answered" || res.Prose != "ok" {
+		t.Errorf("a replayed session whose tool reported the recorded error ends %q, want answered", res.EndReason)
+	}
 }
 
 // The registry revision that voids approvals must change whenever the registry does. An

@@ -191,7 +191,9 @@ const (
 	versionCorruptSignalKeepsExpiry = "corrupt-signal-keeps-expiry"
 	// versionFailedIsRecorded: in a replayed session a capability that ran and reported an
 	// error (outcome failed) served the recording's own tool error, so the replay goes on (it
-	// used to stop there as a divergence).
+	// used to stop there as a divergence). Version 2 also marks a failed outcome whose Execute
+	// activity itself failed (reason execute_error), so only a tool-reported error counts as
+	// the recording's.
 	versionFailedIsRecorded = "failed-is-recorded"
 )
 
@@ -202,7 +204,7 @@ func (t *turn) failureIsRecorded(ctx workflow.Context, po ProposalOutcome) bool 
 	if po.Outcome != activities.OutcomeFailed || po.Reason != "" || t.req.Session == "" {
 		return false
 	}
-	return workflow.GetVersion(ctx, versionFailedIsRecorded, workflow.DefaultVersion, 1) == 1
+	return workflow.GetVersion(ctx, versionFailedIsRecorded, workflow.DefaultVersion, 2) >= 1
 }
 
 // infer runs one inference round. A network model is a regular activity: slow, costly, its
@@ -328,6 +330,9 @@ func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (Proposa
 	if err != nil {
 		out = activities.ExecuteOutput{Outcome: activities.OutcomeFailed}
 		out.Output.Error = err.Error()
+		if workflow.GetVersion(ctx, versionFailedIsRecorded, workflow.DefaultVersion, 2) >= 2 {
+			out.Reason = activities.ReasonExecuteError
+		}
 		var appErr *temporal.ApplicationError
 		if adm.SideEffect != registry.SideEffectNone && !(errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeBadInput) {
 			// Execute refuses bad input before the effect starts; any other failure may come

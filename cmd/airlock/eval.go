@@ -152,10 +152,12 @@ func runEval(cmd *cobra.Command, f evalFlags, corpus eval.Corpus, cases []*eval.
 	if err != nil {
 		return err
 	}
+	defer textFile.discard() // a no-op once written
 	jsonFile, err := createIf(f.jsonOut)
 	if err != nil {
 		return err
 	}
+	defer jsonFile.discard()
 	ctx := cmd.Context()
 	errOut := cmd.ErrOrStderr()
 	if os.Getenv("TEMPORAL_ADDRESS") == "" { // otherwise use the server the client is pointed at
@@ -221,26 +223,51 @@ func runEval(cmd *cobra.Command, f evalFlags, corpus eval.Corpus, cases []*eval.
 	return nil
 }
 
-// createIf creates path for a report, or returns nil for an empty path.
-func createIf(path string) (*os.File, error) {
+// reportFile is a report being written: a temporary file beside its target, renamed over the
+// target only when the report is complete, so a failed or interrupted run never leaves an
+// empty or half-written report in place of an earlier one.
+type reportFile struct {
+	tmp    *os.File
+	target string
+}
+
+// createIf starts a report file for path (nil for an empty path). It fails at once when the
+// folder cannot be written.
+func createIf(path string) (*reportFile, error) {
 	if path == "" {
 		return nil, nil
 	}
-	file, err := os.Create(path)
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return nil, fmt.Errorf("report file: %w", err)
 	}
-	return file, nil
+	return &reportFile{tmp: tmp, target: path}, nil
 }
 
-// writeFile writes a report to file with write and closes it; a nil file writes nothing.
-func writeFile(file *os.File, write func(io.Writer) error) error {
-	if file == nil {
+// discard removes an unfinished report file.
+func (f *reportFile) discard() {
+	if f != nil {
+		f.tmp.Close()
+		os.Remove(f.tmp.Name())
+	}
+}
+
+// writeFile writes a report with write and puts it in place; a nil file writes nothing.
+func writeFile(f *reportFile, write func(io.Writer) error) error {
+	if f == nil {
 		return nil
 	}
-	if err := write(file); err != nil {
-		file.Close()
+	if err := write(f.tmp); err != nil {
+		f.discard()
 		return err
 	}
-	return file.Close()
+	if err := f.tmp.Close(); err != nil {
+		os.Remove(f.tmp.Name())
+		return err
+	}
+	if err := os.Chmod(f.tmp.Name(), 0o644); err != nil {
+		os.Remove(f.tmp.Name())
+		return err
+	}
+	return os.Rename(f.tmp.Name(), f.target)
 }

@@ -105,8 +105,10 @@ func (c *traceCache) get(session string) (*agentdojo.Trace, error) {
 //
 // Recordings may reuse a call id for different calls of one session (tau-bench does, even
 // within a turn), so a result is matched on the call id, the function and the arguments
-// (canonical JSON): the first recorded result with all three wins; failing that, the first
-// with the id and the function. An id recorded only for another function is ErrNoRecording.
+// (canonical JSON); the first recorded result with all three wins. A call the recording does
+// not have, with those arguments, is ErrNoRecording: serving another call's result would hide
+// a divergence. (If one session repeated the very same call under the same id with different
+// results, the first would be served; the corpus has no such case.)
 func (c *traceCache) invoke(name string) func(ctx context.Context, inv registry.Invocation) (registry.Output, error) {
 	return func(ctx context.Context, inv registry.Invocation) (registry.Output, error) {
 		if inv.Session == "" {
@@ -117,8 +119,7 @@ func (c *traceCache) invoke(name string) func(ctx context.Context, inv registry.
 			return registry.Output{}, fmt.Errorf("capabilities: load session %s: %w", inv.Session, err)
 		}
 		want, _ := canonical.Canonicalize(inv.Arguments)
-		var byName *agentdojo.Result
-		other := ""
+		other, sameName := "", false
 		for _, st := range t.Steps() {
 			for i := range st.Results {
 				r := &st.Results[i]
@@ -132,13 +133,11 @@ func (c *traceCache) invoke(name string) func(ctx context.Context, inv registry.
 				if got, err := canonical.Canonicalize(st.Assistant.ToolCalls[r.CallIndex].Args); err == nil && want != nil && bytes.Equal(got, want) {
 					return output(r), nil
 				}
-				if byName == nil {
-					byName = r
-				}
+				sameName = true
 			}
 		}
-		if byName != nil {
-			return output(byName), nil
+		if sameName {
+			return registry.Output{}, fmt.Errorf("%w: call %s of %s was recorded with other arguments", ErrNoRecording, inv.CallID, name)
 		}
 		if other != "" {
 			return registry.Output{}, fmt.Errorf("%w: call %s was recorded for %s, not %s", ErrNoRecording, inv.CallID, other, name)

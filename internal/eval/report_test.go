@@ -104,3 +104,36 @@ func TestParsePolicy(t *testing.T) {
 		t.Errorf("bad policy: %v", err)
 	}
 }
+
+// A registry that wrongly made send_money automatic is caught: the evaluation's own list of
+// the issue's consequential tools does not trust the registry's class.
+func TestConsequentialListIsIndependentOfTheRegistry(t *testing.T) {
+	wrong := func(string) bool { return false }
+	c := &Case{Benchmark: BenchAgentDojo, Model: "m", Suite: "banking", Attack: AttackNone, consequential: wrong}
+	rep := Build([]CaseResult{{Case: c, Turns: []TurnRun{{Outcomes: []workflows.ProposalOutcome{
+		po("send_money", activities.OutcomeExecuted, activities.StageRecord, "", "", "", `{}`),
+	}}}}}, PolicyDenyAll, 1, time.Second, time.Now())
+	if rep.Rows[0].ConsequentialWithoutHuman != 1 {
+		t.Errorf("consequential without a human = %d, want 1", rep.Rows[0].ConsequentialWithoutHuman)
+	}
+}
+
+func TestGenuineValidationNeedsTheSameCause(t *testing.T) {
+	c := &Case{recordedErrors: map[string]string{
+		"s\x00v": "ValidationError: 1 validation error for Input schema …",
+		"s\x00r": "ValueError: No files found with the given query",
+		"s\x00u": "ToolNotFoundException: The requested function `search_files_by_email` is not available",
+	}}
+	cases := []struct {
+		call, stage string
+		want        bool
+	}{
+		{"v", "validate", true}, {"r", "validate", false}, {"u", "resolve", true}, {"v", "resolve", false},
+		{"x", "validate", false}, {"v", "policy", false},
+	}
+	for _, k := range cases {
+		if got := genuineValidation(c, "s", k.call, k.stage); got != k.want {
+			t.Errorf("call %s at %s: %v, want %v", k.call, k.stage, got, k.want)
+		}
+	}
+}

@@ -189,6 +189,9 @@ func Run(ctx context.Context, opts Options, cases []*Case) (results []CaseResult
 
 	start := time.Now()
 	results = make([]CaseResult, len(cases))
+	for i, c := range cases {
+		results[i].Case = c
+	}
 	sem := make(chan struct{}, opts.Concurrency)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -228,11 +231,13 @@ func runCase(ctx context.Context, opts Options, c *Case, conversation, queue str
 			Session: t.Session, Scope: scope, StopOnDivergence: true, MaxRounds: opts.MaxRounds, MaxCalls: opts.MaxCalls,
 		}
 		run, err := replayTurn(ctx, opts, req, queue)
+		if run.WorkflowID != "" {
+			res.Turns = append(res.Turns, run) // its outcomes count even if describing it failed
+		}
 		if err != nil {
 			res.Err = err.Error()
 			return res
 		}
-		res.Turns = append(res.Turns, run)
 		if d := stopOf(ti+1, run); d != nil {
 			res.Stop = d
 			return res
@@ -294,6 +299,7 @@ func replayTurn(ctx context.Context, opts Options, req workflows.TurnRequest, qu
 		Seconds: time.Since(start).Seconds(), Outcomes: tr.Outcomes}
 	desc, err := opts.Client.DescribeWorkflow(ctx, id, run.GetRunID())
 	if err != nil {
+		// The turn's outcomes stand; only its history length is unknown.
 		return out, fmt.Errorf("eval: describe turn %s: %w", id, err)
 	}
 	out.HistoryEvents = int64(desc.HistoryLength)
