@@ -79,4 +79,4 @@ clean: stop ## remove local state (.airlock/) and bin/airlock (keeps bin/tempora
 
 histories: build temporal ## re-record workflows/testdata/*.history.json from the real dev server (after an intended, versioned change)
 	@url="$${AIRLOCK_TEST_DATABASE_URL:-$$(scripts/ensure-postgres.sh)}" && \
-	  AIRLOCK_WRITE_HISTORIES=1 AIRLOCK_TEST_DATABASE_URL="$$url" $(GO) test -count=1 -run TestMixedTurnHistory ./integration/
+	  AIRLOCK_WRITE_HISTORIES=1 AIRLOCK_TEST_DATABASE_URL="$$url" $(GO) test -count=1 -run 'TestMixedTurnHistory|TestReplayedSessionHistory' ./integration/

@@ -11,8 +11,10 @@ import (
 	"testing"
 
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/airlock-dev/airlock/internal/replay"
 	"github.com/airlock-dev/airlock/workflows"
 )
 
@@ -47,11 +49,41 @@ func TestMixedTurnHistory(t *testing.T) {
 	if got := outcomeList(res); got != want || res.Prose != "all done" {
 		t.Fatalf("outcomes = %s, prose %q", got, res.Prose)
 	}
+	writeHistory(t, c, run.GetID(), "turn-mixed.history.json")
+}
+
+// TestReplayedSessionHistory records a replayed session (the path evaluations take): a recorded
+// tool error served and replayed past (version marker failed-is-recorded), then a held
+// delete_file denied, ending the replay as diverged. The history is written like
+// TestMixedTurnHistory's.
+func TestReplayedSessionHistory(t *testing.T) {
+	cfg := testConfig(t, "agentdojo-workspace")
+	c := dial(t)
+	startWorker(t, c, cfg)
+	st := openStore(t, cfg)
+	req, err := replay.Request(corpusDir, "gpt-4o-2024-05-13/workspace/user_task_38/none/none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := startTurn(t, c, cfg, req)
+	decide(t, c, cfg, st, waitPending(t, c, run.GetID(), map[string]bool{}).ConfirmationID, workflows.DecisionDeny, "alice")
+	res := result(t, run)
+	want := "list_files:executed search_files:failed delete_file:denied:denied_by_approver"
+	if got := outcomeList(res); got != want || res.EndReason != "diverged" {
+		t.Fatalf("outcomes = %s, end %s", got, res.EndReason)
+	}
+	writeHistory(t, c, run.GetID(), "turn-session-recorded-error.history.json")
+}
+
+// writeHistory writes the workflow's history to workflows/testdata/name when
+// AIRLOCK_WRITE_HISTORIES=1 (make histories).
+func writeHistory(t *testing.T, c client.Client, workflowID, name string) {
+	t.Helper()
 	if os.Getenv("AIRLOCK_WRITE_HISTORIES") != "1" {
 		return
 	}
 	var h historypb.History
-	it := c.GetWorkflowHistory(context.Background(), run.GetID(), "", false, 0)
+	it := c.GetWorkflowHistory(context.Background(), workflowID, "", false, 0)
 	for it.HasNext() {
 		e, err := it.Next()
 		if err != nil {
@@ -63,7 +95,7 @@ func TestMixedTurnHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(repoRoot, "workflows", "testdata", "turn-mixed.history.json")
+	path := filepath.Join(repoRoot, "workflows", "testdata", name)
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
