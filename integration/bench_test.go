@@ -14,6 +14,7 @@ import (
 
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/eval"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
@@ -135,4 +136,41 @@ func benchTurns(b *testing.B, recorded bool) {
 		events++
 	}
 	b.ReportMetric(float64(events), "events/turn")
+}
+
+// BenchmarkEvalReplay measures the evaluation's replay on the real dev server and PostgreSQL:
+// b.N recorded AgentDojo runs (all 256 of the corpus, cycled), 8 at once, under deny-all, so
+// every consequential call is held, decided by the evaluation's approver and audited. Reports
+// turns/s and history events per turn.
+func BenchmarkEvalReplay(b *testing.B) {
+	all, err := eval.LoadAgentDojo(corpusDir, eval.Filter{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cases := make([]*eval.Case, b.N)
+	for i := range cases {
+		cases[i] = all[i%len(all)]
+	}
+	st, err := store.Open(context.Background(), freshDB(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	b.ResetTimer()
+	results, elapsed, err := eval.Run(context.Background(), eval.Options{Client: dial(b), Store: st,
+		Corpus: eval.Corpus{AgentDojoDir: corpusDir}, Policy: eval.PolicyDenyAll, Concurrency: 8}, cases)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	rep := eval.Build(results, eval.PolicyDenyAll, 8, elapsed, time.Now())
+	if len(rep.Errors) > 0 {
+		b.Fatalf("evaluation errors: %v", rep.Errors)
+	}
+	var events float64
+	for _, r := range rep.Rows {
+		events += r.HistoryEventsPerTurn * float64(r.Turns)
+	}
+	b.ReportMetric(rep.TurnsPerSecond, "turns/s")
+	b.ReportMetric(events/float64(rep.Turns), "events/turn")
 }
