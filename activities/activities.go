@@ -328,7 +328,7 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 		defer cancel()
 	}
 	res, invErr := c.Impl.Invoke(cctx, registry.Invocation{Arguments: in.Arguments, Decoded: decoded, WorkflowID: in.WorkflowID,
-		Seq: in.Seq, CallID: in.CallID, Session: in.Session, Now: now})
+		Seq: in.Seq, CallID: in.CallID, Round: in.Round, Session: in.Session, Now: now})
 	out := ExecuteOutput{Outcome: OutcomeExecuted, Output: res, RetrievedAt: now}
 	if invErr != nil {
 		out.Outcome = OutcomeFailed

@@ -185,8 +185,11 @@ type ConsumeOutput struct {
 
 // ExecuteInput is stage 5 for one authorized candidate.
 type ExecuteInput struct {
-	WorkflowID   string          `json:"workflow_id"`
-	Seq          int             `json:"seq"`
+	WorkflowID string `json:"workflow_id"`
+	Seq        int    `json:"seq"`
+	// Round is the inference round that proposed the call (0 in inputs recorded before it was
+	// carried); replay capabilities find the recorded result by it.
+	Round        int             `json:"round,omitempty"`
 	CallID       string          `json:"call_id"`
 	CapabilityID string          `json:"capability_id"`
 	Version      int             `json:"version"`

@@ -17,8 +17,10 @@ type Invocation struct {
 	// WorkflowID and Seq identify the proposal (turn workflow id, proposal sequence).
 	WorkflowID string
 	Seq        int
-	// CallID is the model's call id, used by replay capabilities to find the recorded result.
+	// CallID is the model's call id and Round the inference round (1-based; 0 when unknown)
+	// that proposed it: replay capabilities find the recorded result by them.
 	CallID string
+	Round  int
 	// Session names the recorded session a replay turn runs on ("" for live turns).
 	Session string
 	// Now is the retrieval time stamped on results (the activity's clock).

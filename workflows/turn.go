@@ -313,7 +313,7 @@ func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (Proposa
 
 	// Stage 5. Local read-only capabilities run as local activities (no server round trip);
 	// external or effectful ones as regular activities with a durable result.
-	in := activities.ExecuteInput{WorkflowID: t.workflowID, Seq: t.seq, CallID: call.CallID, CapabilityID: adm.CapabilityID,
+	in := activities.ExecuteInput{WorkflowID: t.workflowID, Seq: t.seq, Round: round, CallID: call.CallID, CapabilityID: adm.CapabilityID,
 		Version: adm.Version, Arguments: call.Arguments, Session: t.req.Session, RegistryRevision: adm.RegistryRevision}
 	summary := "execute " + adm.Key()
 	retry := &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second,

@@ -103,12 +103,13 @@ func (c *traceCache) get(session string) (*agentdojo.Trace, error) {
 // invoke serves the recorded result of the call with inv.CallID. A recorded tool error (for
 // example a ValidationError) is returned as Output.Error, as the original run saw it.
 //
-// Recordings may reuse a call id for different calls of one session (tau-bench does, even
-// within a turn), so a result is matched on the call id, the function and the arguments
-// (canonical JSON); the first recorded result with all three wins. A call the recording does
-// not have, with those arguments, is ErrNoRecording: serving another call's result would hide
-// a divergence. (If one session repeated the very same call under the same id with different
-// results, the first would be served; the corpus has no such case.)
+// The result is the one recorded for the call in the same round (inv.Round: the replay
+// provider serves the round-th recorded assistant message) with the same call id, which is
+// unique within one response; its function and arguments (canonical JSON) must match too.
+// Recordings reuse call ids across rounds (tau-bench does, even within a turn), so the round
+// is what tells such calls apart. Without a round (inputs from before it was carried) every
+// round is searched for the id, function and arguments. A call the recording does not have is
+// ErrNoRecording: serving another call's result would hide a divergence.
 func (c *traceCache) invoke(name string) func(ctx context.Context, inv registry.Invocation) (registry.Output, error) {
 	return func(ctx context.Context, inv registry.Invocation) (registry.Output, error) {
 		if inv.Session == "" {
@@ -121,6 +122,9 @@ func (c *traceCache) invoke(name string) func(ctx context.Context, inv registry.
 		want, _ := canonical.Canonicalize(inv.Arguments)
 		other, sameName := "", false
 		for _, st := range t.Steps() {
+			if inv.Round > 0 && st.Round != inv.Round {
+				continue
+			}
 			for i := range st.Results {
 				r := &st.Results[i]
 				if st.CallID(r.CallIndex) != inv.CallID {

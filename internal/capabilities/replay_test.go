@@ -58,6 +58,13 @@ func TestRecordedReplayTellsReusedCallIDsApart(t *testing.T) {
 	if out, err := impls[0].Invoke(ctx, registry.Invocation{Session: "s", CallID: "call_A", Arguments: json.RawMessage(`{"thought":"x"}`)}); err != nil || string(out.Data) != `"thought"` {
 		t.Errorf("think = %s, %v", out.Data, err)
 	}
+	// With the round, the call is found in its own round only.
+	if out, err := search.Invoke(ctx, registry.Invocation{Session: "s", Round: 3, CallID: "call_A", Arguments: json.RawMessage(`{"origin":"DEN","destination":"LAS"}`)}); err != nil || string(out.Data) != `"DEN-LAS flights"` {
+		t.Errorf("round 3 search = %s, %v", out.Data, err)
+	}
+	if _, err := search.Invoke(ctx, registry.Invocation{Session: "s", Round: 2, CallID: "call_A", Arguments: json.RawMessage(`{"origin":"DEN","destination":"LAS"}`)}); !errors.Is(err, ErrNoRecording) {
+		t.Errorf("round 2 with round 3's arguments: %v, want ErrNoRecording", err)
+	}
 	if _, err := search.Invoke(ctx, registry.Invocation{Session: "s", CallID: "call_B", Arguments: json.RawMessage(`{}`)}); !errors.Is(err, ErrNoRecording) {
 		t.Errorf("unknown call id: %v, want ErrNoRecording", err)
 	}
