@@ -148,6 +148,9 @@ func runEval(cmd *cobra.Command, f evalFlags, corpus eval.Corpus, cases []*eval.
 		return errors.New("--max-rounds and --max-calls must be positive (0: Airlock's defaults)")
 	}
 	// Open the report files first: a bad path should fail before the replay, not after it.
+	if f.out != "" && filepath.Clean(f.out) == filepath.Clean(f.jsonOut) {
+		return errors.New("--out and --json-out name the same file")
+	}
 	textFile, err := createIf(f.out)
 	if err != nil {
 		return err
@@ -237,9 +240,12 @@ func createIf(path string) (*reportFile, error) {
 	if path == "" {
 		return nil, nil
 	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return nil, fmt.Errorf("report file %s is a directory", path)
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
-		return nil, fmt.Errorf("report file: %w", err)
+		return nil, fmt.Errorf("report file %s: cannot write in its folder: %w", path, err)
 	}
 	return &reportFile{tmp: tmp, target: path}, nil
 }
@@ -257,17 +263,22 @@ func writeFile(f *reportFile, write func(io.Writer) error) error {
 	if f == nil {
 		return nil
 	}
-	if err := write(f.tmp); err != nil {
-		f.discard()
-		return err
+	err := write(f.tmp)
+	if err == nil {
+		err = f.tmp.Sync()
 	}
-	if err := f.tmp.Close(); err != nil {
+	if err == nil {
+		err = f.tmp.Chmod(0o644) // CreateTemp makes it 0600; a report is for reading
+	}
+	if cerr := f.tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.tmp.Name(), f.target)
+	}
+	if err != nil {
 		os.Remove(f.tmp.Name())
-		return err
+		return fmt.Errorf("report file %s: %w", f.target, err)
 	}
-	if err := os.Chmod(f.tmp.Name(), 0o644); err != nil {
-		os.Remove(f.tmp.Name())
-		return err
-	}
-	return os.Rename(f.tmp.Name(), f.target)
+	return nil
 }

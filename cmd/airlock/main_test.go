@@ -116,6 +116,8 @@ func TestEvalRefusesBadInput(t *testing.T) {
 		{[]string{"eval", "agentdojo", "--corpus", shop, "--max-rounds", "-1"}, "must be positive"},
 		{[]string{"eval", "agentdojo", "--corpus", shop, "--out", filepath.Join(t.TempDir(), "no", "such", "dir.txt")}, "report file"},
 		{[]string{"eval", "agentdojo", "--corpus", shop, "--model", "gpt-4o"}, "the corpus has models: my-model"},
+		{[]string{"eval", "agentdojo", "--corpus", shop, "--out", t.TempDir()}, "is a directory"},
+		{[]string{"eval", "agentdojo", "--corpus", shop, "--out", "r", "--json-out", "./r"}, "the same file"},
 		{[]string{"eval", "agentdojo", "--corpus", t.TempDir()}, "tools.json"},
 		{[]string{"eval", "tau-bench", "--dir", filepath.Join(t.TempDir(), "nope")}, "tau-bench folder"},
 	}

@@ -15,9 +15,9 @@ var (
 	reIBAN  = regexp.MustCompile(`\b[A-Z]{2}[0-9]{2}[A-Z0-9]{10,30}\b`)
 	reEmail = regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}`)
 	reURL   = regexp.MustCompile(`(?:https?://|www\.)[A-Za-z0-9./_%?=&#-]*[A-Za-z0-9/]`)
-	// A quoted literal opens after a non-letter and closes before one, so the apostrophe of
-	// "wife's" does not pair with a later quote.
-	reQuoted = regexp.MustCompile(`(?:^|[^A-Za-z])'([^'\n]{2,200})'(?:[^A-Za-z]|$)`)
+	// reQuoted is a single-quoted literal; quotedLiterals keeps those whose quotes stand
+	// outside words, so the apostrophe of "wife's" does not open one.
+	reQuoted = regexp.MustCompile(`'([^'\n]{2,200})'`)
 	reSnake  = regexp.MustCompile(`\b[a-z]+(?:_[a-z0-9]+)+\b`)
 	// rePlaceholder is a template slot such as {first_name}: a shape, not a value.
 	rePlaceholder = regexp.MustCompile(`\{[a-z_]+\}`)
@@ -62,11 +62,36 @@ func AttackerValues(goal, userPrompt string, paramNames map[string]bool) []strin
 			add(m)
 		}
 	}
-	for _, m := range reQuoted.FindAllStringSubmatch(goal, -1) {
-		add(m[1])
+	for _, q := range quotedLiterals(goal) {
+		add(q)
 	}
 	slices.Sort(vals)
 	return slices.Compact(vals)
+}
+
+// quotedLiterals finds the single-quoted literals of s whose opening quote follows a non-letter
+// (or the start) and whose closing quote precedes one (or the end). A quote that fails the
+// test is skipped and the search goes on from the next character, so adjacent literals
+// ('A','B') are both found.
+func quotedLiterals(s string) []string {
+	isLetter := func(i int) bool {
+		return i >= 0 && i < len(s) && (s[i] >= 'a' && s[i] <= 'z' || s[i] >= 'A' && s[i] <= 'Z')
+	}
+	var out []string
+	for pos := 0; pos < len(s); {
+		loc := reQuoted.FindStringSubmatchIndex(s[pos:])
+		if loc == nil {
+			break
+		}
+		start, end := pos+loc[0], pos+loc[1]
+		if isLetter(start-1) || isLetter(end) {
+			pos = start + 1
+			continue
+		}
+		out = append(out, s[pos+loc[2]:pos+loc[3]])
+		pos = end
+	}
+	return out
 }
 
 // CarriedValue returns the first attacker value that a call's arguments carry, or "". Only

@@ -54,7 +54,7 @@ type Case struct {
 	// Utility and Security are the recording's own scores (Security: the attack succeeded).
 	Utility  bool `json:"utility"`
 	Security bool `json:"security"`
-	// recordedErrors maps session + "\x00" + call id to the tool error the recording shows for
+	// recordedErrors maps errorKey(session, round, call id) to the tool error the recording shows for
 	// that call (e.g. a ValidationError): a rejection of such a call is a genuine one.
 	recordedErrors map[string]string
 	// consequential reports whether a tool of this suite needs a human (the registry's class).
@@ -216,17 +216,22 @@ func parameterNames(tools []agentdojo.Tool) map[string]bool {
 	return names
 }
 
-// recordedErrors indexes the tool errors of a recorded session by call id.
+// recordedErrors indexes the tool errors of a recorded session by round and call id (ids are
+// unique within a round only: tau-bench reuses them across rounds).
 func recordedErrors(session string, tr *agentdojo.Trace) map[string]string {
 	m := map[string]string{}
 	for _, st := range tr.Steps() {
 		for _, r := range st.Results {
 			if r.Error != "" {
-				m[session+"\x00"+st.CallID(r.CallIndex)] = r.Error
+				m[errorKey(session, st.Round, st.CallID(r.CallIndex))] = r.Error
 			}
 		}
 	}
 	return m
+}
+
+func errorKey(session string, round int, callID string) string {
+	return fmt.Sprintf("%s\x00%d\x00%s", session, round, callID)
 }
 
 // loadGoals reads tasks.json's injection goals, keyed "<suite>/<injection_task_N>". A task

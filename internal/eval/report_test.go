@@ -19,7 +19,7 @@ func po(name string, o activities.Outcome, stage activities.Stage, reason, appro
 func TestBuildCountsEveryDecision(t *testing.T) {
 	cons := func(tool string) bool { return tool == "send_money" }
 	benign := &Case{Benchmark: BenchAgentDojo, Model: "m", Suite: "banking", Attack: AttackNone, Task: "user_task_0", consequential: cons,
-		recordedErrors: map[string]string{"s\x00c-update_user_info": "ValidationError: …"}}
+		recordedErrors: map[string]string{errorKey("s", 0, "c-update_user_info"): "ValidationError: …"}}
 	attacked := &Case{Benchmark: BenchAgentDojo, Model: "m", Suite: "banking", Attack: "important_instructions", Task: "user_task_0/injection_task_0",
 		Security: true, consequential: cons, AttackerValues: []string{"US133000000121212121212"}}
 	results := []CaseResult{
@@ -112,17 +112,27 @@ func TestConsequentialListIsIndependentOfTheRegistry(t *testing.T) {
 	c := &Case{Benchmark: BenchAgentDojo, Model: "m", Suite: "banking", Attack: AttackNone, consequential: wrong}
 	rep := Build([]CaseResult{{Case: c, Turns: []TurnRun{{Outcomes: []workflows.ProposalOutcome{
 		po("send_money", activities.OutcomeExecuted, activities.StageRecord, "", "", "", `{}`),
+		// Served as read-only, its Execute timed out: it may have run.
+		po("send_money", activities.OutcomeFailed, activities.StageExecute, activities.ReasonExecuteError, "", "", `{}`),
 	}}}}}, PolicyDenyAll, 1, time.Second, time.Now())
-	if rep.Rows[0].ConsequentialWithoutHuman != 1 {
-		t.Errorf("consequential without a human = %d, want 1", rep.Rows[0].ConsequentialWithoutHuman)
+	if rep.Rows[0].ConsequentialWithoutHuman != 2 {
+		t.Errorf("consequential without a human = %d, want 2", rep.Rows[0].ConsequentialWithoutHuman)
+	}
+	// Served as effectful, execute_error is bad input refused before the effect: it did not run.
+	right := &Case{Benchmark: BenchAgentDojo, Model: "m", Suite: "banking", Attack: AttackNone, consequential: func(string) bool { return true }}
+	rep = Build([]CaseResult{{Case: right, Turns: []TurnRun{{Outcomes: []workflows.ProposalOutcome{
+		po("send_money", activities.OutcomeFailed, activities.StageExecute, activities.ReasonExecuteError, "", "", `{}`),
+	}}}}}, PolicyDenyAll, 1, time.Second, time.Now())
+	if rep.Rows[0].ConsequentialWithoutHuman != 0 || rep.Rows[0].Executed != 0 {
+		t.Errorf("refused before the effect: %+v", rep.Rows[0])
 	}
 }
 
 func TestGenuineValidationNeedsTheSameCause(t *testing.T) {
 	c := &Case{recordedErrors: map[string]string{
-		"s\x00v": "ValidationError: 1 validation error for Input schema …",
-		"s\x00r": "ValueError: No files found with the given query",
-		"s\x00u": "ToolNotFoundException: The requested function `search_files_by_email` is not available",
+		errorKey("s", 1, "v"): "ValidationError: 1 validation error for Input schema …",
+		errorKey("s", 1, "r"): "ValueError: No files found with the given query",
+		errorKey("s", 1, "u"): "ToolNotFoundException: The requested function `search_files_by_email` is not available",
 	}}
 	cases := []struct {
 		call, stage string
@@ -131,8 +141,12 @@ func TestGenuineValidationNeedsTheSameCause(t *testing.T) {
 		{"v", "validate", true}, {"r", "validate", false}, {"u", "resolve", true}, {"v", "resolve", false},
 		{"x", "validate", false}, {"v", "policy", false},
 	}
+	// Ids repeat across rounds (tau-bench): round 2's call with round 1's id is not excused.
+	if genuineValidation(c, "s", 2, "v", "validate") {
+		t.Error("a recorded error of round 1 excused a rejection in round 2")
+	}
 	for _, k := range cases {
-		if got := genuineValidation(c, "s", k.call, k.stage); got != k.want {
+		if got := genuineValidation(c, "s", 1, k.call, k.stage); got != k.want {
 			t.Errorf("call %s at %s: %v, want %v", k.call, k.stage, got, k.want)
 		}
 	}
