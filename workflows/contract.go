@@ -153,6 +153,14 @@ type ProposalOutcome struct {
 	Approver       string             `json:"approver,omitempty"`
 }
 
+// ToolReportedError reports whether the capability ran and returned its error as data (outcome
+// failed without a reason), as opposed to an Execute that never returned (execute_error) or a
+// capability that could not produce a result (capability_error). In a replayed session such an
+// error is the recording's own, so it is not a divergence.
+func (po ProposalOutcome) ToolReportedError() bool {
+	return po.Outcome == activities.OutcomeFailed && po.Reason == ""
+}
+
 // CapabilityResult is one executed capability's structured result.
 type CapabilityResult struct {
 	Seq          int             `json:"seq"`

@@ -201,7 +201,7 @@ const (
 // recorded run saw the same error, so it is not a divergence. The version marker is written
 // only when such an outcome occurs.
 func (t *turn) failureIsRecorded(ctx workflow.Context, po ProposalOutcome) bool {
-	if po.Outcome != activities.OutcomeFailed || po.Reason != "" || t.req.Session == "" {
+	if !po.ToolReportedError() || t.req.Session == "" {
 		return false
 	}
 	return workflow.GetVersion(ctx, versionFailedIsRecorded, workflow.DefaultVersion, 2) >= 1

@@ -93,7 +93,7 @@ func TestAnySuiteInToolsJSON(t *testing.T) {
 	if got := cases[0].AttackerValues; len(got) != 1 || got[0] != "evil@example.com" {
 		t.Errorf("attacker values = %q", got)
 	}
-	reg, err := Corpus{AgentDojoDir: dir}.Registry(BenchAgentDojo, "shop")
+	reg, err := Corpus{AgentDojoDir: dir}.Registry(BenchAgentDojo, "shop", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestAnySuiteInToolsJSON(t *testing.T) {
 	if !ok1 || !ok2 || !get.Automatic() || buy.Automatic() || !buy.Airlock.DistinctApprover {
 		t.Errorf("get_item automatic=%v, buy_item automatic=%v", ok1 && get.Automatic(), ok2 && buy.Automatic())
 	}
-	if _, err := (Corpus{AgentDojoDir: dir}).Registry(BenchAgentDojo, "bank"); err == nil {
+	if _, err := (Corpus{AgentDojoDir: dir}).Registry(BenchAgentDojo, "bank", nil); err == nil {
 		t.Error("a suite missing from tools.json loaded")
 	}
 }

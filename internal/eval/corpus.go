@@ -23,6 +23,7 @@ type Corpus struct {
 
 // Loader returns the session loader the replay provider and the replay capabilities share:
 // "tau-bench/…" sessions come from the tau-bench folder, all others are AgentDojo trace paths.
+// Share one loader per run: the tau-bench loader parses each trajectory file once.
 func (c Corpus) Loader() capabilities.TraceLoader {
 	ad := agentdojo.SessionLoader(c.AgentDojoDir)
 	tb := taubench.SessionLoader(c.TauBenchDir)
@@ -42,8 +43,12 @@ func (c Corpus) Loader() capabilities.TraceLoader {
 
 // Registry loads the registry one suite's turns run under: a layer generated from the suite's
 // tools file with the registry's own side-effect class (agentdojo.Classify,
-// taubench.Consequential), bound to replay capabilities. It fails closed like any registry.
-func (c Corpus) Registry(bench, suite string) (*registry.Registry, error) {
+// taubench.Consequential), bound to replay capabilities that read recordings with load (nil:
+// a new Loader). It fails closed like any registry.
+func (c Corpus) Registry(bench, suite string, load capabilities.TraceLoader) (*registry.Registry, error) {
+	if load == nil {
+		load = c.Loader()
+	}
 	var (
 		src    registry.Source
 		tools  []agentdojo.Tool
@@ -87,7 +92,7 @@ func (c Corpus) Registry(bench, suite string) (*registry.Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	impls, err := capabilities.RecordedReplay(scheme, entries, map[string][]agentdojo.Tool{suite: tools}, c.Loader())
+	impls, err := capabilities.RecordedReplay(scheme, entries, map[string][]agentdojo.Tool{suite: tools}, load)
 	if err != nil {
 		return nil, err
 	}

@@ -134,7 +134,9 @@ func Run(ctx context.Context, opts Options, cases []*Case) (results []CaseResult
 	if _, err := rand.Read(key[:]); err != nil {
 		return nil, 0, fmt.Errorf("eval: approver key: %w", err)
 	}
-	replay := inference.NewReplay(opts.Corpus.Loader())
+	// One loader for the replay provider and every suite's replay capabilities.
+	load := opts.Corpus.Loader()
+	replay := inference.NewReplay(load)
 
 	// One worker per suite.
 	queues := map[string]string{}
@@ -159,7 +161,7 @@ func Run(ctx context.Context, opts Options, cases []*Case) (results []CaseResult
 		if strings.HasPrefix(k, BenchTauBench+"-") {
 			bench, suite = BenchTauBench, strings.TrimPrefix(k, BenchTauBench+"-")
 		}
-		reg, err := opts.Corpus.Registry(bench, suite)
+		reg, err := opts.Corpus.Registry(bench, suite, load)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -254,8 +256,7 @@ func stopOf(turn int, r TurnRun) *Decision {
 		return nil
 	case "diverged":
 		for _, o := range r.Outcomes {
-			recordedFailure := o.Outcome == activities.OutcomeFailed && o.Reason == ""
-			if o.Outcome != activities.OutcomeExecuted && !recordedFailure {
+			if o.Outcome != activities.OutcomeExecuted && !o.ToolReportedError() {
 				return &Decision{Turn: turn, Round: o.Round, Tool: o.Name, Outcome: string(o.Outcome), Stage: string(o.Stage), Reason: o.Reason, Detail: o.Detail}
 			}
 		}
