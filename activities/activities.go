@@ -110,7 +110,9 @@ func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, err
 		}
 		return out, temporal.NewNonRetryableApplicationError("this worker is not configured for "+what, ErrTypeBadInput, nil)
 	}
+	stop := keepAlive(ctx)
 	resp, err := p.Complete(ctx, req)
+	stop()
 	if errors.Is(err, inference.ErrSessionExhausted) {
 		return out, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeSessionExhausted, err)
 	}
@@ -238,43 +240,134 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 	return IssueOutput{ConfirmationID: row.ID, ExpiresAt: row.ExpiresAt}, nil
 }
 
-// ConsumeConfirmation consumes the presented token atomically (single use: consumed on first
-// use whether or not the rest of the check passes) and checks it against the binding of the
-// proposal the workflow is waiting on. Refusals are results, not errors.
+// ConsumeConfirmation is stage 4 for one presentation of a decision to the proposal the
+// workflow waits on (DESIGN "Tokens"). It first consumes the confirmation's current token
+// (any presentation consumes it, whatever else is wrong with the decision), then checks, in
+// order: the binding of the row to this proposal, the decision MAC under the token (opened
+// from its sealed copy with the approver key), the nonce (recorded, so a copy of the decision
+// read from history is a replay), the approver, the decision, the four-eyes rule, the expiry
+// and, for an approval, the registry revision. A presentation that consumed the token without
+// a valid decision gets the proposal a fresh token (audited as token_reissued), so it stays
+// decidable. Refusals are results, not errors; retries of one presentation are idempotent.
 func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (ConsumeOutput, error) {
 	now := a.now()
-	row, err := a.Store.ConsumeTokenAs(ctx, token.Hash(in.Token), in.Presentation, now)
+	row, err := a.Store.PresentToken(ctx, in.ConfirmationID, in.Presentation, now)
 	switch {
-	case errors.Is(err, store.ErrTokenUnknown):
-		return ConsumeOutput{Refusal: TokenUnknown}, nil
+	case errors.Is(err, store.ErrNotFound):
+		return ConsumeOutput{Refusal: RefusalNotPending, Detail: "no such confirmation"}, nil
+	case errors.Is(err, store.ErrTokenConsumed) && row.Decision != "":
+		return ConsumeOutput{Refusal: RefusalNotPending, Detail: "the confirmation is already " + row.Decision}, nil
 	case errors.Is(err, store.ErrTokenConsumed):
-		return ConsumeOutput{Refusal: TokenReplayed}, nil
+		// Consumed by another presentation that did not reissue (it cannot happen with one
+		// workflow presenting at a time): refuse, and still leave the proposal decidable.
+		return a.refuseAndReissue(ctx, row, in, TokenReplayed, "the token was already consumed by another presentation", now)
 	case err != nil:
-		return ConsumeOutput{}, fmt.Errorf("consume token for %s: %w", in.ConfirmationID, err)
+		return ConsumeOutput{}, fmt.Errorf("present decision for %s: %w", in.ConfirmationID, err)
 	}
-	if row.ID != in.ConfirmationID || row.WorkflowID != in.WorkflowID || row.RunID != in.RunID || row.Seq != in.Seq ||
-		row.CapabilityID != in.CapabilityID || row.Version != in.Version || row.ArgsDigest != in.ArgsDigest {
-		return ConsumeOutput{Refusal: TokenBindingMismatch}, nil
+	code, detail := a.judge(row, in, now)
+	rec := store.DecisionNonce{Nonce: in.Nonce, ConfirmationID: in.ConfirmationID, Presentation: in.Presentation,
+		Approver: in.Approver, Decision: in.Decision, Verdict: store.VerdictAccepted, Detail: detail, At: now}
+	if code != "" {
+		rec.Verdict = code
 	}
-	presented := now
-	if row.ConsumedAt != nil {
-		presented = *row.ConsumedAt // a retried presentation counts from its first attempt
+	if in.Nonce != "" {
+		// Every verdict is recorded by nonce, so the approver surface that sent the decision
+		// can read what became of it. Nonces are 128-bit random: one copied from history is
+		// already recorded, and a sender cannot burn a nonce a surface has not used yet.
+		prev, err := a.Store.RecordNonce(ctx, rec)
+		if err != nil {
+			return ConsumeOutput{}, fmt.Errorf("present decision for %s: %w", in.ConfirmationID, err)
+		}
+		if prev != nil && prev.Presentation != in.Presentation {
+			code, detail = NonceReplayed, "this decision was presented before; a decision counts once"
+		} else if prev != nil {
+			code, detail = "", prev.Detail // a retry of this presentation: its first verdict
+			if prev.Verdict != store.VerdictAccepted {
+				code = prev.Verdict
+			}
+		}
 	}
-	if !presented.Before(row.ExpiresAt) {
-		return ConsumeOutput{Refusal: TokenExpired}, nil
+	if code != "" {
+		return a.refuseAndReissue(ctx, row, in, code, detail, now)
 	}
-	if row.RegistryRevision != a.Registry.Revision() {
-		// The approver saw the call under another registry (side-effect class, policy): the
-		// approval does not carry over.
-		return ConsumeOutput{Refusal: TokenRegistryChanged}, nil
-	}
-	return ConsumeOutput{Valid: true}, nil
+	return ConsumeOutput{Valid: true, Generation: row.Generation}, nil
 }
 
-// Execute is stage 5. Capabilities with a side effect run at most once per proposal: the
-// ledger row is written before the call, so a retry or a new worker after a crash finds it and
-// reports outcome_unknown (or the recorded result) instead of running the effect again.
-// Read-only capabilities skip the ledger and may be retried.
+// judge checks one presented decision against the consumed confirmation row; it returns ""
+// for a valid decision, else a refusal code and a detail for the audit and the approver.
+func (a *Activities) judge(row store.Confirmation, in ConsumeInput, now time.Time) (code, detail string) {
+	if row.WorkflowID != in.WorkflowID || row.RunID != in.RunID || row.Seq != in.Seq ||
+		row.CapabilityID != in.CapabilityID || row.Version != in.Version || row.ArgsDigest != in.ArgsDigest {
+		return TokenBindingMismatch, "the confirmation is not bound to this proposal"
+	}
+	plain, err := token.Open(a.ApproverKey, row.SealedToken, token.SealAAD(row.ID, row.Generation))
+	if err != nil || !token.Equal(token.Hash(plain), row.TokenHash) {
+		return DecisionMACInvalid, "the worker's approver key does not open this confirmation's token"
+	}
+	d := token.Decision{ConfirmationID: row.ID, Decision: in.Decision, Approver: in.Approver, Reason: in.Reason,
+		ArgsDigest: row.ArgsDigest, Nonce: in.Nonce}
+	if token.VerifyDecision(plain, d, in.MAC) != nil {
+		return DecisionMACInvalid, "the decision is not signed with this confirmation's current token"
+	}
+	switch {
+	case in.Nonce == "":
+		return NonceMissing, "a decision must carry a fresh nonce"
+	case in.Approver == "":
+		return ApproverMissing, "a decision must name its approver"
+	case in.Decision != DecisionApprove && in.Decision != DecisionDeny:
+		return BadDecision, fmt.Sprintf("decision %q is not approve or deny", in.Decision)
+	case in.DistinctApprover && in.Decision == DecisionApprove && in.Approver == in.Principal:
+		return ApproverIsRequester, fmt.Sprintf("%s requires an approver other than the requester %q", keyOf(in.CapabilityID, in.Version), in.Principal)
+	case !now.Before(row.ExpiresAt):
+		return TokenExpired, "the confirmation expired at " + row.ExpiresAt.Format(time.RFC3339)
+	case in.Decision == DecisionApprove && row.RegistryRevision != a.Registry.Revision():
+		// The approver saw the call under another registry (side-effect class, policy): the
+		// approval does not carry over. A denial still stands.
+		return TokenRegistryChanged, "the registry changed since the confirmation was issued"
+	}
+	return "", ""
+}
+
+// refuseAndReissue answers a presentation that consumed the token without a valid decision:
+// the proposal gets a fresh token (sealed for approvers, audited) and stays decidable.
+func (a *Activities) refuseAndReissue(ctx context.Context, row store.Confirmation, in ConsumeInput, code, detail string, now time.Time) (ConsumeOutput, error) {
+	out := ConsumeOutput{Refusal: code, Detail: detail, Generation: row.Generation}
+	if row.Decision != "" || row.ConsumedBy != in.Presentation {
+		return out, nil
+	}
+	gen := row.Generation + 1
+	plain, hash, err := token.Mint()
+	if err != nil {
+		return ConsumeOutput{}, err
+	}
+	sealed, err := token.Seal(a.ApproverKey, plain, token.SealAAD(row.ID, gen))
+	if err != nil {
+		return ConsumeOutput{}, err
+	}
+	ok, err := a.Store.ReissueToken(ctx, row.ID, in.Presentation, gen, hash, sealed)
+	if err != nil {
+		return ConsumeOutput{}, fmt.Errorf("reissue token for %s: %w", row.ID, err)
+	}
+	if ok {
+		if _, err := a.Store.AppendAudit(ctx, store.AuditEvent{Key: fmt.Sprintf("%s/%s/%d/%s/%d", row.WorkflowID, row.RunID, row.Seq, AuditTokenReissued, gen),
+			WorkflowID: row.WorkflowID, RunID: row.RunID, Seq: row.Seq, CallID: row.CallID, CapabilityID: row.CapabilityID,
+			Version: row.Version, Outcome: AuditTokenReissued, Stage: string(StageConfirm), Reason: code,
+			Detail: fmt.Sprintf("token generation %d consumed by a refused decision; generation %d issued", row.Generation, gen),
+			ArgsDigest: row.ArgsDigest, Approver: in.Approver, At: now}); err != nil {
+			return ConsumeOutput{}, fmt.Errorf("audit token reissue for %s: %w", row.ID, err)
+		}
+	}
+	out.Reissued, out.Generation = true, gen
+	return out, nil
+}
+
+// Execute is stage 5. Every capability that needs a confirmation, and every one with a side
+// effect, runs at most once per proposal (registry.Entry.AtMostOnce): the ledger row is
+// written before the call, so a retry or a new worker after a crash finds it and reports
+// outcome_unknown (or the recorded result) instead of running the effect again; a capability
+// the registry declares idempotent is started again instead, and the outcome counts the
+// attempts. Automatic calls (local and read-only) skip the ledger and may be retried: they are
+// at least once. A regular Execute heartbeats, so a dead worker is noticed in seconds.
 func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutput, error) {
 	now := a.now()
 	ledgerKey := fmt.Sprintf("%s/%d", in.WorkflowID, in.Seq)
@@ -308,7 +401,9 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 		return refuse(ExecuteOutput{}, temporal.NewNonRetryableApplicationError("arguments no longer valid: "+err.Error(), ErrTypeBadInput, err))
 	}
 	var digest string
-	if !c.ReadOnly() {
+	attempts := 1
+	ledger := c.AtMostOnce()
+	if ledger {
 		if digest, err = canonical.Digest(in.Arguments); err != nil {
 			return refuse(ExecuteOutput{}, temporal.NewNonRetryableApplicationError("arguments not canonicalizable: "+err.Error(), ErrTypeBadInput, err))
 		}
@@ -318,7 +413,13 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 			return ExecuteOutput{}, fmt.Errorf("execution ledger: %w", err)
 		}
 		if existing != nil {
-			return fromLedger(ctx, existing, in, digest, now), nil
+			if !c.Airlock.Idempotent || existing.State != store.ExecStarted || existing.CapabilityID != in.CapabilityID || existing.Version != in.Version {
+				return fromLedger(ctx, existing, in, digest, now), nil
+			}
+			// Declared idempotent: an interrupted attempt may be started again.
+			if attempts, err = a.Store.RetryExecution(ctx, ledgerKey, now); err != nil {
+				return ExecuteOutput{}, fmt.Errorf("execution ledger: %w", err)
+			}
 		}
 	}
 	cctx := ctx
@@ -327,9 +428,14 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 		cctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
+	stop := keepAlive(ctx)
 	res, invErr := c.Impl.Invoke(cctx, registry.Invocation{Arguments: in.Arguments, Decoded: decoded, WorkflowID: in.WorkflowID,
 		Seq: in.Seq, CallID: in.CallID, Round: in.Round, Session: in.Session, Now: now})
+	stop()
 	out := ExecuteOutput{Outcome: OutcomeExecuted, Output: res, RetrievedAt: now}
+	if ledger && c.Airlock.Idempotent {
+		out.Attempts = attempts
+	}
 	if invErr != nil {
 		out.Outcome = OutcomeFailed
 		out.Reason = ReasonCapabilityError
@@ -339,7 +445,7 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 	}
 	out.Output.Data = boundData(out.Output.Data)
 	out.Output.Citation = boundCitation(out.Output.Citation)
-	if !c.ReadOnly() {
+	if ledger {
 		state := store.ExecCompleted
 		if out.Outcome == OutcomeFailed {
 			state = store.ExecFailed

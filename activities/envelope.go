@@ -26,6 +26,8 @@ type Envelope struct {
 	SourceURL   string          `json:"source_url,omitempty"`
 	Data        json.RawMessage `json:"data,omitempty"`
 	Error       string          `json:"error,omitempty"`
+	// Attempts: how many times an idempotent capability was started (0: at most once).
+	Attempts int `json:"attempts,omitempty"`
 }
 
 // String renders the envelope as the tool message content. Marshalling a struct is

@@ -150,37 +150,72 @@ type IssueOutput struct {
 	ExpiresAt      time.Time `json:"expires_at"`
 }
 
-// ConsumeInput presents a token for the confirmation the workflow is waiting on, with the
-// binding the workflow expects.
+// ConsumeInput presents one decision to the confirmation the workflow is waiting on, with the
+// binding the workflow expects. The decision carries a MAC, never the token.
 type ConsumeInput struct {
 	ConfirmationID string `json:"confirmation_id"`
-	Token          string `json:"token"`
 	WorkflowID     string `json:"workflow_id"`
 	RunID          string `json:"run_id"`
 	Seq            int    `json:"seq"`
 	CapabilityID   string `json:"capability_id"`
 	Version        int    `json:"version"`
 	ArgsDigest     string `json:"args_digest"`
-	// Presentation identifies this presentation of the token (deterministic in the workflow),
-	// so a retry of the consume whose reply was lost is told apart from a replayed token.
+	// Presentation identifies this presentation (deterministic in the workflow), so a retry
+	// of the consume whose reply was lost is told apart from a replayed decision.
 	Presentation string `json:"presentation,omitempty"`
+	// The decision as presented: approve or deny, by whom, why, its nonce and its MAC
+	// (token.SignDecision).
+	Decision string `json:"decision,omitempty"`
+	Approver string `json:"approver,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Nonce    string `json:"nonce,omitempty"`
+	MAC      string `json:"mac,omitempty"`
+	// Principal is the turn's requester; DistinctApprover is the capability's four-eyes rule.
+	Principal        string `json:"principal,omitempty"`
+	DistinctApprover bool   `json:"distinct_approver,omitempty"`
 }
 
-// Token refusal codes (audited as confirmation_refused).
+// Decisions an approver may present (ConsumeInput.Decision).
 const (
-	TokenUnknown         = "token_unknown"
+	DecisionApprove = "approve"
+	DecisionDeny    = "deny"
+)
+
+// Refusal codes of a presented decision (audited as confirmation_refused; also the verdict an
+// approver surface reads back).
+const (
+	// RefusalNotPending: the confirmation is not the one pending (unknown, decided, expired).
+	RefusalNotPending    = "not_pending"
 	TokenReplayed        = "token_replayed"
 	TokenBindingMismatch = "token_binding_mismatch"
 	TokenExpired         = "token_expired"
 	// TokenRegistryChanged: the registry revision changed between issue and approval.
 	TokenRegistryChanged = "registry_changed"
+	// DecisionMACInvalid: the MAC does not verify under the confirmation's current token.
+	DecisionMACInvalid = "decision_mac_invalid"
+	// NonceMissing / NonceReplayed: a decision needs a fresh nonce, used once.
+	NonceMissing  = "nonce_missing"
+	NonceReplayed = "nonce_replayed"
+	// ApproverMissing, BadDecision, ApproverIsRequester: an authenticated decision that is
+	// not acceptable (no approver, neither approve nor deny, four-eyes rule broken).
+	ApproverMissing     = "approver_missing"
+	BadDecision         = "bad_decision"
+	ApproverIsRequester = "approver_is_requester"
 )
 
-// ConsumeOutput says whether the token authorizes the waiting proposal; Refusal is one of the
-// Token* codes when it does not.
+// AuditTokenReissued is the audit kind of a fresh token issued to a proposal whose token a
+// refused decision consumed.
+const AuditTokenReissued = "token_reissued"
+
+// ConsumeOutput says whether the presented decision decides the waiting proposal. When it
+// does not, Refusal is one of the refusal codes, Detail says why, and Reissued reports that
+// the proposal got a fresh token (Generation) and stays decidable.
 type ConsumeOutput struct {
-	Valid   bool   `json:"valid"`
-	Refusal string `json:"refusal,omitempty"`
+	Valid      bool   `json:"valid"`
+	Refusal    string `json:"refusal,omitempty"`
+	Detail     string `json:"detail,omitempty"`
+	Reissued   bool   `json:"reissued,omitempty"`
+	Generation int    `json:"generation,omitempty"`
 }
 
 // ExecuteInput is stage 5 for one authorized candidate.
@@ -212,6 +247,9 @@ type ExecuteOutput struct {
 	// ReasonCapabilityError for a failed call whose capability returned a Go error rather than
 	// reporting the error as data.
 	Reason string `json:"reason,omitempty"`
+	// Attempts is how many times an idempotent capability was started for this proposal (set
+	// only for capabilities the registry declares idempotent; 0 otherwise: at most once).
+	Attempts int `json:"attempts,omitempty"`
 }
 
 // ReasonExecuteError marks a failed outcome whose Execute activity itself failed (every retry,

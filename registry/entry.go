@@ -74,6 +74,12 @@ type Airlock struct {
 	// DistinctApprover, when true, requires the approver of a confirmation to differ from the
 	// turn's principal (four-eyes rule for consequential capabilities).
 	DistinctApprover bool `json:"approval/distinct-approver,omitempty"`
+	// Idempotent, when true, declares that running the capability twice with the same
+	// arguments has the effect of running it once. Only then may an execution interrupted by a
+	// crash be started again (the outcome counts the attempts); every other confirmed or
+	// effectful capability runs at most once per proposal and an interrupted one is
+	// outcome_unknown (DESIGN "At most once for effects").
+	Idempotent bool `json:"idempotent,omitempty"`
 	// SchemaRef, when set, names an external JSON Schema source for capabilities defined by
 	// schema rather than Go code (for example "agentdojo:banking/send_money"); the bound
 	// Implementation supplies the schema itself.
@@ -103,6 +109,11 @@ func (e Entry) ReadOnly() bool { return e.Airlock.SideEffect == SideEffectNone }
 func (e Entry) Automatic() bool {
 	return e.ReadOnly() && e.Airlock.Network == NetworkLocal
 }
+
+// AtMostOnce reports whether executions go through the execution ledger: every capability that
+// needs a confirmation (a human approved one execution) and every one with a side effect.
+// Only automatic calls (local and read-only) skip it and may be retried (at least once).
+func (e Entry) AtMostOnce() bool { return !e.Automatic() || !e.ReadOnly() }
 
 // TimeoutDuration is the parsed execute timeout (validated at load).
 func (e Entry) TimeoutDuration() time.Duration {

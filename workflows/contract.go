@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-dev/airlock/activities"
@@ -15,9 +16,16 @@ import (
 // TaskQueue is the task queue turn workflows and their activities run on.
 const TaskQueue = "airlock-turns"
 
-// Signal and query names of TurnWorkflow.
+// Update, signal and query names of TurnWorkflow.
 const (
-	// SignalConfirmation carries a ConfirmationSignal.
+	// UpdateDecide carries a Decision and returns its DecisionResult: the caller learns at
+	// once whether its decision decided the proposal, was refused (and why) or lost to
+	// another approver's. Its validator refuses, without touching any token, a decision for a
+	// confirmation that is not pending in this turn.
+	UpdateDecide = "decide"
+	// SignalConfirmation carries a Decision, for approver surfaces that must deliver while no
+	// worker runs (a signal is durable at once); its verdict is audited and recorded by nonce
+	// (store.GetNonce) instead of returned.
 	SignalConfirmation = "confirmation"
 	// QueryPending returns []PendingConfirmation (never tokens).
 	QueryPending = "pending"
@@ -108,17 +116,42 @@ func (r *TurnRequest) applyDefaults() {
 
 // Decisions an approver may send.
 const (
-	DecisionApprove = "approve"
-	DecisionDeny    = "deny"
+	DecisionApprove = activities.DecisionApprove
+	DecisionDeny    = activities.DecisionDeny
 )
 
-// ConfirmationSignal is the payload of SignalConfirmation.
-type ConfirmationSignal struct {
+// Decision is one approver's decision on one pending confirmation: the payload of UpdateDecide
+// and SignalConfirmation. It never carries the confirmation token: MAC is
+// token.SignDecision(token, {ConfirmationID, Decision, Approver, Reason, ArgsDigest, Nonce}),
+// so a copy read from history decides nothing else (DESIGN "Tokens"). Build one with
+// internal/approval, which opens the sealed token with the approver key.
+type Decision struct {
 	ConfirmationID string `json:"confirmation_id"`
-	Decision       string `json:"decision"`
-	Token          string `json:"token"`
-	Approver       string `json:"approver"`
-	Reason         string `json:"reason,omitempty"`
+	// Decision is DecisionApprove or DecisionDeny.
+	Decision string `json:"decision"`
+	// Approver is the authenticated approver identity recorded in the audit.
+	Approver string `json:"approver"`
+	// Reason is shown to the model as the refusal detail of a denial.
+	Reason string `json:"reason,omitempty"`
+	// Nonce is fresh per decision (token.NewNonce); the worker records it.
+	Nonce string `json:"nonce"`
+	// MAC binds every field above and the proposal's argument digest to the current token.
+	MAC string `json:"mac"`
+}
+
+// ErrTypeNotPending is the application error type with which the decide update's validator
+// refuses a decision for a confirmation that is not pending in the turn.
+const ErrTypeNotPending = "NotPending"
+
+// DecisionResult is what UpdateDecide returns: Accepted when the decision decided the
+// proposal; otherwise Refusal is a code (not_pending when another decision or the expiry came
+// first, decision_mac_invalid, nonce_replayed, approver_is_requester, …) with Detail, and
+// Reissued says the proposal got a fresh token and is still waiting for a decision.
+type DecisionResult struct {
+	Accepted bool   `json:"accepted"`
+	Refusal  string `json:"refusal,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+	Reissued bool   `json:"reissued,omitempty"`
 }
 
 // PendingConfirmation is one decision waiting for a human, as the pending query returns it.
@@ -151,6 +184,9 @@ type ProposalOutcome struct {
 	Detail         string             `json:"detail,omitempty"`
 	ConfirmationID string             `json:"confirmation_id,omitempty"`
 	Approver       string             `json:"approver,omitempty"`
+	// Attempts is how many times an idempotent capability was started for this proposal
+	// (0 for everything else, which runs at most once).
+	Attempts int `json:"attempts,omitempty"`
 }
 
 // ToolReportedError reports whether the capability ran and returned its error as data (outcome
@@ -185,6 +221,30 @@ type TurnResult struct {
 	Outcomes  []ProposalOutcome   `json:"outcomes"`
 	Rounds    int                 `json:"rounds"`
 	Usage     inference.Usage     `json:"usage"`
+}
+
+// HeartbeatTimeout is the heartbeat timeout of the regular activities that may run long
+// (Execute, network Infer), which heartbeat every activities.HeartbeatInterval: a worker that
+// died mid-activity is noticed after this long, not after the StartToClose timeout.
+const HeartbeatTimeout = 2 * time.Second
+
+// WorkflowTaskTimeout is the workflow task timeout every client starts turns with: a task
+// that was dispatched to a worker that then died is handed to a live worker after this long
+// (the server's default is 10 s). Local activities longer than it are kept alive by the SDK.
+const WorkflowTaskTimeout = 2 * time.Second
+
+// StartOptions are the options every client starts a turn with: its workflow id, the task
+// queue ("" = TaskQueue), the workflow task timeout and StartSearchAttributes.
+func StartOptions(id, taskQueue string, req TurnRequest) client.StartWorkflowOptions {
+	if taskQueue == "" {
+		taskQueue = TaskQueue
+	}
+	return client.StartWorkflowOptions{
+		ID:                    id,
+		TaskQueue:             taskQueue,
+		WorkflowTaskTimeout:   WorkflowTaskTimeout,
+		TypedSearchAttributes: StartSearchAttributes(req),
+	}
 }
 
 // StartSearchAttributes are the search attributes a turn starts with: its conversation and

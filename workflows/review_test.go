@@ -56,8 +56,7 @@ func TestReviewRegistryChangeBetweenApprovalAndExecutionVoidsApproval(t *testing
 	})
 	f.at(time.Minute, func() {
 		p := f.pending()[0]
-		f.signal(workflows.ConfirmationSignal{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove,
-			Token: f.tokenFor(p.ConfirmationID), Approver: "alice"})
+		f.signal(f.decision(p.ConfirmationID, workflows.DecisionApprove, "alice", ""))
 	})
 	res := f.run(workflows.TurnRequest{})
 	if f.sends.Load() != 0 {
@@ -122,8 +121,7 @@ func TestReviewApprovalSurvivesALostConsumeReply(t *testing.T) {
 		})
 	f.at(time.Minute, func() {
 		p := f.pending()[0]
-		f.signal(workflows.ConfirmationSignal{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove,
-			Token: f.tokenFor(p.ConfirmationID), Approver: "alice"})
+		f.signal(f.decision(p.ConfirmationID, workflows.DecisionApprove, "alice", ""))
 	})
 	res := f.run(workflows.TurnRequest{ConfirmationTTL: 2 * time.Minute})
 	if attempts.Load() < 2 {
@@ -141,24 +139,24 @@ func TestReviewApprovalSurvivesALostConsumeReply(t *testing.T) {
 	}
 }
 
-// A token presented twice in two signals is refused the second time even when the first
+// A decision presented twice in two signals is refused the second time even when the first
 // consume's reply was recorded normally (single use is per presentation, not per retry).
-func TestReviewTokenPresentedTwiceForOnePendingProposalIsReplayed(t *testing.T) {
-	// Round 1 waits on #1. The first signal carries #1's token with decision "approve" while
-	// the registry revision differs (refused: registry_changed, token consumed); the second
-	// signal presents the same token again after the registry is back: it must be refused as
-	// a replay, not accepted.
+func TestReviewDecisionPresentedTwiceForOnePendingProposalIsRefused(t *testing.T) {
+	// Round 1 waits on #1. The first signal carries a valid approval while the registry
+	// revision differs (refused: registry_changed, token consumed and reissued); the second
+	// signal presents the same decision again after the registry is back: it must be refused
+	// (its MAC is bound to the consumed token, its nonce was recorded), not accepted.
 	f := newFixture(t, calls(call("c1", "test_send", `{"to":"a","amount":1}`)), answer("ok"))
 	original := f.acts.Registry
 	changed := reviewRegistry(t, f, "test.2", [2]string{})
 	f.at(time.Minute, func() {
 		p := f.pending()[0]
-		tok := f.tokenFor(p.ConfirmationID)
+		d := f.decision(p.ConfirmationID, workflows.DecisionApprove, "a", "")
 		f.acts.Registry = changed
-		f.signal(workflows.ConfirmationSignal{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove, Token: tok, Approver: "a"})
+		f.signal(d)
 		f.at(30*time.Second, func() {
 			f.acts.Registry = original
-			f.signal(workflows.ConfirmationSignal{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove, Token: tok, Approver: "a"})
+			f.signal(d)
 		})
 	})
 	res := f.run(workflows.TurnRequest{ConfirmationTTL: 2 * time.Minute})
@@ -172,7 +170,7 @@ func TestReviewTokenPresentedTwiceForOnePendingProposalIsReplayed(t *testing.T) 
 			refused = append(refused, r.Reason)
 		}
 	}
-	if strings.Join(refused, " ") != activities.TokenRegistryChanged+" "+activities.TokenReplayed {
+	if strings.Join(refused, " ") != activities.TokenRegistryChanged+" "+activities.NonceReplayed {
 		t.Fatalf("refusals = %v", refused)
 	}
 }
@@ -195,8 +193,7 @@ func TestReviewEffectfulExecuteFailingForGoodIsOutcomeUnknown(t *testing.T) {
 		})
 	f.at(time.Minute, func() {
 		p := f.pending()[0]
-		f.signal(workflows.ConfirmationSignal{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove,
-			Token: f.tokenFor(p.ConfirmationID), Approver: "alice"})
+		f.signal(f.decision(p.ConfirmationID, workflows.DecisionApprove, "alice", ""))
 	})
 	res := f.run(workflows.TurnRequest{})
 	if f.sends.Load() != 1 || attempts.Load() < 2 {
@@ -297,8 +294,7 @@ func TestReviewRefusalOnRetryDoesNotHideAnEffectThatRan(t *testing.T) {
 		})
 	f.at(time.Minute, func() {
 		p := f.pending()[0]
-		f.signal(workflows.ConfirmationSignal{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove,
-			Token: f.tokenFor(p.ConfirmationID), Approver: "alice"})
+		f.signal(f.decision(p.ConfirmationID, workflows.DecisionApprove, "alice", ""))
 	})
 	res := f.run(workflows.TurnRequest{})
 	if f.sends.Load() != 1 || attempts.Load() != 2 {

@@ -56,6 +56,22 @@ type turn struct {
 	refusals          int
 	presentations     int
 	sigCh             workflow.ReceiveChannel
+	// awaiting is the confirmation waiting for a decision (nil between confirmations);
+	// decided is the decision that decided it; presenting serializes presentations (the
+	// signal path and every decide update share one ConsumeConfirmation at a time); wake
+	// tells the waiting loop that an update decided the proposal.
+	awaiting   *awaited
+	decided    *Decision
+	presenting bool
+	wake       workflow.Channel
+}
+
+// awaited is the proposal a turn waits on, with what stage 4 needs to judge a decision.
+type awaited struct {
+	p   PendingConfirmation
+	adm activities.Admission
+	// legacy: the wait started on a code path recorded before decide updates existed.
+	legacy bool
 }
 
 func (t *turn) setup(ctx workflow.Context) error {
@@ -71,6 +87,27 @@ func (t *turn) setup(ctx workflow.Context) error {
 		return t.messages, nil
 	}); err != nil {
 		return fmt.Errorf("register %s query: %w", QueryTranscript, err)
+	}
+	t.wake = workflow.NewBufferedChannel(ctx, 1)
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateDecide, t.present, workflow.UpdateHandlerOptions{
+		Validator: t.validateDecision,
+	}); err != nil {
+		return fmt.Errorf("register %s update: %w", UpdateDecide, err)
+	}
+	return nil
+}
+
+// validateDecision admits a decide update only for the confirmation pending now. It touches
+// no token: a decision for anything else never reaches history.
+func (t *turn) validateDecision(d Decision) error {
+	notPending := func(msg string) error { return temporal.NewNonRetryableApplicationError(msg, ErrTypeNotPending, nil) }
+	switch {
+	case t.awaiting == nil:
+		return notPending("no confirmation is pending in this turn")
+	case t.awaiting.legacy:
+		return notPending("this wait began before decide updates; send the " + SignalConfirmation + " signal")
+	case d.ConfirmationID != t.awaiting.p.ConfirmationID:
+		return notPending(fmt.Sprintf("confirmation %q is not pending in this turn", d.ConfirmationID))
 	}
 	return nil
 }
@@ -195,7 +232,14 @@ const (
 	// activity itself failed (reason execute_error), so only a tool-reported error counts as
 	// the recording's.
 	versionFailedIsRecorded = "failed-is-recorded"
+	// versionDecisionMAC: decisions carry a MAC instead of the token; any presentation to the
+	// pending proposal consumes its token (a refused one gets a fresh token); decide updates;
+	// a confirmed call whose Execute failed is outcome_unknown, whatever its side effect.
+	versionDecisionMAC = "decision-mac"
 )
+
+// RefusalNotPending is the refusal of a decision for a confirmation that is not pending.
+const RefusalNotPending = activities.RefusalNotPending
 
 // failureIsRecorded reports whether po is a capability error of a replayed session: the
 // recorded run saw the same error, so it is not a divergence. The version marker is written
@@ -214,14 +258,17 @@ func (t *turn) failureIsRecorded(ctx workflow.Context, po ProposalOutcome) bool 
 func (t *turn) infer(ctx workflow.Context, round int, out *activities.InferOutput) error {
 	in := activities.InferInput{WorkflowID: t.workflowID, Round: round, Model: t.req.Model, Session: t.req.Session,
 		Conversation: t.req.Conversation, ContextLimit: t.req.ContextLimit, Scope: t.req.Scope}
-	retry := &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
+	// A retry after a dead worker (heartbeat timeout) starts at once; provider errors back
+	// off 0.25, 0.75, 2.25, 6.75 s.
+	retry := &temporal.RetryPolicy{InitialInterval: 250 * time.Millisecond, BackoffCoefficient: 3, MaximumInterval: 30 * time.Second,
 		MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrTypeSessionExhausted, activities.ErrTypeProviderRejected, activities.ErrTypeBadInput}}
 	summary := fmt.Sprintf("infer round %d", round)
 	if t.req.Session != "" && workflow.GetVersion(ctx, versionLocalInferForSessions, workflow.DefaultVersion, 1) == 1 {
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry, Summary: summary})
 		return workflow.ExecuteLocalActivity(lctx, a.Infer, in).Get(ctx, out)
 	}
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 3 * time.Minute, RetryPolicy: retry, Summary: summary})
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 3 * time.Minute,
+		HeartbeatTimeout: HeartbeatTimeout, RetryPolicy: retry, Summary: summary})
 	return workflow.ExecuteActivity(actx, a.Infer, in).Get(ctx, out)
 }
 
@@ -316,7 +363,7 @@ func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (Proposa
 	in := activities.ExecuteInput{WorkflowID: t.workflowID, Seq: t.seq, Round: round, CallID: call.CallID, CapabilityID: adm.CapabilityID,
 		Version: adm.Version, Arguments: call.Arguments, Session: t.req.Session, RegistryRevision: adm.RegistryRevision}
 	summary := "execute " + adm.Key()
-	retry := &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second,
+	retry := &temporal.RetryPolicy{InitialInterval: 250 * time.Millisecond, BackoffCoefficient: 4, MaximumInterval: 10 * time.Second,
 		MaximumAttempts: 3, NonRetryableErrorTypes: []string{activities.ErrTypeBadInput}}
 	var out activities.ExecuteOutput
 	var err error
@@ -325,7 +372,8 @@ func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (Proposa
 			StartToCloseTimeout: adm.Timeout + 5*time.Second, RetryPolicy: retry, Summary: summary}), a.Execute, in).Get(ctx, &out)
 	} else {
 		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			StartToCloseTimeout: adm.Timeout + 5*time.Second, RetryPolicy: retry, Summary: summary}), a.Execute, in).Get(ctx, &out)
+			StartToCloseTimeout: adm.Timeout + 5*time.Second, HeartbeatTimeout: HeartbeatTimeout, RetryPolicy: retry, Summary: summary}),
+			a.Execute, in).Get(ctx, &out)
 	}
 	if err != nil {
 		out = activities.ExecuteOutput{Outcome: activities.OutcomeFailed}
@@ -334,7 +382,9 @@ func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (Proposa
 			out.Reason = activities.ReasonExecuteError
 		}
 		var appErr *temporal.ApplicationError
-		if adm.SideEffect != registry.SideEffectNone && !(errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeBadInput) {
+		atMostOnce := adm.SideEffect != registry.SideEffectNone ||
+			(!adm.Automatic && workflow.GetVersion(ctx, versionDecisionMAC, workflow.DefaultVersion, 1) >= 1)
+		if atMostOnce && !(errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeBadInput) {
 			// Execute refuses bad input before the effect starts; any other failure may come
 			// after it (the effect ran, then the ledger or every retry failed): unknown, not failed.
 			out.Outcome = activities.OutcomeUnknown
@@ -351,6 +401,8 @@ func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (Proposa
 		t.result.Results = append(t.result.Results, CapabilityResult{Seq: t.seq, CapabilityID: adm.CapabilityID, Version: adm.Version,
 			Data: out.Output.Data, SourceURL: out.Output.SourceURL, Error: out.Output.Error, RetrievedAt: out.RetrievedAt})
 	}
+	po.Attempts = out.Attempts
+	env.Attempts = out.Attempts
 	if out.Output.Citation != nil {
 		t.result.Citations = append(t.result.Citations, *out.Output.Citation)
 	}
@@ -358,25 +410,122 @@ func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (Proposa
 	return verdict(out.Outcome, activities.StageExecute, out.Reason, detail, decision)
 }
 
-// await waits for a valid decision on p or its expiry. Bad, replayed, cross-proposal and
-// late tokens are refused and audited, and the proposal keeps waiting.
-func (t *turn) await(ctx workflow.Context, p PendingConfirmation, adm activities.Admission) (ConfirmationSignal, bool, error) {
+// await waits for a valid decision on p or its expiry. Refused decisions are audited and the
+// proposal keeps waiting (with a fresh token when the refused one consumed it).
+func (t *turn) await(ctx workflow.Context, p PendingConfirmation, adm activities.Admission) (Decision, bool, error) {
 	t.pending = append(t.pending, p)
 	t.setStatus(ctx, StatusAwaitingConfirmation)
 	defer func() {
 		t.pending = t.pending[:0]
 		t.setStatus(ctx, StatusRunning)
 	}()
+	legacy := workflow.GetVersion(ctx, versionDecisionMAC, workflow.DefaultVersion, 1) == workflow.DefaultVersion
+	t.awaiting, t.decided = &awaited{p: p, adm: adm, legacy: legacy}, nil
+	defer func() { t.awaiting = nil }()
 	tctx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
 	timer := workflow.NewTimerWithOptions(tctx, t.req.ConfirmationTTL, workflow.TimerOptions{Summary: "confirmation " + p.ConfirmationID + " expires"})
+	if legacy {
+		return t.awaitLegacy(ctx, p, adm, timer)
+	}
 	for {
-		var sig ConfirmationSignal
+		var sig Decision
 		fired, got := false, false
 		sel := workflow.NewSelector(ctx)
 		// ReceiveAsync, not Receive: a buffered payload that does not decode is dropped by the
-		// SDK, and a blocking Receive would then wait inside this callback for the next signal
-		// with the expiry timer no longer watched.
+		// SDK, and a blocking Receive would wait for the next signal with the timer unwatched.
+		sel.AddReceive(t.sigCh, func(c workflow.ReceiveChannel, _ bool) { got = c.ReceiveAsync(&sig) })
+		sel.AddReceive(t.wake, func(c workflow.ReceiveChannel, _ bool) { c.ReceiveAsync(nil) })
+		sel.AddFuture(timer, func(workflow.Future) { fired = true })
+		sel.Select(ctx)
+		if got {
+			if _, err := t.present(ctx, sig); err != nil {
+				return sig, false, err
+			}
+		}
+		if fired {
+			// A presentation in flight when the timer fired is judged first (its consume
+			// checks the expiry on the worker's clock); only then does the wait end.
+			if err := workflow.Await(ctx, func() bool { return !t.presenting }); err != nil {
+				return sig, false, err
+			}
+		}
+		if t.decided != nil {
+			return *t.decided, false, nil
+		}
+		if fired {
+			return sig, true, nil
+		}
+	}
+}
+
+// present judges one decision (from the signal or a decide update) against the pending
+// proposal: any presentation to it consumes its token, a valid one decides it, a refused one
+// is audited and leaves the proposal waiting with a fresh token. Presentations run one at a
+// time, in arrival order.
+func (t *turn) present(ctx workflow.Context, d Decision) (DecisionResult, error) {
+	if err := workflow.Await(ctx, func() bool { return !t.presenting }); err != nil {
+		return DecisionResult{}, err
+	}
+	w := t.awaiting
+	if w == nil || w.legacy || d.ConfirmationID != w.p.ConfirmationID || t.decided != nil {
+		detail := fmt.Sprintf("confirmation %q is not pending in this turn", d.ConfirmationID)
+		if w != nil && t.decided != nil && d.ConfirmationID == w.p.ConfirmationID {
+			detail = fmt.Sprintf("confirmation %q was already decided (%s by %s)", d.ConfirmationID, t.decided.Decision, t.decided.Approver)
+		}
+		seq := t.seq
+		if w != nil {
+			seq = w.p.Seq
+		}
+		return DecisionResult{Refusal: RefusalNotPending, Detail: detail}, t.refuse(ctx, seq, nil, d.Approver, RefusalNotPending, detail)
+	}
+	t.presenting = true
+	defer func() { t.presenting = false }()
+	t.presentations++
+	p, adm := w.p, w.adm
+	var cons activities.ConsumeOutput
+	if err := workflow.ExecuteLocalActivity(localCtx(ctx, "consume confirmation "+p.ConfirmationID), a.ConsumeConfirmation, activities.ConsumeInput{
+		ConfirmationID: p.ConfirmationID, WorkflowID: t.workflowID, RunID: t.runID, Seq: p.Seq,
+		CapabilityID: adm.CapabilityID, Version: adm.Version, ArgsDigest: adm.ArgsDigest,
+		Presentation: fmt.Sprintf("%s/%s/%d/%d", t.workflowID, t.runID, p.Seq, t.presentations),
+		Decision:     d.Decision, Approver: d.Approver, Reason: d.Reason, Nonce: d.Nonce, MAC: d.MAC,
+		Principal: t.req.Principal, DistinctApprover: adm.DistinctApprover,
+	}).Get(ctx, &cons); err != nil {
+		return DecisionResult{}, fmt.Errorf("consume confirmation %s: %w", p.ConfirmationID, err)
+	}
+	if !cons.Valid {
+		detail := cons.Detail
+		if cons.Reissued {
+			detail += "; its token was consumed and a fresh one issued: the proposal is still waiting"
+		}
+		res := DecisionResult{Refusal: cons.Refusal, Detail: detail, Reissued: cons.Reissued}
+		return res, t.refuse(ctx, p.Seq, &p, d.Approver, cons.Refusal, detail)
+	}
+	t.decided = &d
+	t.wake.SendAsync(true)
+	return DecisionResult{Accepted: true}, nil
+}
+
+// refuse audits a refused decision (confirmation_refused); p is the proposal it was presented
+// to, nil when none was pending.
+func (t *turn) refuse(ctx workflow.Context, seq int, p *PendingConfirmation, approver, code, detail string) error {
+	t.refusals++
+	r := &activities.AuditRecord{Kind: activities.AuditConfirmationRefused, WorkflowID: t.workflowID, RunID: t.runID,
+		Seq: seq, Attempt: t.refusals, Stage: activities.StageConfirm, Reason: code, Detail: detail, Approver: approver}
+	if p != nil {
+		r.CallID, r.CapabilityID, r.Version, r.ArgsDigest = p.CallID, p.CapabilityID, p.Version, p.ArgsDigest
+	}
+	return t.record(ctx, r, nil, "")
+}
+
+// awaitLegacy is the wait as histories recorded before versionDecisionMAC ran it: checks
+// before the consume, a refused consume leaves the proposal without a usable token. Kept
+// only so those histories replay; new waits never take it.
+func (t *turn) awaitLegacy(ctx workflow.Context, p PendingConfirmation, adm activities.Admission, timer workflow.Future) (Decision, bool, error) {
+	for {
+		var sig Decision
+		fired, got := false, false
+		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(t.sigCh, func(c workflow.ReceiveChannel, _ bool) { got = c.ReceiveAsync(&sig) })
 		sel.AddFuture(timer, func(workflow.Future) { fired = true })
 		sel.Select(ctx)
@@ -390,52 +539,37 @@ func (t *turn) await(ctx workflow.Context, p PendingConfirmation, adm activities
 				continue
 			}
 		}
-		refuse := func(code, detail string) error {
-			t.refusals++
-			return t.record(ctx, &activities.AuditRecord{Kind: activities.AuditConfirmationRefused, WorkflowID: t.workflowID, RunID: t.runID,
-				Seq: p.Seq, Attempt: t.refusals, CallID: p.CallID, CapabilityID: p.CapabilityID, Version: p.Version,
-				Stage: activities.StageConfirm, Reason: code, Detail: detail, ArgsDigest: p.ArgsDigest, Approver: sig.Approver}, nil, "")
-		}
-		if sig.ConfirmationID != p.ConfirmationID {
-			if err := refuse("not_pending", fmt.Sprintf("confirmation %q is not pending in this turn", sig.ConfirmationID)); err != nil {
-				return sig, false, err
+		refuse := func(code, detail string) error { return t.refuse(ctx, p.Seq, &p, sig.Approver, code, detail) }
+		var err error
+		switch {
+		case sig.ConfirmationID != p.ConfirmationID:
+			err = refuse(RefusalNotPending, fmt.Sprintf("confirmation %q is not pending in this turn", sig.ConfirmationID))
+		case sig.Approver == "":
+			err = refuse(activities.ApproverMissing, "a decision must name its approver")
+		case adm.DistinctApprover && sig.Decision == DecisionApprove && sig.Approver == t.req.Principal:
+			err = refuse(activities.ApproverIsRequester, fmt.Sprintf("%s requires an approver other than the requester %q", adm.Key(), t.req.Principal))
+		case sig.Decision != DecisionApprove && sig.Decision != DecisionDeny:
+			err = refuse(activities.BadDecision, fmt.Sprintf("decision %q is not approve or deny", sig.Decision))
+		default:
+			t.presentations++
+			var cons activities.ConsumeOutput
+			if err := workflow.ExecuteLocalActivity(localCtx(ctx, "consume confirmation "+p.ConfirmationID), a.ConsumeConfirmation, activities.ConsumeInput{
+				ConfirmationID: p.ConfirmationID, WorkflowID: t.workflowID, RunID: t.runID, Seq: p.Seq,
+				CapabilityID: adm.CapabilityID, Version: adm.Version, ArgsDigest: adm.ArgsDigest,
+				Presentation: fmt.Sprintf("%s/%s/%d/%d", t.workflowID, t.runID, p.Seq, t.presentations),
+				Decision:     sig.Decision, Approver: sig.Approver, Reason: sig.Reason, Nonce: sig.Nonce, MAC: sig.MAC,
+				Principal: t.req.Principal, DistinctApprover: adm.DistinctApprover,
+			}).Get(ctx, &cons); err != nil {
+				return sig, false, fmt.Errorf("consume confirmation %s: %w", p.ConfirmationID, err)
 			}
-			continue
-		}
-		if sig.Approver == "" {
-			if err := refuse("approver_missing", "a decision must name its approver"); err != nil {
-				return sig, false, err
+			if cons.Valid {
+				return sig, false, nil
 			}
-			continue
+			err = refuse(cons.Refusal, "the presented token does not authorize this proposal")
 		}
-		if adm.DistinctApprover && sig.Decision == DecisionApprove && sig.Approver == t.req.Principal {
-			if err := refuse("approver_is_requester", fmt.Sprintf("%s requires an approver other than the requester %q", adm.Key(), t.req.Principal)); err != nil {
-				return sig, false, err
-			}
-			continue
+		if err != nil {
+			return sig, false, err
 		}
-		if sig.Decision != DecisionApprove && sig.Decision != DecisionDeny {
-			if err := refuse("bad_decision", fmt.Sprintf("decision %q is not approve or deny", sig.Decision)); err != nil {
-				return sig, false, err
-			}
-			continue
-		}
-		t.presentations++
-		var cons activities.ConsumeOutput
-		if err := workflow.ExecuteLocalActivity(localCtx(ctx, "consume confirmation "+p.ConfirmationID), a.ConsumeConfirmation, activities.ConsumeInput{
-			ConfirmationID: p.ConfirmationID, Token: sig.Token, WorkflowID: t.workflowID, RunID: t.runID, Seq: p.Seq,
-			CapabilityID: adm.CapabilityID, Version: adm.Version, ArgsDigest: adm.ArgsDigest,
-			Presentation: fmt.Sprintf("%s/%s/%d/%d", t.workflowID, t.runID, p.Seq, t.presentations),
-		}).Get(ctx, &cons); err != nil {
-			return sig, false, fmt.Errorf("consume confirmation %s: %w", p.ConfirmationID, err)
-		}
-		if !cons.Valid {
-			if err := refuse(cons.Refusal, "the presented token does not authorize this proposal"); err != nil {
-				return sig, false, err
-			}
-			continue
-		}
-		return sig, false, nil
 	}
 }
 
@@ -463,20 +597,23 @@ func (t *turn) resultMessage(call parse.Call, env activities.Envelope) inference
 
 // drainLateSignals refuses and audits decisions that arrived for confirmations no longer
 // pending (expired or already decided), so a late approval leaves a trace instead of
-// vanishing with the workflow.
+// vanishing with the workflow, and lets decide updates in flight get their answer.
 func (t *turn) drainLateSignals(ctx workflow.Context) {
 	for {
-		var sig ConfirmationSignal
+		var sig Decision
 		if !t.sigCh.ReceiveAsync(&sig) {
-			return
+			break
 		}
 		t.refusals++
 		err := t.record(ctx, &activities.AuditRecord{Kind: activities.AuditConfirmationRefused, WorkflowID: t.workflowID, RunID: t.runID,
-			Seq: t.seq, Attempt: t.refusals, Stage: activities.StageConfirm, Reason: "not_pending", Approver: sig.Approver,
+			Seq: t.seq, Attempt: t.refusals, Stage: activities.StageConfirm, Reason: RefusalNotPending, Approver: sig.Approver,
 			Detail: fmt.Sprintf("decision for %q arrived after it stopped pending", sig.ConfirmationID)}, nil, "")
 		if err != nil {
 			workflow.GetLogger(ctx).Error("audit a late confirmation signal", "error", err)
 		}
+	}
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		workflow.GetLogger(ctx).Error("wait for decide updates in flight", "error", err)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/airlock-dev/airlock/activities"
+	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
@@ -128,7 +129,7 @@ func (f *fixture) tokenFor(id string) string {
 	if err != nil {
 		f.t.Fatalf("confirmation %s: %v", id, err)
 	}
-	tok, err := token.Open(f.key, c.SealedToken, id)
+	tok, err := token.Open(f.key, c.SealedToken, token.SealAAD(id, c.Generation))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -151,8 +152,34 @@ func (f *fixture) pending() []workflows.PendingConfirmation {
 // at schedules fn at simulated time d after start.
 func (f *fixture) at(d time.Duration, fn func()) { f.env.RegisterDelayedCallback(fn, d) }
 
-func (f *fixture) signal(s workflows.ConfirmationSignal) {
-	f.env.SignalWorkflow(workflows.SignalConfirmation, s)
+func (f *fixture) signal(d workflows.Decision) {
+	f.env.SignalWorkflow(workflows.SignalConfirmation, d)
+}
+
+// decision signs a decision on confirmation id with its current token, as an approver surface
+// does (internal/approval).
+func (f *fixture) decision(id, decision, approver, reason string) workflows.Decision {
+	f.t.Helper()
+	row, err := f.store.GetConfirmation(context.Background(), id)
+	if err != nil {
+		f.t.Fatalf("confirmation %s: %v", id, err)
+	}
+	d, err := approval.Sign(f.key, row, approval.Request{ConfirmationID: id, Decision: decision, Approver: approver, Reason: reason}, time.Time{})
+	if err != nil {
+		f.t.Fatalf("sign a decision on %s: %v", id, err)
+	}
+	return d
+}
+
+// refusals lists the reasons of the confirmation_refused audit rows, in order.
+func (f *fixture) refusals() []string {
+	var out []string
+	for _, r := range f.audit() {
+		if r.Outcome == activities.AuditConfirmationRefused {
+			out = append(out, r.Reason)
+		}
+	}
+	return out
 }
 
 func (f *fixture) run(req workflows.TurnRequest) workflows.TurnResult {
@@ -228,8 +255,7 @@ func TestApprovedConfirmationExecutesOnce(t *testing.T) {
 			t.Errorf("pending = %+v", p)
 			return
 		}
-		f.signal(workflows.ConfirmationSignal{ConfirmationID: p[0].ConfirmationID, Decision: workflows.DecisionApprove,
-			Token: f.tokenFor(p[0].ConfirmationID), Approver: "alice"})
+		f.signal(f.decision(p[0].ConfirmationID, workflows.DecisionApprove, "alice", ""))
 	})
 	res := f.run(workflows.TurnRequest{})
 	wantOutcomes(t, res, "executed")
@@ -246,8 +272,7 @@ func TestDenyIsTerminalAndIdenticalCallIsDeniedAgainWithoutAsking(t *testing.T) 
 	f.at(time.Minute, func() {
 		p := f.pending()
 		asked += len(p)
-		f.signal(workflows.ConfirmationSignal{ConfirmationID: p[0].ConfirmationID, Decision: workflows.DecisionDeny,
-			Token: f.tokenFor(p[0].ConfirmationID), Approver: "bob", Reason: "not mine"})
+		f.signal(f.decision(p[0].ConfirmationID, workflows.DecisionDeny, "bob", "not mine"))
 	})
 	f.at(2*time.Minute, func() { asked += len(f.pending()) })
 	res := f.run(workflows.TurnRequest{})
@@ -270,52 +295,78 @@ func TestExpiryIsTerminal(t *testing.T) {
 	}
 }
 
-func TestBadTokensAreRefusedAuditedAndTheProposalKeepsWaiting(t *testing.T) {
-	// Round 1: proposal #1 is approved. Round 2: proposal #2 waits; it is sent a wrong token,
-	// #1's (replayed) token, a token minted for another workflow (cross-proposal) and a
-	// signal for a confirmation that is not pending; none authorizes it and it expires.
+func TestReplayedAndForgedDecisionsAreRefusedAndTheProposalStaysDecidable(t *testing.T) {
+	// Round 1: proposal #1 is approved by alice. Round 2: proposal #2 waits and is sent, one
+	// after another: #1's approval copied as is (as read from history), that copy re-aimed at
+	// #2, a decision with a forged MAC, a decision signed with a token of another turn's
+	// confirmation, and a decision for a confirmation not pending here. None authorizes #2;
+	// every one that reached #2 consumed its token and got it a fresh one, so alice's real
+	// approval, signed with the current token at the end, still decides it.
 	f := newFixture(t,
 		calls(call("c1", "test_send", `{"to":"a","amount":1}`)),
 		calls(call("c2", "test_send", `{"to":"b","amount":2}`)),
 		answer("end"))
-	var firstToken string
+	var first workflows.Decision
 	f.at(time.Minute, func() {
-		p := f.pending()[0]
-		firstToken = f.tokenFor(p.ConfirmationID)
-		f.signal(workflows.ConfirmationSignal{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove, Token: firstToken, Approver: "alice"})
+		first = f.decision(f.pending()[0].ConfirmationID, workflows.DecisionApprove, "alice", "")
+		f.signal(first)
 	})
-	f.at(2*time.Minute, func() {
-		p := f.pending()
-		if len(p) != 1 || p[0].Seq != 2 {
-			t.Errorf("pending = %+v", p)
-			return
-		}
+	var id string
+	step := func(at time.Duration, fn func() workflows.Decision) {
+		f.at(at, func() {
+			p := f.pending()
+			if len(p) != 1 || p[0].Seq != 2 {
+				t.Errorf("pending at %s = %+v", at, p)
+				return
+			}
+			id = p[0].ConfirmationID
+			f.signal(fn())
+		})
+	}
+	step(2*time.Minute, func() workflows.Decision { return first })
+	step(2*time.Minute+time.Second, func() workflows.Decision { d := first; d.ConfirmationID = id; return d })
+	step(2*time.Minute+2*time.Second, func() workflows.Decision {
+		d := f.decision(id, workflows.DecisionApprove, "mallory", "")
+		d.MAC = "forged"
+		return d
+	})
+	step(2*time.Minute+3*time.Second, func() workflows.Decision {
 		other, err := f.acts.IssueConfirmation(context.Background(), activities.IssueInput{WorkflowID: "turn/other/1", RunID: "r", Seq: 1,
-			CapabilityID: "test.send", Version: 1, ArgsDigest: p[0].ArgsDigest, Arguments: p[0].Arguments, TTL: time.Hour})
+			CapabilityID: "test.send", Version: 1, ArgsDigest: f.pending()[0].ArgsDigest, Arguments: f.pending()[0].Arguments, TTL: time.Hour})
 		if err != nil {
 			t.Error(err)
-			return
 		}
-		id := p[0].ConfirmationID
-		f.signal(workflows.ConfirmationSignal{ConfirmationID: id, Decision: workflows.DecisionApprove, Token: "wrong", Approver: "mallory"})
-		f.signal(workflows.ConfirmationSignal{ConfirmationID: id, Decision: workflows.DecisionApprove, Token: firstToken, Approver: "mallory"})
-		f.signal(workflows.ConfirmationSignal{ConfirmationID: id, Decision: workflows.DecisionApprove, Token: f.tokenFor(other.ConfirmationID), Approver: "mallory"})
-		f.signal(workflows.ConfirmationSignal{ConfirmationID: "cf-nope", Decision: workflows.DecisionApprove, Token: "x", Approver: "mallory"})
+		d := f.decision(other.ConfirmationID, workflows.DecisionApprove, "mallory", "")
+		d.ConfirmationID = id
+		return d
 	})
+	step(2*time.Minute+4*time.Second, func() workflows.Decision {
+		d := f.decision(id, workflows.DecisionApprove, "mallory", "")
+		d.ConfirmationID = "cf-nope"
+		return d
+	})
+	step(2*time.Minute+5*time.Second, func() workflows.Decision { return f.decision(id, workflows.DecisionApprove, "alice", "") })
 	res := f.run(workflows.TurnRequest{})
-	wantOutcomes(t, res, "executed", "expired:confirmation_expired")
-	if f.sends.Load() != 1 {
-		t.Fatalf("sends = %d, want 1", f.sends.Load())
+	wantOutcomes(t, res, "executed", "executed")
+	if f.sends.Load() != 2 || res.Outcomes[1].Approver != "alice" {
+		t.Fatalf("sends = %d, outcome = %+v", f.sends.Load(), res.Outcomes[1])
 	}
-	var refusals []string
+	want := []string{activities.RefusalNotPending, activities.NonceReplayed, activities.DecisionMACInvalid, activities.DecisionMACInvalid, activities.RefusalNotPending}
+	if got := f.refusals(); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("refusals = %v, want %v", got, want)
+	}
+	row, err := f.store.GetConfirmation(context.Background(), id)
+	if err != nil || row.Generation != 3 || row.Decision != store.DecisionApproved || row.Approver != "alice" {
+		t.Fatalf("confirmation #2 = %+v %v: three presentations consumed three tokens", row, err)
+	}
+	var reissued int
 	for _, r := range f.audit() {
-		if r.Outcome == activities.AuditConfirmationRefused {
-			refusals = append(refusals, r.Reason)
+		if r.Outcome == activities.AuditTokenReissued {
+			reissued++
 		}
 	}
-	want := []string{activities.TokenUnknown, activities.TokenReplayed, activities.TokenBindingMismatch, "not_pending"}
-	if strings.Join(refusals, " ") != strings.Join(want, " ") {
-		t.Fatalf("refusals = %v, want %v", refusals, want)
+	if reissued != 3 {
+		t.Fatalf("token_reissued audit rows = %d, want 3", reissued)
 	}
 }
 
@@ -382,9 +433,8 @@ func TestNoInferenceRequestContainsAToken(t *testing.T) {
 	var tokens []string
 	approve := func() {
 		p := f.pending()[0]
-		tok := f.tokenFor(p.ConfirmationID)
-		tokens = append(tokens, tok)
-		f.signal(workflows.ConfirmationSignal{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove, Token: tok, Approver: "a"})
+		tokens = append(tokens, f.tokenFor(p.ConfirmationID))
+		f.signal(f.decision(p.ConfirmationID, workflows.DecisionApprove, "a", ""))
 	}
 	f.at(time.Minute, approve)
 	f.at(2*time.Minute, approve)
@@ -415,7 +465,7 @@ func TestEveryOutcomeKindLeavesExactlyOneAuditRow(t *testing.T) {
 		), answer("x"))
 	f.at(time.Minute, func() {
 		p := f.pending()[0]
-		f.signal(workflows.ConfirmationSignal{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionDeny, Token: f.tokenFor(p.ConfirmationID), Approver: "a"})
+		f.signal(f.decision(p.ConfirmationID, workflows.DecisionDeny, "a", ""))
 	})
 	res := f.run(workflows.TurnRequest{MaxCalls: 4, ConfirmationTTL: 2 * time.Minute})
 	wantOutcomes(t, res, "executed", "rejected:unknown_capability", "parse_failed:invalid_json", "denied:denied_by_approver",
@@ -459,7 +509,7 @@ func TestInjectedToolResultChangesNothingDownstream(t *testing.T) {
 				return
 			}
 			o.pending = p[0]
-			f.signal(workflows.ConfirmationSignal{ConfirmationID: p[0].ConfirmationID, Decision: workflows.DecisionDeny, Token: f.tokenFor(p[0].ConfirmationID), Approver: "a"})
+			f.signal(f.decision(p[0].ConfirmationID, workflows.DecisionDeny, "a", ""))
 		})
 		res := f.run(workflows.TurnRequest{})
 		o.outcomes = outcomes(res)
@@ -499,16 +549,15 @@ func mustJSON(v any) string {
 // A decision that arrives after its confirmation expired is refused and audited, never applied.
 func TestLateDecisionIsRefusedAndAudited(t *testing.T) {
 	f := newFixture(t, calls(call("c1", "test_send", `{"to":"a","amount":1}`)), answer("ok"))
-	var id, tok string
+	var lateDecision workflows.Decision
 	f.at(time.Minute, func() {
-		p := f.pending()[0]
-		id, tok = p.ConfirmationID, f.tokenFor(p.ConfirmationID)
+		lateDecision = f.decision(f.pending()[0].ConfirmationID, workflows.DecisionApprove, "late", "")
 	})
 	// The TTL is 2 minutes; the approval arrives in the same instant the expiry timer fires.
 	// The timer wins (the test environment fires it first, deterministically), so the
 	// approval is late: it must be refused and audited, not applied and not lost.
 	f.at(2*time.Minute, func() {
-		f.signal(workflows.ConfirmationSignal{ConfirmationID: id, Decision: workflows.DecisionApprove, Token: tok, Approver: "late"})
+		f.signal(lateDecision)
 	})
 	res := f.run(workflows.TurnRequest{ConfirmationTTL: 2 * time.Minute})
 	wantOutcomes(t, res, "expired:confirmation_expired")
@@ -532,7 +581,7 @@ func TestRegistryChangeVoidsApproval(t *testing.T) {
 	f := newFixture(t, calls(call("c1", "test_send", `{"to":"a","amount":1}`)), answer("ok"))
 	f.at(time.Minute, func() {
 		p := f.pending()[0]
-		tok := f.tokenFor(p.ConfirmationID)
+		d := f.decision(p.ConfirmationID, workflows.DecisionApprove, "a", "")
 		changed, err := registry.Load([]registry.Source{{Name: "test", Data: []byte(strings.Replace(testRegistry, `"test.1"`, `"test.2"`, 1))}},
 			testImpls(f))
 		if err != nil {
@@ -540,7 +589,7 @@ func TestRegistryChangeVoidsApproval(t *testing.T) {
 			return
 		}
 		f.acts.Registry = changed
-		f.signal(workflows.ConfirmationSignal{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove, Token: tok, Approver: "a"})
+		f.signal(d)
 	})
 	res := f.run(workflows.TurnRequest{ConfirmationTTL: 2 * time.Minute})
 	wantOutcomes(t, res, "expired:confirmation_expired")
@@ -559,8 +608,8 @@ func TestRegistryChangeVoidsApproval(t *testing.T) {
 }
 
 // Where the registry demands it, the requester cannot approve their own consequential call:
-// the attempt is refused and audited without consuming the token, and another approver can
-// still approve.
+// the attempt consumes the token, is refused and audited, and the proposal gets a fresh token
+// that another approver can still use (so can an empty-approver attempt: refused, reissued).
 func TestDistinctApproverRequired(t *testing.T) {
 	f := newFixture(t, calls(call("c1", "test_send", `{"to":"a","amount":1}`)), answer("ok"))
 	doc := strings.Replace(testRegistry, `"side-effect":"external-write"`, `"approval/distinct-approver":true,"side-effect":"external-write"`, 1)
@@ -570,11 +619,16 @@ func TestDistinctApproverRequired(t *testing.T) {
 	}
 	f.acts.Registry = reg
 	f.at(time.Minute, func() {
-		p := f.pending()[0]
-		tok := f.tokenFor(p.ConfirmationID)
-		f.signal(workflows.ConfirmationSignal{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove, Token: tok, Approver: "alice"})
-		f.signal(workflows.ConfirmationSignal{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove, Token: tok, Approver: ""})
-		f.signal(workflows.ConfirmationSignal{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove, Token: tok, Approver: "bob"})
+		f.signal(f.decision(f.pending()[0].ConfirmationID, workflows.DecisionApprove, "alice", ""))
+	})
+	f.at(time.Minute+time.Second, func() {
+		f.signal(f.decision(f.pending()[0].ConfirmationID, workflows.DecisionApprove, "", ""))
+	})
+	f.at(time.Minute+2*time.Second, func() {
+		f.signal(f.decision(f.pending()[0].ConfirmationID, "maybe", "bob", ""))
+	})
+	f.at(time.Minute+3*time.Second, func() {
+		f.signal(f.decision(f.pending()[0].ConfirmationID, workflows.DecisionApprove, "bob", ""))
 	})
 	res := f.run(workflows.TurnRequest{Principal: "alice"})
 	wantOutcomes(t, res, "executed")
@@ -587,7 +641,7 @@ func TestDistinctApproverRequired(t *testing.T) {
 			refused = append(refused, r.Reason)
 		}
 	}
-	if strings.Join(refused, " ") != "approver_is_requester approver_missing" {
+	if strings.Join(refused, " ") != "approver_is_requester approver_missing bad_decision" {
 		t.Fatalf("refusals = %v", refused)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
+	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
@@ -125,59 +126,48 @@ func decideCmd(cmd *cobra.Command, id, decision, approver, reason string) error 
 	return sendDecision(ctx, cmd.OutOrStdout(), c, st, id, decision, approverName(approver), reason)
 }
 
-// sendDecision opens the sealed token of confirmation id and signals its turn, then waits
-// briefly for the workflow to record the decision.
+// sendDecision signs the decision on confirmation id with its token (opened with the approver
+// key; the token itself is never sent), delivers it as the turn's confirmation signal and
+// waits up to 10 s for the turn's verdict. Only a decision that decided the proposal prints
+// success; a decision that lost to another approver's, was refused, or was not judged in time
+// is an error that says so.
 func sendDecision(ctx context.Context, out io.Writer, c client.Client, st *store.Store, id, decision, approver, reason string) error {
-	row, err := st.GetConfirmation(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("no confirmation %s (see airlock pending)", id)
-	} else if err != nil {
-		return err
-	}
-	if row.Decision != "" {
-		return fmt.Errorf("confirmation %s is already %s", id, row.Decision)
-	}
-	if !time.Now().Before(row.ExpiresAt) {
-		return fmt.Errorf("confirmation %s expired at %s", id, row.ExpiresAt.Local().Format(time.RFC3339))
-	}
 	key, err := workers.ApproverKey(cfg)
 	if err != nil {
 		return err
 	}
-	tok, err := token.Open(key, row.SealedToken, id)
-	if err != nil {
+	d, err := approval.Send(ctx, c, st, key, approval.Request{ConfirmationID: id, Decision: decision, Approver: approver, Reason: reason})
+	var np *approval.NotPendingError
+	switch {
+	case errors.As(err, &np) && np.Detail == "no such confirmation":
+		return fmt.Errorf("no confirmation %s (see airlock pending)", id)
+	case errors.Is(err, token.ErrSealed):
 		return fmt.Errorf("open the token of %s with the approver key %s: %w", id, cfg.KeyFile(), err)
-	}
-	err = c.SignalWorkflow(ctx, row.WorkflowID, row.RunID, workflows.SignalConfirmation, workflows.ConfirmationSignal{
-		ConfirmationID: id, Decision: decision, Token: tok, Approver: approver, Reason: reason})
-	if err != nil {
-		return fmt.Errorf("signal turn %s: %w", row.WorkflowID, err)
-	}
-	before, err := st.ListAudit(ctx, row.WorkflowID)
-	if err != nil {
+	case err != nil:
 		return err
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		r, err := st.GetConfirmation(ctx, id)
-		if err == nil && r.Decision != "" {
-			fmt.Fprintf(out, "%s: %s by %s\n", id, r.Decision, approver)
-			return nil
+	err = approval.Wait(ctx, st, d, 10*time.Second)
+	var ref *approval.RefusedError
+	switch {
+	case err == nil:
+		fmt.Fprintf(out, "%s: %s by %s\n", id, pastTense(decision), approver)
+		return nil
+	case errors.Is(err, approval.ErrNoVerdict):
+		wf := "its turn"
+		if r, gerr := st.GetConfirmation(ctx, id); gerr == nil {
+			wf = r.WorkflowID
 		}
-		// The workflow refuses a decision it cannot accept and audits why.
-		if rows, err := st.ListAudit(ctx, row.WorkflowID); err == nil {
-			for _, a := range rows[min(len(before), len(rows)):] {
-				if a.Outcome == "confirmation_refused" && a.Seq == row.Seq && a.Approver == approver {
-					return fmt.Errorf("the turn refused the %s of %s: %s (%s)", decision, id, a.Reason, a.Detail)
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		return fmt.Errorf("%s: the %s was delivered to %s but the turn has not judged it within 10 s (is a worker running?); "+
+			"it stays in the turn's history and is judged when a worker resumes the turn (airlock turn show)", id, decision, wf)
+	case errors.As(err, &ref) && ref.Reissued:
+		return fmt.Errorf("%w; the proposal is still pending with a fresh token: decide again", err)
 	}
-	fmt.Fprintf(out, "%s: %s sent to %s; the turn has not recorded it yet (is a worker running?)\n", id, decision, row.WorkflowID)
-	return nil
+	return err
+}
+
+func pastTense(decision string) string {
+	if decision == workflows.DecisionApprove {
+		return store.DecisionApproved
+	}
+	return store.DecisionDenied
 }

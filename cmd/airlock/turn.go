@@ -81,18 +81,15 @@ func startTurn(ctx context.Context, c client.Client, st *store.Store, req workfl
 			return "", err
 		}
 		id := workflows.TurnWorkflowID(req.Conversation, seq)
-		_, err = c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-			ID:                                       id,
-			TaskQueue:                                cfg.TaskQueue,
-			WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-			WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-			WorkflowExecutionErrorWhenAlreadyStarted: true,
-			// With a worker on this client (airlock dev), the first workflow task comes back in
-			// the start response; otherwise the server dispatches it as usual.
-			EnableEagerStart:      true,
-			TypedSearchAttributes: workflows.StartSearchAttributes(req),
-			StaticSummary:         fmt.Sprintf("turn %d of %s", seq, req.Conversation),
-		}, workers.TurnWorkflowName, req)
+		opts := workflows.StartOptions(id, cfg.TaskQueue, req)
+		opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
+		opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
+		opts.WorkflowExecutionErrorWhenAlreadyStarted = true
+		// With a worker on this client (airlock dev), the first workflow task comes back in the
+		// start response; otherwise the server dispatches it as usual.
+		opts.EnableEagerStart = true
+		opts.StaticSummary = fmt.Sprintf("turn %d of %s", seq, req.Conversation)
+		_, err = c.ExecuteWorkflow(ctx, opts, workers.TurnWorkflowName, req)
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
 		if errors.As(err, &started) {
 			continue

@@ -16,6 +16,7 @@ import (
 
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/inference"
+	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
 	"github.com/airlock-dev/airlock/workers"
@@ -280,14 +281,11 @@ func replayTurn(ctx context.Context, opts Options, req workflows.TurnRequest, qu
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	start := time.Now()
-	run, err := opts.Client.ExecuteWorkflow(sctx, client.StartWorkflowOptions{
-		ID:                    id,
-		TaskQueue:             queue,
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		EnableEagerStart:      true,
-		TypedSearchAttributes: workflows.StartSearchAttributes(req),
-		StaticSummary:         "evaluation replay of " + req.Session,
-	}, workers.TurnWorkflowName, req)
+	so := workflows.StartOptions(id, queue, req)
+	so.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
+	so.EnableEagerStart = true
+	so.StaticSummary = "evaluation replay of " + req.Session
+	run, err := opts.Client.ExecuteWorkflow(sctx, so, workers.TurnWorkflowName, req)
 	if err != nil {
 		return TurnRun{}, fmt.Errorf("eval: start turn %s: %w", id, err)
 	}
@@ -321,7 +319,7 @@ func terminateIfInterrupted(ctx context.Context, c client.Client, id string) {
 
 // approve is the evaluation's approver: it polls the store for confirmations of this run's
 // turns and decides each once by policy, exactly as an approver surface does (it opens the
-// sealed token with the approver key and signals the turn).
+// sealed token with the approver key, signs the decision and signals the turn).
 func approve(ctx context.Context, opts Options, key token.Key, prefix string) {
 	decided := map[string]bool{}
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -340,16 +338,16 @@ func approve(ctx context.Context, opts Options, key token.Key, prefix string) {
 			if decided[r.ID] || !strings.HasPrefix(r.WorkflowID, prefix) {
 				continue
 			}
-			tok, err := token.Open(key, r.SealedToken, r.ID)
+			req := approval.Request{ConfirmationID: r.ID, Decision: workflows.DecisionDeny, Approver: Approver,
+				Reason: "denied by the evaluation approver (deny-all)"}
+			if opts.Policy == PolicyApproveAll {
+				req.Decision, req.Reason = workflows.DecisionApprove, ""
+			}
+			d, err := approval.Sign(key, r, req, time.Now())
 			if err != nil {
 				continue
 			}
-			sig := workflows.ConfirmationSignal{ConfirmationID: r.ID, Decision: workflows.DecisionDeny, Token: tok,
-				Approver: Approver, Reason: "denied by the evaluation approver (deny-all)"}
-			if opts.Policy == PolicyApproveAll {
-				sig.Decision, sig.Reason = workflows.DecisionApprove, ""
-			}
-			if err := opts.Client.SignalWorkflow(ctx, r.WorkflowID, r.RunID, workflows.SignalConfirmation, sig); err == nil {
+			if err := opts.Client.SignalWorkflow(ctx, r.WorkflowID, r.RunID, workflows.SignalConfirmation, d); err == nil {
 				decided[r.ID] = true
 			}
 		}

@@ -26,7 +26,7 @@ const (
 // reaches the database. The binding fields — WorkflowID, RunID, Seq, CallID,
 // CapabilityID, Version, ArgsDigest — are exactly what the token authorizes;
 // Arguments and Display are what the approver is shown. ConsumedAt is set
-// once, by the first ConsumeToken; Decision ("" while pending, then approved,
+// by the presentation that consumes the current token (PresentToken); Decision ("" while pending, then approved,
 // denied or expired), Approver, Reason and DecidedAt are set once, by
 // DecideConfirmation. All times are UTC, truncated to microseconds.
 type Confirmation struct {
@@ -51,6 +51,11 @@ type Confirmation struct {
 	Approver         string
 	Reason           string
 	DecidedAt        *time.Time
+	// Generation counts reissues: 0 for the first token, +1 each time a presentation consumed
+	// the token without a valid decision and a fresh one was issued (ReissueToken).
+	Generation int
+	// ConsumedBy identifies the presentation that consumed the current token ("" while unused).
+	ConsumedBy string
 }
 
 type confirmationRow struct {
@@ -75,6 +80,7 @@ type confirmationRow struct {
 	Approver     string `db:"approver"`
 	Reason       string `db:"reason"`
 	DecidedAt    dbTime `db:"decided_at"`
+	Generation   int    `db:"generation"`
 }
 
 func (r confirmationRow) confirmation() Confirmation {
@@ -85,12 +91,13 @@ func (r confirmationRow) confirmation() Confirmation {
 		Arguments: rawJSON(r.Arguments), Display: r.Display, RegistryRevision: r.RegistryRev,
 		CreatedAt: r.CreatedAt.Time, ExpiresAt: r.ExpiresAt.Time, ConsumedAt: r.ConsumedAt.ptr(),
 		Decision: r.Decision, Approver: r.Approver, Reason: r.Reason, DecidedAt: r.DecidedAt.ptr(),
+		Generation: r.Generation, ConsumedBy: r.ConsumedBy,
 	}
 }
 
 const confirmationCols = `id, token_hash, sealed_token, workflow_id, run_id, seq, call_id,
 	capability_id, version, args_digest, arguments, display, created_at, expires_at,
-	consumed_at, decision, approver, reason, decided_at, registry_revision, consumed_by`
+	consumed_at, decision, approver, reason, decided_at, registry_revision, consumed_by, generation`
 
 // CreateConfirmation stores a new pending, unconsumed confirmation and returns
 // it as stored. It is idempotent by c.ID: if a confirmation with this ID
@@ -139,53 +146,6 @@ func (s *Store) GetConfirmation(ctx context.Context, id string) (Confirmation, e
 		return Confirmation{}, notFound(err, "confirmation %q", id)
 	}
 	return r.confirmation(), nil
-}
-
-// ConsumeToken spends a confirmation token: in ONE statement
-// (UPDATE … SET consumed_at = at WHERE token_hash = ? AND consumed_at IS NULL
-// RETURNING …) it marks the confirmation whose token hash matches as consumed
-// and returns it. Tokens are single-use whatever happens next: the row is
-// consumed even if the caller then finds the token expired or its binding
-// wrong (checking ExpiresAt and the binding fields is the caller's job).
-//
-// Race-safe: of any number of concurrent calls with the same hash, exactly one
-// succeeds. Errors: no confirmation has this hash → ErrTokenUnknown (zero
-// Confirmation); the token was already consumed → the row is returned WITH an
-// error wrapping ErrTokenConsumed.
-func (s *Store) ConsumeToken(ctx context.Context, tokenHash []byte, at time.Time) (Confirmation, error) {
-	return s.ConsumeTokenAs(ctx, tokenHash, "", at)
-}
-
-// ConsumeTokenAs is ConsumeToken for one identified presentation of the token: by names it
-// (for example workflow, run, proposal and presentation number) and is recorded with the
-// consumption. A retry of the same presentation — same non-empty by — whose reply was lost
-// gets the row back without an error, as the first call did; every other call after the
-// first is ErrTokenConsumed. An empty by never matches: plain single use.
-func (s *Store) ConsumeTokenAs(ctx context.Context, tokenHash []byte, by string, at time.Time) (Confirmation, error) {
-	if len(tokenHash) == 0 {
-		return Confirmation{}, ErrTokenUnknown
-	}
-	var r confirmationRow
-	err := s.db.GetContext(ctx, &r, s.q(`UPDATE confirmations SET consumed_at = ?, consumed_by = ?
-		WHERE token_hash = ? AND consumed_at IS NULL
-		RETURNING `+confirmationCols), tsArg(orNow(at)), by, tokenHash)
-	if err == nil {
-		return r.confirmation(), nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return Confirmation{}, fmt.Errorf("store: consume confirmation token: %w", err)
-	}
-	err = s.db.GetContext(ctx, &r, s.q(`SELECT `+confirmationCols+` FROM confirmations WHERE token_hash = ?`), tokenHash)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Confirmation{}, ErrTokenUnknown
-	}
-	if err != nil {
-		return Confirmation{}, fmt.Errorf("store: consume confirmation token: %w", err)
-	}
-	if by != "" && r.ConsumedBy == by {
-		return r.confirmation(), nil
-	}
-	return r.confirmation(), fmt.Errorf("%w: confirmation %q", ErrTokenConsumed, r.ID)
 }
 
 // DecideConfirmation records the final decision on confirmation id: decision
@@ -237,4 +197,59 @@ func (s *Store) ListPendingConfirmations(ctx context.Context, now time.Time) ([]
 		out[i] = r.confirmation()
 	}
 	return out, nil
+}
+
+// PresentToken consumes the current token of confirmation id for one identified presentation
+// of a decision (DESIGN "Tokens": any presentation to a pending proposal consumes its token,
+// whatever else is wrong with the decision). In one statement it marks the row consumed by
+// presentation, if it is undecided and its token unused, and returns it.
+//
+// A retry of the same presentation whose reply was lost gets the row back without an error.
+// Errors: unknown id → ErrNotFound; the token was already consumed by another presentation,
+// or the confirmation is decided → the row WITH an error wrapping ErrTokenConsumed.
+func (s *Store) PresentToken(ctx context.Context, id, presentation string, at time.Time) (Confirmation, error) {
+	if presentation == "" {
+		return Confirmation{}, fmt.Errorf("store: present token of %q: a presentation needs an identity", id)
+	}
+	var r confirmationRow
+	err := s.db.GetContext(ctx, &r, s.q(`UPDATE confirmations SET consumed_at = ?, consumed_by = ?
+		WHERE id = ? AND consumed_at IS NULL AND decision = ''
+		RETURNING `+confirmationCols), tsArg(orNow(at)), presentation, id)
+	if err == nil {
+		return r.confirmation(), nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return Confirmation{}, fmt.Errorf("store: present token of %q: %w", id, err)
+	}
+	got, err := s.GetConfirmation(ctx, id)
+	if err != nil {
+		return Confirmation{}, err
+	}
+	if got.ConsumedBy == presentation {
+		return got, nil
+	}
+	return got, fmt.Errorf("%w: confirmation %q", ErrTokenConsumed, id)
+}
+
+// ReissueToken gives confirmation id a fresh token after presentation consumed the current
+// one without a valid decision: it stores the new hash and sealed copy (sealed for generation
+// gen, which must be the row's generation + 1), clears the consumption and returns true. It
+// changes nothing and returns false when the row is no longer in that state (decided, or a
+// retry of the same reissue already ran), so it is safe to retry.
+func (s *Store) ReissueToken(ctx context.Context, id, presentation string, gen int, tokenHash, sealed []byte) (bool, error) {
+	if len(tokenHash) == 0 || gen < 1 {
+		return false, fmt.Errorf("store: reissue token of %q: needs a token hash and a generation >= 1", id)
+	}
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE confirmations
+		SET token_hash = ?, sealed_token = ?, generation = ?, consumed_at = NULL, consumed_by = ''
+		WHERE id = ? AND consumed_by = ? AND generation = ? AND decision = ''`),
+		tokenHash, bytesArg(sealed), gen, id, presentation, gen-1)
+	if err != nil {
+		return false, fmt.Errorf("store: reissue token of %q: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("store: reissue token of %q: %w", id, err)
+	}
+	return n == 1, nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +36,9 @@ type Execution struct {
 	Result       json.RawMessage
 	StartedAt    time.Time
 	FinishedAt   *time.Time
+	// Attempts is how many times the effect was started for this proposal: 1, plus one per
+	// RetryExecution (only capabilities the registry declares idempotent are retried).
+	Attempts int
 }
 
 type executionRow struct {
@@ -47,17 +51,18 @@ type executionRow struct {
 	Result       []byte `db:"result"`
 	StartedAt    dbTime `db:"started_at"`
 	FinishedAt   dbTime `db:"finished_at"`
+	Attempts     int    `db:"attempts"`
 }
 
 func (r executionRow) execution() Execution {
 	return Execution{
 		Key: r.Key, WorkflowID: r.WorkflowID, Seq: r.Seq, CapabilityID: r.CapabilityID,
 		Version: r.Version, State: r.State, Result: rawJSON(r.Result),
-		StartedAt: r.StartedAt.Time, FinishedAt: r.FinishedAt.ptr(),
+		StartedAt: r.StartedAt.Time, FinishedAt: r.FinishedAt.ptr(), Attempts: r.Attempts,
 	}
 }
 
-const executionCols = `exec_key, workflow_id, seq, capability_id, version, state, result, started_at, finished_at`
+const executionCols = `exec_key, workflow_id, seq, capability_id, version, state, result, started_at, finished_at, attempts`
 
 // BeginExecution claims e.Key before an effect runs: it inserts the row with
 // State ExecStarted (e.State, e.Result and e.FinishedAt are ignored; a zero
@@ -151,4 +156,26 @@ func (s *Store) CountExecutions(ctx context.Context, capabilityID string) (int, 
 		return 0, fmt.Errorf("store: count executions of %q: %w", capabilityID, err)
 	}
 	return n, nil
+}
+
+// RetryExecution counts one more start of a started, unfinished execution and returns the new
+// attempt count. Only for capabilities the registry declares idempotent: for every other one
+// a started execution is outcome unknown and is never started again. Errors: the row is not
+// in state ExecStarted (finished, or unknown key) → an error wrapping ErrConflict or
+// ErrNotFound.
+func (s *Store) RetryExecution(ctx context.Context, key string, at time.Time) (int, error) {
+	var n int
+	err := s.db.GetContext(ctx, &n, s.q(`UPDATE executions SET attempts = attempts + 1, started_at = ?
+		WHERE exec_key = ? AND state = ? RETURNING attempts`), tsArg(orNow(at)), key, ExecStarted)
+	if err == nil {
+		return n, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("store: retry execution %q: %w", key, err)
+	}
+	got, gerr := s.GetExecution(ctx, key)
+	if gerr != nil {
+		return 0, gerr
+	}
+	return 0, fmt.Errorf("%w: execution %q is %s, not started", ErrConflict, key, got.State)
 }

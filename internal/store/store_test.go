@@ -426,8 +426,8 @@ func TestConfirmationCreateIdempotent(t *testing.T) {
 			t.Fatal(err)
 		}
 		assertConfirmation(t, again, want)
-		if _, err := s.ConsumeToken(ctx, retry.TokenHash, base); !errors.Is(err, ErrTokenUnknown) {
-			t.Fatalf("the retry's token must not have been stored: %v", err)
+		if !bytes.Equal(again.TokenHash, want.TokenHash) {
+			t.Fatalf("the retry's token must not have been stored: %x", again.TokenHash)
 		}
 		fetched, err := s.GetConfirmation(ctx, "conf-1")
 		if err != nil {
@@ -470,7 +470,7 @@ func assertConfirmation(t *testing.T, got, want Confirmation) {
 	}
 }
 
-func TestConsumeToken(t *testing.T) {
+func TestPresentTokenReissueAndNonces(t *testing.T) {
 	t.Parallel()
 	eachDriver(t, func(t *testing.T, s *Store, _ string) {
 		ctx := testCtx(t)
@@ -479,37 +479,82 @@ func TestConsumeToken(t *testing.T) {
 			t.Fatal(err)
 		}
 		at := base.Add(time.Minute + 123456789)
-		got, err := s.ConsumeToken(ctx, c.TokenHash, at)
+		got, err := s.PresentToken(ctx, "conf-1", "wf/run/1/1", at)
 		if err != nil {
-			t.Fatalf("first consume: %v", err)
+			t.Fatalf("first presentation: %v", err)
 		}
-		if got.ID != "conf-1" || got.ConsumedAt == nil {
+		if got.ID != "conf-1" || got.ConsumedAt == nil || got.ConsumedBy != "wf/run/1/1" || got.Generation != 0 {
 			t.Fatalf("consumed row: %+v", got)
 		}
 		sameTime(t, "ConsumedAt", *got.ConsumedAt, at)
+		if again, err := s.PresentToken(ctx, "conf-1", "wf/run/1/1", at.Add(time.Second)); err != nil || again.ConsumedBy != "wf/run/1/1" {
+			t.Fatalf("a retry of the same presentation must get the row back: %+v %v", again, err)
+		}
+		other, err := s.PresentToken(ctx, "conf-1", "wf/run/1/2", at.Add(time.Second))
+		if !errors.Is(err, ErrTokenConsumed) || other.ID != "conf-1" || !other.ConsumedAt.Equal(norm(at)) {
+			t.Fatalf("another presentation of a consumed token = %+v, %v; want the row and ErrTokenConsumed", other, err)
+		}
+		if _, err := s.PresentToken(ctx, "nope", "p", at); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("unknown confirmation err = %v, want ErrNotFound", err)
+		}
+		if _, err := s.PresentToken(ctx, "conf-1", "", at); err == nil {
+			t.Fatal("a presentation without an identity must fail")
+		}
 
-		again, err := s.ConsumeToken(ctx, c.TokenHash, at.Add(time.Second))
-		if !errors.Is(err, ErrTokenConsumed) {
-			t.Fatalf("second consume err = %v, want ErrTokenConsumed", err)
+		// Reissue: only by the presentation that consumed it, only from the current generation.
+		if ok, err := s.ReissueToken(ctx, "conf-1", "wf/run/1/2", 1, []byte{0xEE}, []byte("sealed-1")); err != nil || ok {
+			t.Fatalf("reissue by a presentation that did not consume = %v, %v; want false", ok, err)
 		}
-		if again.ID != "conf-1" || again.ConsumedAt == nil || !again.ConsumedAt.Equal(norm(at)) {
-			t.Fatalf("second consume must return the row with the first ConsumedAt: %+v", again)
+		if ok, err := s.ReissueToken(ctx, "conf-1", "wf/run/1/1", 1, []byte{0xEE}, []byte("sealed-1")); err != nil || !ok {
+			t.Fatalf("reissue = %v, %v", ok, err)
 		}
-		if _, err := s.ConsumeToken(ctx, []byte("no such hash"), at); !errors.Is(err, ErrTokenUnknown) {
-			t.Fatalf("unknown token err = %v, want ErrTokenUnknown", err)
+		if ok, err := s.ReissueToken(ctx, "conf-1", "wf/run/1/1", 1, []byte{0xEF}, []byte("sealed-x")); err != nil || ok {
+			t.Fatalf("a retried reissue must change nothing = %v, %v", ok, err)
 		}
-		if _, err := s.ConsumeToken(ctx, nil, at); !errors.Is(err, ErrTokenUnknown) {
-			t.Fatalf("empty token err = %v, want ErrTokenUnknown", err)
+		row, err := s.GetConfirmation(ctx, "conf-1")
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, e := range []error{ErrNotFound, ErrTokenUnknown, ErrTokenConsumed, ErrConflict} {
-			if !strings.HasPrefix(e.Error(), "store: ") {
-				t.Errorf("sentinel %q lacks the store: prefix", e)
-			}
+		if row.Generation != 1 || row.ConsumedAt != nil || row.ConsumedBy != "" || !bytes.Equal(row.TokenHash, []byte{0xEE}) || string(row.SealedToken) != "sealed-1" {
+			t.Fatalf("reissued row: %+v", row)
+		}
+		if _, err := s.PresentToken(ctx, "conf-1", "wf/run/1/3", at); err != nil {
+			t.Fatalf("the fresh token must be presentable: %v", err)
+		}
+		if err := s.DecideConfirmation(ctx, "conf-1", DecisionApproved, "alice", "", at); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := s.ReissueToken(ctx, "conf-1", "wf/run/1/3", 2, []byte{0xED}, nil); err != nil || ok {
+			t.Fatalf("a decided confirmation is never reissued = %v, %v", ok, err)
+		}
+
+		// Nonces: recorded once; the earlier record answers every later presentation of it.
+		n := DecisionNonce{Nonce: "n-1", ConfirmationID: "conf-1", Presentation: "wf/run/1/3", Approver: "alice",
+			Decision: "approve", Verdict: VerdictAccepted, At: at}
+		if prev, err := s.RecordNonce(ctx, n); err != nil || prev != nil {
+			t.Fatalf("first RecordNonce = %+v, %v", prev, err)
+		}
+		dup := n
+		dup.Presentation, dup.Verdict = "wf/run/1/9", "nonce_replayed"
+		prev, err := s.RecordNonce(ctx, dup)
+		if err != nil || prev == nil || prev.Presentation != "wf/run/1/3" || prev.Verdict != VerdictAccepted {
+			t.Fatalf("second RecordNonce = %+v, %v; want the first record", prev, err)
+		}
+		got2, err := s.GetNonce(ctx, "n-1")
+		if err != nil || got2.Approver != "alice" || got2.ConfirmationID != "conf-1" {
+			t.Fatalf("GetNonce = %+v, %v", got2, err)
+		}
+		sameTime(t, "nonce At", got2.At, at)
+		if _, err := s.GetNonce(ctx, "n-2"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("unknown nonce err = %v", err)
+		}
+		if _, err := s.RecordNonce(ctx, DecisionNonce{Verdict: "x"}); err == nil {
+			t.Fatal("a nonce record without a nonce must fail")
 		}
 	})
 }
 
-func TestConsumeTokenConcurrent(t *testing.T) {
+func TestPresentTokenConcurrent(t *testing.T) {
 	t.Parallel()
 	eachDriver(t, func(t *testing.T, s *Store, _ string) {
 		ctx := testCtx(t)
@@ -527,7 +572,7 @@ func TestConsumeTokenConcurrent(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					<-start
-					_, errs[i] = s.ConsumeToken(ctx, c.TokenHash, base.Add(time.Duration(i)*time.Millisecond))
+					_, errs[i] = s.PresentToken(ctx, c.ID, fmt.Sprintf("p%d", i), base.Add(time.Duration(i)*time.Millisecond))
 				}()
 			}
 			close(start)
@@ -628,7 +673,7 @@ func TestExecutions(t *testing.T) {
 			t.Fatalf("second Begin = %v, %v; want the existing row", existing, err)
 		}
 		want := e
-		want.State, want.StartedAt = ExecStarted, norm(base)
+		want.State, want.StartedAt, want.Attempts = ExecStarted, norm(base), 1
 		if fmt.Sprintf("%+v", *existing) != fmt.Sprintf("%+v", want) {
 			t.Fatalf("existing:\n got  %+v\n want %+v", *existing, want)
 		}
@@ -636,6 +681,9 @@ func TestExecutions(t *testing.T) {
 			t.Fatalf("CountExecutions = %d, %v", n, err)
 		}
 
+		if n, err := s.RetryExecution(ctx, e.Key, base); err != nil || n != 2 {
+			t.Fatalf("RetryExecution of a started row = %d, %v; want attempt 2", n, err)
+		}
 		res := json.RawMessage(`{"ok": true, "bytes": 12}`)
 		fin := base.Add(1500 * time.Millisecond)
 		if err := s.FinishExecution(ctx, e.Key, ExecCompleted, res, fin); err != nil {
@@ -657,7 +705,13 @@ func TestExecutions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.State != ExecCompleted || string(got.Result) != string(res) || got.FinishedAt == nil {
+		if _, err := s.RetryExecution(ctx, e.Key, fin); !errors.Is(err, ErrConflict) {
+			t.Fatalf("RetryExecution of a finished row err = %v, want ErrConflict", err)
+		}
+		if _, err := s.RetryExecution(ctx, "nope", fin); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("RetryExecution of an unknown row err = %v, want ErrNotFound", err)
+		}
+		if got.State != ExecCompleted || string(got.Result) != string(res) || got.FinishedAt == nil || got.Attempts != 2 {
 			t.Fatalf("finished row: %+v", got)
 		}
 		sameTime(t, "StartedAt", got.StartedAt, base)
@@ -899,7 +953,7 @@ func TestTimestampsRoundTrip(t *testing.T) {
 			if _, err := s.CreateConfirmation(ctx, c); err != nil {
 				t.Fatal(err)
 			}
-			got, err := s.ConsumeToken(ctx, c.TokenHash, ts)
+			got, err := s.PresentToken(ctx, c.ID, "p", ts)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,6 +3,7 @@ package token
 import (
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -50,5 +51,47 @@ func TestLoadOrCreateKeyIsStable(t *testing.T) {
 	}
 	if _, err := ParseKey("zz"); !errors.Is(err, ErrKey) {
 		t.Fatal("bad key must fail")
+	}
+}
+
+func TestDecisionMACBindsEveryField(t *testing.T) {
+	plain, _, err := Mint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1, _ := NewNonce()
+	n2, _ := NewNonce()
+	if n1 == n2 || len(n1) < 22 {
+		t.Fatalf("nonces must be fresh 128-bit values: %q %q", n1, n2)
+	}
+	d := Decision{ConfirmationID: "cf-1", Decision: "approve", Approver: "alice", Reason: "", ArgsDigest: "ab12", Nonce: n1}
+	mac := SignDecision(plain, d)
+	if err := VerifyDecision(plain, d, mac); err != nil {
+		t.Fatalf("own MAC must verify: %v", err)
+	}
+	if strings.Contains(mac, plain) {
+		t.Fatal("the MAC must not contain the token")
+	}
+	other, _, _ := Mint()
+	changed := []Decision{
+		{ConfirmationID: "cf-2", Decision: "approve", Approver: "alice", ArgsDigest: "ab12", Nonce: n1},
+		{ConfirmationID: "cf-1", Decision: "deny", Approver: "alice", ArgsDigest: "ab12", Nonce: n1},
+		{ConfirmationID: "cf-1", Decision: "approve", Approver: "mallory", ArgsDigest: "ab12", Nonce: n1},
+		{ConfirmationID: "cf-1", Decision: "approve", Approver: "alice", Reason: "x", ArgsDigest: "ab12", Nonce: n1},
+		{ConfirmationID: "cf-1", Decision: "approve", Approver: "alice", ArgsDigest: "ab13", Nonce: n1},
+		{ConfirmationID: "cf-1", Decision: "approve", Approver: "alice", ArgsDigest: "ab12", Nonce: n2},
+		// Field boundaries are unambiguous: moving text between fields changes the MAC.
+		{ConfirmationID: "cf-1a", Decision: "pprove", Approver: "alice", ArgsDigest: "ab12", Nonce: n1},
+	}
+	for i, c := range changed {
+		if err := VerifyDecision(plain, c, mac); !errors.Is(err, ErrMAC) {
+			t.Errorf("case %d: a MAC copied onto %+v must not verify: %v", i, c, err)
+		}
+	}
+	if err := VerifyDecision(other, d, mac); !errors.Is(err, ErrMAC) {
+		t.Errorf("a MAC under another token must not verify: %v", err)
+	}
+	if SealAAD("cf-1", 0) != "cf-1" || SealAAD("cf-1", 2) != "cf-1/2" {
+		t.Error("seal AAD")
 	}
 }

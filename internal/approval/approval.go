@@ -1,0 +1,249 @@
+// Package approval is what every approver surface (the CLI, the evaluation's approver, the
+// approver page) uses to decide a pending confirmation: it opens the confirmation's sealed
+// token with the approver key, signs the decision with it (token.SignDecision: a MAC over the
+// confirmation id, decision, approver, reason, argument digest and a fresh nonce) and
+// delivers the decision to the turn, as a decide update (the answer comes back at once) or a
+// confirmation signal (durable even while no worker runs; the answer is read back from the
+// store by nonce). The token itself never leaves this process: not into Temporal history,
+// not into the database (DESIGN "Tokens").
+package approval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/airlock-dev/airlock/internal/store"
+	"github.com/airlock-dev/airlock/internal/token"
+	"github.com/airlock-dev/airlock/workflows"
+)
+
+// Request is one approver's decision before it is signed.
+type Request struct {
+	// ConfirmationID names the pending confirmation ("cf-…").
+	ConfirmationID string
+	// Decision is workflows.DecisionApprove or workflows.DecisionDeny.
+	Decision string
+	// Approver is the approver identity the surface authenticated.
+	Approver string
+	// Reason is the deny reason the model receives.
+	Reason string
+}
+
+// ErrNotPending reports a confirmation that cannot be decided any more: unknown, expired, or
+// decided by another decision first. The concrete error is a *NotPendingError.
+var ErrNotPending = errors.New("approval: confirmation is not pending")
+
+// NotPendingError says why a confirmation is not pending; when another decision won, it names
+// that decision and its approver.
+type NotPendingError struct {
+	ConfirmationID string
+	// Decision and Approver are the recorded decision (approved, denied, expired) and who made
+	// it; empty when the confirmation is unknown or no decision was recorded yet.
+	Decision, Approver string
+	// Detail is the turn's or the store's explanation.
+	Detail string
+}
+
+// Error names the confirmation and who decided it.
+func (e *NotPendingError) Error() string {
+	switch {
+	case e.Decision == store.DecisionExpired:
+		return fmt.Sprintf("confirmation %s is not pending: it expired", e.ConfirmationID)
+	case e.Decision != "":
+		return fmt.Sprintf("confirmation %s is not pending: it was already %s by %s", e.ConfirmationID, e.Decision, e.Approver)
+	case e.Detail != "":
+		return fmt.Sprintf("confirmation %s is not pending: %s", e.ConfirmationID, e.Detail)
+	}
+	return fmt.Sprintf("confirmation %s is not pending", e.ConfirmationID)
+}
+
+// Unwrap returns ErrNotPending.
+func (e *NotPendingError) Unwrap() error { return ErrNotPending }
+
+// ErrRefused reports a decision the turn judged and refused (decision_mac_invalid,
+// approver_is_requester, …). The concrete error is a *RefusedError.
+var ErrRefused = errors.New("approval: decision refused")
+
+// RefusedError is a refused decision: Code is the refusal code, Reissued says the proposal got
+// a fresh token and is still waiting for a decision.
+type RefusedError struct {
+	ConfirmationID, Code, Detail string
+	Reissued                     bool
+}
+
+// Error names the confirmation, the code and what to do next.
+func (e *RefusedError) Error() string {
+	s := fmt.Sprintf("the turn refused the decision on %s: %s", e.ConfirmationID, e.Code)
+	if e.Detail != "" {
+		s += " (" + e.Detail + ")"
+	}
+	return s
+}
+
+// Unwrap returns ErrRefused.
+func (e *RefusedError) Unwrap() error { return ErrRefused }
+
+// ErrNoVerdict reports a decision that was delivered but not judged before the caller's wait
+// ended (no worker is running the turn, or it is busy): the signal stays in the turn's
+// history and is judged when a worker resumes it.
+var ErrNoVerdict = errors.New("approval: the turn has not judged the decision yet")
+
+// Sign builds the signed Decision for r on the stored confirmation row: it opens the sealed
+// token of the row's current generation with key and signs with a fresh nonce. Errors:
+// ErrNotPending (the row is decided or expired at now), token.ErrSealed (wrong approver key).
+func Sign(key token.Key, row store.Confirmation, r Request, now time.Time) (workflows.Decision, error) {
+	if err := pendingAt(row, now); err != nil {
+		return workflows.Decision{}, err
+	}
+	plain, err := token.Open(key, row.SealedToken, token.SealAAD(row.ID, row.Generation))
+	if err != nil {
+		return workflows.Decision{}, fmt.Errorf("approval: open the token of %s with the approver key: %w", row.ID, err)
+	}
+	nonce, err := token.NewNonce()
+	if err != nil {
+		return workflows.Decision{}, err
+	}
+	d := workflows.Decision{ConfirmationID: row.ID, Decision: r.Decision, Approver: r.Approver, Reason: r.Reason, Nonce: nonce}
+	d.MAC = token.SignDecision(plain, token.Decision{ConfirmationID: d.ConfirmationID, Decision: d.Decision,
+		Approver: d.Approver, Reason: d.Reason, ArgsDigest: row.ArgsDigest, Nonce: d.Nonce})
+	return d, nil
+}
+
+func pendingAt(row store.Confirmation, now time.Time) error {
+	if row.Decision != "" {
+		return &NotPendingError{ConfirmationID: row.ID, Decision: row.Decision, Approver: row.Approver}
+	}
+	if !now.Before(row.ExpiresAt) {
+		return &NotPendingError{ConfirmationID: row.ID, Decision: store.DecisionExpired}
+	}
+	return nil
+}
+
+func load(ctx context.Context, st *store.Store, id string) (store.Confirmation, error) {
+	row, err := st.GetConfirmation(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return row, &NotPendingError{ConfirmationID: id, Detail: "no such confirmation"}
+	}
+	return row, err
+}
+
+// Decide signs r and sends it as the turn's decide update, waiting until the turn has judged
+// it. It returns nil when the decision decided the proposal. Errors: *NotPendingError (unknown,
+// expired, or another decision came first: the loser is told who won), *RefusedError, or the
+// Temporal client's error (no worker polling: the context's deadline).
+func Decide(ctx context.Context, c client.Client, st *store.Store, key token.Key, r Request) error {
+	row, err := load(ctx, st, r.ConfirmationID)
+	if err != nil {
+		return err
+	}
+	d, err := Sign(key, row, r, time.Now())
+	if err != nil {
+		return err
+	}
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: row.WorkflowID, RunID: row.RunID,
+		UpdateName: workflows.UpdateDecide, Args: []any{d}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	var res workflows.DecisionResult
+	if err == nil {
+		err = h.Get(ctx, &res)
+	}
+	if err != nil {
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) && appErr.Type() == workflows.ErrTypeNotPending {
+			return lost(ctx, st, row.ID, appErr.Message())
+		}
+		return fmt.Errorf("approval: decide %s on turn %s: %w", row.ID, row.WorkflowID, err)
+	}
+	return verdict(ctx, st, row.ID, res)
+}
+
+func verdict(ctx context.Context, st *store.Store, id string, res workflows.DecisionResult) error {
+	switch {
+	case res.Accepted:
+		return nil
+	case res.Refusal == workflows.RefusalNotPending:
+		return lost(ctx, st, id, res.Detail)
+	}
+	return &RefusedError{ConfirmationID: id, Code: res.Refusal, Detail: res.Detail, Reissued: res.Reissued}
+}
+
+// lost explains a decision that found its confirmation no longer pending, naming the
+// decision that won when the store has recorded it (waiting briefly: the winner's record is
+// written just after its consume).
+func lost(ctx context.Context, st *store.Store, id, detail string) error {
+	e := &NotPendingError{ConfirmationID: id, Detail: detail}
+	for range 20 {
+		row, err := st.GetConfirmation(ctx, id)
+		if err == nil && row.Decision != "" {
+			e.Decision, e.Approver = row.Decision, row.Approver
+			return e
+		}
+		select {
+		case <-ctx.Done():
+			return e
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return e
+}
+
+// Send signs r and delivers it as the turn's confirmation signal, durable at once even while
+// no worker runs. It returns the signed decision; Wait reads its verdict back.
+func Send(ctx context.Context, c client.Client, st *store.Store, key token.Key, r Request) (workflows.Decision, error) {
+	row, err := load(ctx, st, r.ConfirmationID)
+	if err != nil {
+		return workflows.Decision{}, err
+	}
+	d, err := Sign(key, row, r, time.Now())
+	if err != nil {
+		return d, err
+	}
+	if err := c.SignalWorkflow(ctx, row.WorkflowID, row.RunID, workflows.SignalConfirmation, d); err != nil {
+		return d, fmt.Errorf("approval: signal turn %s: %w", row.WorkflowID, err)
+	}
+	return d, nil
+}
+
+// Wait polls the store until the turn has judged the sent decision d or timeout passes: nil
+// when d decided the proposal; *NotPendingError when another decision or the expiry came
+// first; *RefusedError when the turn refused d; ErrNoVerdict when nothing was judged in time.
+func Wait(ctx context.Context, st *store.Store, d workflows.Decision, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		n, err := st.GetNonce(ctx, d.Nonce)
+		switch {
+		case err == nil && n.Verdict == store.VerdictAccepted:
+			return nil
+		case err == nil:
+			row, _ := st.GetConfirmation(ctx, d.ConfirmationID)
+			return &RefusedError{ConfirmationID: d.ConfirmationID, Code: n.Verdict, Detail: n.Detail,
+				Reissued: row.Decision == "" && row.Generation > 0}
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		// Not judged by nonce: it may have lost before any consume (decided or expired).
+		row, err := st.GetConfirmation(ctx, d.ConfirmationID)
+		if err != nil {
+			return err
+		}
+		if row.Decision != "" {
+			// The winner's nonce record precedes its decision row: ours is not it.
+			if _, err := st.GetNonce(ctx, d.Nonce); err == nil {
+				continue
+			}
+			return &NotPendingError{ConfirmationID: row.ID, Decision: row.Decision, Approver: row.Approver}
+		}
+		if !time.Now().Before(deadline) {
+			return ErrNoVerdict
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
