@@ -352,7 +352,7 @@ func (a *Activities) refuseAndReissue(ctx context.Context, row store.Confirmatio
 		if _, err := a.Store.AppendAudit(ctx, store.AuditEvent{Key: fmt.Sprintf("%s/%s/%d/%s/%d", row.WorkflowID, row.RunID, row.Seq, AuditTokenReissued, gen),
 			WorkflowID: row.WorkflowID, RunID: row.RunID, Seq: row.Seq, CallID: row.CallID, CapabilityID: row.CapabilityID,
 			Version: row.Version, Outcome: AuditTokenReissued, Stage: string(StageConfirm), Reason: code,
-			Detail: fmt.Sprintf("token generation %d consumed by a refused decision; generation %d issued", row.Generation, gen),
+			Detail:     fmt.Sprintf("token generation %d consumed by a refused decision; generation %d issued", row.Generation, gen),
 			ArgsDigest: row.ArgsDigest, Approver: in.Approver, At: now}); err != nil {
 			return ConsumeOutput{}, fmt.Errorf("audit token reissue for %s: %w", row.ID, err)
 		}

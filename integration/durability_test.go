@@ -36,6 +36,7 @@ import (
 
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/canonical"
+	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/store"
@@ -361,34 +362,48 @@ func (e *durEnv) startTurn(conv string, seq int, req workflows.TurnRequest, opts
 	return run, req.Conversation
 }
 
-// tokenOf opens a confirmation's sealed token as an approver surface does.
+// tokenOf opens a confirmation's current sealed token as an approver surface does.
 func (e *durEnv) tokenOf(confirmationID string) string {
 	e.t.Helper()
 	row, err := e.st.GetConfirmation(context.Background(), confirmationID)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	tok, err := token.Open(e.key, row.SealedToken, confirmationID)
+	tok, err := token.Open(e.key, row.SealedToken, token.SealAAD(confirmationID, row.Generation))
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	return tok
 }
 
-func (e *durEnv) signal(workflowID string, sig workflows.ConfirmationSignal) {
+func (e *durEnv) signal(workflowID string, d workflows.Decision) {
 	e.t.Helper()
-	if err := e.c.SignalWorkflow(context.Background(), workflowID, "", workflows.SignalConfirmation, sig); err != nil {
+	if err := e.c.SignalWorkflow(context.Background(), workflowID, "", workflows.SignalConfirmation, d); err != nil {
 		e.t.Fatal(err)
 	}
 }
 
-// decide sends decision on p with p's own token.
-func (e *durEnv) decide(p workflows.PendingConfirmation, decision, approver string) string {
+// sign signs decision on p with p's current token (internal/approval), without sending it.
+func (e *durEnv) sign(p workflows.PendingConfirmation, decision, approver string) workflows.Decision {
 	e.t.Helper()
-	tok := e.tokenOf(p.ConfirmationID)
-	e.signal(p.WorkflowID, workflows.ConfirmationSignal{ConfirmationID: p.ConfirmationID, Decision: decision, Token: tok,
-		Approver: approver, Reason: "test decision"})
-	return tok
+	row, err := e.st.GetConfirmation(context.Background(), p.ConfirmationID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	d, err := approval.Sign(e.key, row, approval.Request{ConfirmationID: p.ConfirmationID, Decision: decision,
+		Approver: approver, Reason: "test decision"}, time.Now())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return d
+}
+
+// decide signs decision on p and signals the turn; it returns the decision as sent.
+func (e *durEnv) decide(p workflows.PendingConfirmation, decision, approver string) workflows.Decision {
+	e.t.Helper()
+	d := e.sign(p, decision, approver)
+	e.signal(p.WorkflowID, d)
+	return d
 }
 
 func (e *durEnv) audit(workflowID string) []store.AuditEvent {
@@ -546,7 +561,7 @@ func TestB25ApprovalBoundToReviewedArguments(t *testing.T) {
 	if p1.CallID != in.PendingApproval.ID || p1.ToolName != "record_value" || canon(t, string(p1.Arguments)) != reviewed {
 		t.Fatalf("the approver must review call_1 exactly as emitted: %+v", p1)
 	}
-	firstToken := e.decide(p1, workflows.DecisionApprove, "alice") // allow_once
+	first := e.decide(p1, workflows.DecisionApprove, "alice") // allow_once
 
 	p2 := waitPending(t, e.c, wf, seen)
 	if p2.CallID != in.PendingApproval.ID || canon(t, string(p2.Arguments)) != changed {
@@ -567,11 +582,14 @@ func TestB25ApprovalBoundToReviewedArguments(t *testing.T) {
 			return len(e.refusals(wf)) >= n
 		})
 	}
-	// 1. The approval given for call_1 (its token, now consumed) presented for the replayed call.
-	e.signal(wf, workflows.ConfirmationSignal{ConfirmationID: p2.ConfirmationID, Decision: workflows.DecisionApprove, Token: firstToken, Approver: "alice"})
+	// 1. The approval given for call_1 (as anyone can read it from history) re-aimed at the
+	// replayed call.
+	reaimed := first
+	reaimed.ConfirmationID = p2.ConfirmationID
+	e.signal(wf, reaimed)
 	waitRefusals(1)
 	// 2. The same allow_once decision re-sent for the first confirmation, as a replaying client would.
-	e.signal(wf, workflows.ConfirmationSignal{ConfirmationID: p1.ConfirmationID, Decision: workflows.DecisionApprove, Token: firstToken, Approver: "alice"})
+	e.signal(wf, first)
 	waitRefusals(2)
 	// 3. A fresh, unconsumed token bound to this very turn and proposal but to the reviewed
 	// arguments' digest: what a stale approver page showing the reviewed value would hold.
@@ -584,10 +602,17 @@ func TestB25ApprovalBoundToReviewedArguments(t *testing.T) {
 		ArgsDigest: p1.ArgsDigest, Arguments: p1.Arguments, Display: p1.Display, ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	e.signal(wf, workflows.ConfirmationSignal{ConfirmationID: p2.ConfirmationID, Decision: workflows.DecisionApprove, Token: stale, Approver: "alice"})
+	staleNonce, err := token.NewNonce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	staleDecision := workflows.Decision{ConfirmationID: p2.ConfirmationID, Decision: workflows.DecisionApprove, Approver: "alice", Nonce: staleNonce}
+	staleDecision.MAC = token.SignDecision(stale, token.Decision{ConfirmationID: p2.ConfirmationID, Decision: staleDecision.Decision,
+		Approver: "alice", ArgsDigest: p1.ArgsDigest, Nonce: staleNonce})
+	e.signal(wf, staleDecision)
 	waitRefusals(3)
 
-	want := []string{activities.TokenReplayed, "not_pending", activities.TokenBindingMismatch}
+	want := []string{activities.NonceReplayed, activities.RefusalNotPending, activities.DecisionMACInvalid}
 	if got := e.refusals(wf); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("refusals = %v, want %v", got, want)
 	}
@@ -1102,9 +1127,8 @@ func TestB30UndeliveredApprovalLeavesConfirmationActionable(t *testing.T) {
 	stillActionable("after a failed approve")
 
 	// 2. A surface holding a stale run id: the signal is refused by the service.
-	tok := e.tokenOf(p.ConfirmationID)
 	if err := e.c.SignalWorkflow(context.Background(), run.GetID(), "11111111-2222-3333-4444-555555555555", workflows.SignalConfirmation,
-		workflows.ConfirmationSignal{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove, Token: tok, Approver: "alice"}); err == nil {
+		e.sign(p, workflows.DecisionApprove, "alice")); err == nil {
 		t.Fatal("a signal to a run that does not exist must fail")
 	}
 	stillActionable("after a signal to a stale run")

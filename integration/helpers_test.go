@@ -17,9 +17,9 @@ import (
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/store"
-	"github.com/airlock-dev/airlock/internal/token"
 	"github.com/airlock-dev/airlock/workers"
 	"github.com/airlock-dev/airlock/workflows"
 )
@@ -179,23 +179,16 @@ func waitPending(t *testing.T, c client.Client, id string, seen map[string]bool)
 	return got
 }
 
-// decide opens the confirmation's sealed token as an approver surface does and signals the turn.
+// decide signs a decision with the confirmation's token and signals the turn, as an approver
+// surface does (internal/approval).
 func decide(t *testing.T, c client.Client, cfg config.Config, st *store.Store, confirmationID, decision, approver string) {
 	t.Helper()
-	row, err := st.GetConfirmation(context.Background(), confirmationID)
-	if err != nil {
-		t.Fatal(err)
-	}
 	key, err := workers.ApproverKey(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := token.Open(key, row.SealedToken, confirmationID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.SignalWorkflow(context.Background(), row.WorkflowID, row.RunID, workflows.SignalConfirmation, workflows.ConfirmationSignal{
-		ConfirmationID: confirmationID, Decision: decision, Token: tok, Approver: approver, Reason: "test decision"}); err != nil {
+	if _, err := approval.Send(context.Background(), c, st, key, approval.Request{ConfirmationID: confirmationID,
+		Decision: decision, Approver: approver, Reason: "test decision"}); err != nil {
 		t.Fatal(err)
 	}
 }

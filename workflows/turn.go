@@ -473,11 +473,12 @@ func (t *turn) present(ctx workflow.Context, d Decision) (DecisionResult, error)
 		if w != nil && t.decided != nil && d.ConfirmationID == w.p.ConfirmationID {
 			detail = fmt.Sprintf("confirmation %q was already decided (%s by %s)", d.ConfirmationID, t.decided.Decision, t.decided.Approver)
 		}
-		seq := t.seq
+		// Audited against the proposal waiting now, if any.
+		seq, waiting := t.seq, (*PendingConfirmation)(nil)
 		if w != nil {
-			seq = w.p.Seq
+			seq, waiting = w.p.Seq, &w.p
 		}
-		return DecisionResult{Refusal: RefusalNotPending, Detail: detail}, t.refuse(ctx, seq, nil, d.Approver, RefusalNotPending, detail)
+		return DecisionResult{Refusal: RefusalNotPending, Detail: detail}, t.refuse(ctx, seq, waiting, d.Approver, RefusalNotPending, detail)
 	}
 	t.presenting = true
 	defer func() { t.presenting = false }()

@@ -15,8 +15,8 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/airlock-dev/airlock/activities"
-	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/approval"
+	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
 	"github.com/airlock-dev/airlock/workers"
