@@ -74,11 +74,11 @@ func TestBadDatabaseURLNeverShowsThePassword(t *testing.T) {
 		"postgresql:/airlock:Hunter2secret@127.0.0.1:1/airlock",
 		"host=127.0.0.1 user=airlock password=Hunter2secret",
 	} {
-		for _, args := range [][]string{{"pending"}, {"audit"}, {"--database-url", u, "pending"}} {
+		for _, args := range [][]string{{"pending"}, {"audit"}, {"--database-url", u, "pending"}, {"--help"}, {"pending", "--help"}} {
 			env := []string{"AIRLOCK_DATABASE_URL=" + u}
 			out, err := cli(t, env, args...)
-			if err == nil {
-				t.Errorf("airlock %s with %q succeeded:\n%s", strings.Join(args, " "), u, out)
+			if help := strings.HasSuffix(args[len(args)-1], "--help"); help != (err == nil) {
+				t.Errorf("airlock %s with %q: exit %v:\n%s", strings.Join(args, " "), u, err, out)
 			}
 			for _, leak := range []string{"Hunter2secret", "secret"} {
 				if strings.Contains(out, leak) {
