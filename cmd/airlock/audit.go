@@ -7,8 +7,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-
-	"github.com/airlock-dev/airlock/internal/store"
 )
 
 func newAuditCmd() *cobra.Command {
@@ -20,7 +18,7 @@ func newAuditCmd() *cobra.Command {
 		Example: "  airlock audit --turn turn/demo/1\n  airlock audit --json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, out := cmd.Context(), cmd.OutOrStdout()
-			st, err := store.Open(ctx, cfg.StoreURL())
+			st, err := openExistingStore(ctx)
 			if err != nil {
 				return err
 			}

@@ -43,7 +43,7 @@ func newPendingCmd() *cobra.Command {
 		Example: "  airlock pending\n  AIRLOCK_DATABASE_URL=postgres://… airlock pending",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, out := cmd.Context(), cmd.OutOrStdout()
-			st, err := store.Open(ctx, cfg.StoreURL())
+			st, err := openExistingStore(ctx)
 			if err != nil {
 				return err
 			}
@@ -113,7 +113,7 @@ func newDenyCmd() *cobra.Command {
 
 func decideCmd(cmd *cobra.Command, id, decision, approver, reason string) error {
 	ctx := cmd.Context()
-	st, err := store.Open(ctx, cfg.StoreURL())
+	st, err := openExistingStore(ctx)
 	if err != nil {
 		return err
 	}

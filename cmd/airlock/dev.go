@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/redact"
 	"github.com/airlock-dev/airlock/workflows"
 )
 
@@ -62,7 +63,7 @@ func runDev(cmd *cobra.Command, trace, message, decision string) error {
 		return err
 	}
 
-	step("starting a worker: store %s, registry layers %v", cfg.StoreURL(), cfg.Layers)
+	step("starting a worker: store %s, registry layers %v", redact.URL(cfg.StoreURL()), cfg.Layers)
 	ready := make(chan struct{})
 	werr := make(chan error, 1)
 	go func() { werr <- runWorker(ctx, cmd, ready) }()

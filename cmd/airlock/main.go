@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/redact"
 )
 
 func main() {
@@ -60,6 +61,7 @@ Configuration comes from the environment, overridden by flags:
 	pf := root.PersistentFlags()
 	pf.StringVar(&cfg.Home, "home", cfg.Home, "local state directory (AIRLOCK_HOME)")
 	pf.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "store URL, postgres://… or sqlite:PATH (AIRLOCK_DATABASE_URL; default SQLite under --home)")
+	pf.Lookup("database-url").DefValue = redact.URL(cfg.DatabaseURL) // --help shows the default: never its password
 	pf.StringVar(&cfg.CorpusDir, "corpus", cfg.CorpusDir, "AgentDojo corpus folder with tools.json and runs/ (AIRLOCK_CORPUS)")
 	root.AddCommand(newWorkerCmd(), newTurnCmd(), newPendingCmd(), newApproveCmd(), newDenyCmd(), newAuditCmd(),
 		newParseCmd(), newReplayCmd(), newRegistryCmd(), newStackCmd(), newDevCmd(), newEvalCmd())

@@ -115,16 +115,16 @@ func startAndMaybeWait(cmd *cobra.Command, req workflows.TurnRequest, wait bool,
 // startAndWatch starts the turn, prints its id and UI link and, with wait, watches it to the
 // end and prints the result. It returns the turn's workflow id.
 func startAndWatch(ctx context.Context, out io.Writer, req workflows.TurnRequest, wait bool, decide decider) (string, error) {
+	st, err := openExistingStore(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer st.Close()
 	c, err := config.DialTemporal(ctx)
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
-	st, err := store.Open(ctx, cfg.StoreURL())
-	if err != nil {
-		return "", err
-	}
-	defer st.Close()
 	id, err := startTurn(ctx, c, st, req)
 	if err != nil {
 		return "", err
@@ -299,7 +299,7 @@ func newTurnShowCmd() *cobra.Command {
 			if transcript {
 				return showTranscript(ctx, out, id)
 			}
-			st, err := store.Open(ctx, cfg.StoreURL())
+			st, err := openExistingStore(ctx)
 			if err != nil {
 				return err
 			}

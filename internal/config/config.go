@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/contrib/envconfig"
 	tlog "go.temporal.io/sdk/log"
 
+	"github.com/airlock-dev/airlock/internal/redact"
 	"github.com/airlock-dev/airlock/internal/stack"
 )
 
@@ -26,7 +27,8 @@ type Config struct {
 	// Home is the local state directory (AIRLOCK_HOME, default ".airlock").
 	Home string
 	// DatabaseURL selects the store (AIRLOCK_DATABASE_URL): "postgres://…" for PostgreSQL;
-	// empty means the SQLite file <Home>/airlock.db.
+	// empty means the SQLite file <Home>/airlock.db. It may hold a password: show it only
+	// through redact.URL (String does).
 	DatabaseURL string
 	// CorpusDir is the AgentDojo corpus root holding tools.json and runs/ (AIRLOCK_CORPUS;
 	// default ../shared/corpus/agentdojo beside the repository, when present).
@@ -66,6 +68,14 @@ func FromEnv() Config {
 		c.CorpusDir = DefaultCorpusDir()
 	}
 	return c
+}
+
+// String describes the Config for logs and error messages with every secret masked (the
+// database URL through redact.URL), so printing a Config with %v or %+v, or logging it, never
+// shows a password.
+func (c Config) String() string {
+	return fmt.Sprintf("{Home:%s DatabaseURL:%s CorpusDir:%s RegistryFile:%s Layers:%v ApproverKeyFile:%s TemporalUI:%s TaskQueue:%s FetchAllowPrivate:%t}",
+		c.Home, redact.URL(c.DatabaseURL), c.CorpusDir, c.RegistryFile, c.Layers, c.ApproverKeyFile, redact.URL(c.TemporalUI), c.TaskQueue, c.FetchAllowPrivate)
 }
 
 // StoreURL is the store URL to open: DatabaseURL, or the SQLite file under Home.
@@ -131,7 +141,7 @@ func env(k, def string) string {
 func TemporalOptions() (client.Options, error) {
 	o, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
-		return o, fmt.Errorf("config: temporal client options: %w", err)
+		return o, redact.Error(fmt.Errorf("config: temporal client options: %w", err), os.Getenv("TEMPORAL_API_KEY"))
 	}
 	if o.HostPort == "" {
 		o.HostPort = client.DefaultHostPort
@@ -178,7 +188,8 @@ func DialTemporal(ctx context.Context) (client.Client, error) {
 	}
 	c, err := client.DialContext(ctx, o)
 	if err != nil {
-		return nil, fmt.Errorf("connect to Temporal at %s (namespace %s): %w; start it with `make run` or `airlock stack up`", o.HostPort, o.Namespace, err)
+		return nil, redact.Error(fmt.Errorf("connect to Temporal at %s (namespace %s): %w; start it with `make run` or `airlock stack up`",
+			o.HostPort, o.Namespace, err), os.Getenv("TEMPORAL_API_KEY"))
 	}
 	return c, nil
 }

@@ -1,6 +1,10 @@
 package config
 
 import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"go.temporal.io/sdk/client"
@@ -43,5 +47,20 @@ func TestTuneForLoopbackOnlyTouchesLocalServers(t *testing.T) {
 	TuneForLoopback(&o)
 	if o.ConnectionOptions.GrpcCompression != nil {
 		t.Error("a remote server keeps the SDK default (gzip)")
+	}
+}
+
+// A Config printed or logged never shows the database password.
+func TestConfigNeverPrintsTheDatabasePassword(t *testing.T) {
+	c := Config{Home: ".airlock", DatabaseURL: "postgres://airlock:Hunter2secret@db:5432/airlock?sslpassword=K3ysecret", TaskQueue: "q"}
+	var logged bytes.Buffer
+	slog.New(slog.NewTextHandler(&logged, nil)).Info("config", "cfg", c)
+	for _, s := range []string{fmt.Sprint(c), fmt.Sprintf("%+v", c), logged.String()} {
+		if strings.Contains(s, "secret") {
+			t.Errorf("config shows a secret: %s", s)
+		}
+		if !strings.Contains(s, "postgres://airlock:xxxxx@db:5432/airlock") {
+			t.Errorf("config hides the database location: %s", s)
+		}
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/airlock-dev/airlock/internal/redact"
 )
 
 // DefaultOpenAIModel is the model used when neither the request nor AIRLOCK_OPENAI_MODEL names
@@ -49,6 +51,16 @@ type OpenAIConfig struct {
 	MaxTokens int64
 }
 
+// String describes the configuration with the API key and base URL secrets masked, so a
+// printed or logged OpenAIConfig never shows them.
+func (c OpenAIConfig) String() string {
+	key := ""
+	if c.APIKey != "" {
+		key = redact.Mask
+	}
+	return fmt.Sprintf("{BaseURL:%s APIKey:%s Model:%s Timeout:%s MaxTokens:%d}", redact.URL(c.BaseURL), key, c.Model, c.Timeout, c.MaxTokens)
+}
+
 // OpenAIConfigFromEnv reads AIRLOCK_OPENAI_BASE_URL, AIRLOCK_OPENAI_API_KEY (falling back to
 // OPENAI_API_KEY) and AIRLOCK_OPENAI_MODEL (default DefaultOpenAIModel). No other environment
 // variable is consulted; in particular the SDK's own OPENAI_* defaults are not applied.
@@ -73,6 +85,7 @@ func OpenAIConfigFromEnv() OpenAIConfig {
 // never decodes it.
 type OpenAI struct {
 	cfg                 OpenAIConfig
+	secrets             []string // the API key and base URL secrets, scrubbed from every error
 	chat                openai.ChatCompletionService
 	maxCompletionTokens bool
 }
@@ -84,12 +97,10 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	if cfg.BaseURL == "" {
 		cfg.BaseURL = DefaultOpenAIBaseURL
 	}
+	// url.Parse's error quotes the whole URL (userinfo included): never pass it on.
 	u, err := url.Parse(cfg.BaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("inference: openai: base URL: %w", err)
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("inference: openai: base URL %q: want http(s)://host[/path]", cfg.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("inference: openai: base URL %s: want http(s)://host[/path]", redact.URL(cfg.BaseURL))
 	}
 	if cfg.Timeout < 0 || cfg.MaxTokens < 0 {
 		return nil, fmt.Errorf("inference: openai: negative timeout or max tokens")
@@ -106,7 +117,8 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 		opts = append(opts, option.WithRequestTimeout(cfg.Timeout))
 	}
 	return &OpenAI{
-		cfg: cfg,
+		cfg:     cfg,
+		secrets: append([]string{cfg.APIKey}, redact.URLSecrets(cfg.BaseURL)...),
 		// The service is built directly, not through openai.NewClient, so that the SDK's
 		// environment defaults (OPENAI_BASE_URL, OPENAI_ORG_ID, OPENAI_CUSTOM_HEADERS, …)
 		// cannot change where or what Airlock sends.
@@ -134,7 +146,7 @@ func (p *OpenAI) Complete(ctx context.Context, req Request) (Response, error) {
 	)
 	_, err = p.chat.New(ctx, params, option.WithResponseBodyInto(&body), option.WithResponseInto(&httpResp))
 	if err != nil {
-		return Response{}, classifyOpenAIError(err, httpResp)
+		return Response{}, p.scrub(classifyOpenAIError(err, httpResp))
 	}
 	status := http.StatusOK
 	if httpResp != nil {
@@ -142,9 +154,23 @@ func (p *OpenAI) Complete(ctx context.Context, req Request) (Response, error) {
 	}
 	usage, err := inspectBody(body, status)
 	if err != nil {
-		return Response{}, err
+		return Response{}, p.scrub(err)
 	}
 	return Response{Format: FormatOpenAI, Raw: json.RawMessage(body), Usage: usage}, nil
+}
+
+// scrub removes the API key and the base URL's secrets from err: a provider may echo the
+// key in its error body (a local server often does, in full). A *ProviderError keeps its type,
+// with its Message scrubbed; any other error is wrapped by redact.Error.
+func (p *OpenAI) scrub(err error) error {
+	if pe, ok := err.(*ProviderError); ok {
+		pe.Message = redact.String(pe.Message, p.secrets...)
+		if pe.Err != nil {
+			pe.Err = redact.Error(pe.Err, p.secrets...)
+		}
+		return pe
+	}
+	return redact.Error(err, p.secrets...)
 }
 
 // params maps a Request onto the SDK's chat-completions parameters.

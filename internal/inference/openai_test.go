@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -398,5 +399,41 @@ func TestOpenAIIgnoresSDKEnvironment(t *testing.T) {
 	}
 	if gotOrg != "" || gotCustom != "" {
 		t.Fatalf("SDK environment leaked into the request: org %q custom %q", gotOrg, gotCustom)
+	}
+}
+
+// No error shows the API key, even when the provider echoes it in full (as local servers
+// do), nor the password of a base URL that does not parse.
+func TestOpenAIErrorsNeverShowTheAPIKey(t *testing.T) {
+	const key = "sk-live-Hunter2secretKey"
+	for _, status := range []int{http.StatusUnauthorized, http.StatusOK, http.StatusInternalServerError} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			msg, _ := json.Marshal("Incorrect API key provided: " + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+			_, _ = io.WriteString(w, `{"error":{"message":`+string(msg)+`,"code":"invalid_api_key"}}`)
+		}))
+		t.Cleanup(srv.Close)
+		p := newTestOpenAI(t, OpenAIConfig{BaseURL: srv.URL + "/v1", APIKey: key, Model: "m"})
+		_, err := p.Complete(context.Background(), Request{Round: 1, Messages: []Message{{Role: RoleUser, Content: "hi"}}})
+		var pe *ProviderError
+		if !errors.As(err, &pe) || pe.StatusCode != status {
+			t.Fatalf("HTTP %d: err = %v", status, err)
+		}
+		if strings.Contains(err.Error(), "Hunter2secret") || strings.Contains(pe.Message, "Hunter2secret") {
+			t.Errorf("HTTP %d: error shows the API key: %v", status, err)
+		}
+		if !strings.Contains(err.Error(), "Incorrect API key provided") {
+			t.Errorf("HTTP %d: the provider's message is lost: %v", status, err)
+		}
+	}
+	for _, base := range []string{"https://user:Hunter2secret@api.example:bad/v1", "https://user:Hunter2/secret@api.example/v1", "ftp://user:Hunter2secret@x/v1", "user:Hunter2secret@host"} {
+		_, err := NewOpenAI(OpenAIConfig{BaseURL: base, APIKey: key})
+		if err == nil || strings.Contains(err.Error(), "secret") {
+			t.Errorf("NewOpenAI(%q) = %v: want an error without the secret", base, err)
+		}
+	}
+	if s := fmt.Sprintf("%+v", OpenAIConfig{BaseURL: "https://u:Hunter2secret@h/v1", APIKey: key}); strings.Contains(s, "secret") {
+		t.Errorf("OpenAIConfig prints a secret: %s", s)
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"os"
@@ -44,6 +45,8 @@ import (
 	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq"  // registers driver "postgres"
 	_ "modernc.org/sqlite" // registers driver "sqlite"
+
+	"github.com/airlock-dev/airlock/internal/redact"
 )
 
 // Driver names returned by (*Store).Driver.
@@ -64,8 +67,14 @@ const DefaultSQLitePath = ".airlock/airlock.db"
 // with SQLITE_BUSY, foreign keys on, and IMMEDIATE transactions so a
 // transaction takes the write lock at BEGIN (no lock-upgrade deadlock between
 // processes).
-const sqlitePragmas = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)" +
-	"&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+const sqlitePragmas = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)" + sqliteConnPragmas
+
+// sqliteExistingPragmas are OpenExisting's: the same without journal_mode, which writes to
+// the file (an Airlock store is in WAL mode already; a file that is not one stays as it is).
+const sqliteExistingPragmas = "_pragma=busy_timeout(5000)" + sqliteConnPragmas
+
+// sqliteConnPragmas are the per-connection settings shared by both.
+const sqliteConnPragmas = "&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 
 // migrationLockID is the PostgreSQL advisory lock key that serializes
 // migrations between processes (an arbitrary constant: "airlock" in ASCII).
@@ -86,6 +95,13 @@ var (
 	// requested (DecideConfirmation with another decision, FinishExecution
 	// with another state). The first recorded state stands.
 	ErrConflict = errors.New("store: conflicting final state")
+	// ErrNoStore: OpenExisting found no Airlock store at the location: no SQLite file there,
+	// or a database without Airlock's schema (no schema_migrations table). Nothing was
+	// created.
+	ErrNoStore = errors.New("store: no Airlock store")
+	// ErrSchemaOutdated: OpenExisting found an Airlock store that lacks migrations this
+	// binary needs; a worker (Open) of this version applies them.
+	ErrSchemaOutdated = errors.New("store: the store's schema is older than this binary")
 )
 
 //go:embed migrations
@@ -98,36 +114,62 @@ type Store struct {
 	driver string
 }
 
-// Open connects to the database named by url, applies any pending embedded
-// migrations, and returns the Store.
+// Open connects to the database named by url, creating it when it does not exist, applies
+// any pending embedded migrations, and returns the Store. Only commands that serve turns (the
+// worker, the evaluation) create the store; every other command opens it with OpenExisting.
 //
 // Accepted url forms:
 //   - "" — SQLite file DefaultSQLitePath (".airlock/airlock.db"); the
 //     directory is created if missing.
-//   - "sqlite:PATH" (also "sqlite://PATH") — SQLite file PATH; its parent
-//     directory is created if missing. A "?query" suffix is passed to the
-//     driver after the store's own pragmas.
+//   - "sqlite:PATH" (also "sqlite://PATH", so "sqlite:///ABSOLUTE/PATH") — SQLite file
+//     PATH; its parent directory is created if missing. A "?query" suffix is passed to the
+//     driver after the store's own pragmas. A PATH starting with "~" is refused (no shell
+//     expands it here).
 //   - "file:PATH" — SQLite URI filename, passed to SQLite as a URI (so SQLite
 //     URI parameters such as mode= apply); parent directory created likewise.
 //   - "postgres://…" or "postgresql://…" — PostgreSQL via lib/pq. Run-time
-//     parameters such as search_path may be given as query parameters.
+//     parameters such as search_path may be given as query parameters. Reserved characters
+//     in the user name or password must be percent-encoded.
+//
+// Schemes are matched without regard to case; any other scheme is an error listing these
+// forms.
 //
 // SQLite connections use WAL, busy_timeout=5000, foreign_keys=1 and
 // IMMEDIATE transactions, and the pool is limited to one connection, so
 // writers inside this process queue instead of failing with SQLITE_BUSY.
 //
-// Errors are wrapped with "store: " and the driver and (password-redacted)
-// location: an unsupported scheme, an unreachable server, or a failed
-// migration (naming the migration file) all fail Open, and no Store is
-// returned.
+// Errors are wrapped with "store: " and the driver and location, redacted with
+// redact.URL: an unsupported scheme, a PostgreSQL URL that does not parse, an
+// unreachable server, or a failed migration (naming the migration file) all fail Open,
+// and no Store is returned. No error ever holds the password or a secret query parameter
+// of url: errors of url.Parse and of the driver, which may quote the URL, are never
+// returned verbatim.
 func Open(ctx context.Context, url string) (*Store, error) {
-	driver, dsn, where, err := parseURL(url)
+	return open(ctx, url, true)
+}
+
+// OpenExisting is Open for commands that must find an existing store (airlock pending,
+// audit, turn show, approve, deny, turn start): it never creates a SQLite file or its
+// directory, never creates a table and applies no migration.
+//
+// Errors: ErrNoStore (wrapped with the location) when the SQLite file does not exist or the
+// database has no Airlock schema (no schema_migrations table, as in an empty PostgreSQL
+// database or an empty SQLite file); ErrSchemaOutdated when the store lacks migrations
+// this binary needs (a worker of this version applies them). Other errors are Open's.
+func OpenExisting(ctx context.Context, url string) (*Store, error) {
+	return open(ctx, url, false)
+}
+
+// open implements Open (create) and OpenExisting (!create).
+func open(ctx context.Context, rawURL string, create bool) (*Store, error) {
+	driver, dsn, where, err := parseURL(rawURL, create)
 	if err != nil {
 		return nil, err
 	}
+	secrets := redact.URLSecrets(rawURL)
 	db, err := sqlx.Open(driver, dsn)
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s %s: %w", driver, where, err)
+		return nil, redact.Error(fmt.Errorf("store: open %s %s: %w", driver, where, err), secrets...)
 	}
 	if driver == DriverSQLite {
 		db.SetMaxOpenConns(1)
@@ -140,12 +182,21 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	}
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("store: connect to %s %s: %w", driver, where, err)
+		return nil, redact.Error(fmt.Errorf("store: connect to %s %s: %w", driver, where, err), secrets...)
 	}
 	s := &Store{db: db, driver: driver}
-	if err := s.migrate(ctx); err != nil {
+	if create {
+		err = s.migrate(ctx)
+	} else {
+		err = s.checkSchema(ctx, driver+" "+where)
+	}
+	if errors.Is(err, ErrNoStore) || errors.Is(err, ErrSchemaOutdated) {
 		db.Close()
-		return nil, fmt.Errorf("store: migrate %s %s: %w", driver, where, err)
+		return nil, redact.Error(err, secrets...)
+	}
+	if err != nil {
+		db.Close()
+		return nil, redact.Error(fmt.Errorf("store: migrate %s %s: %w", driver, where, err), secrets...)
 	}
 	return s, nil
 }
@@ -153,45 +204,163 @@ func Open(ctx context.Context, url string) (*Store, error) {
 // PostgresPoolSize bounds (and keeps warm) the PostgreSQL connections of one Store.
 const PostgresPoolSize = 16
 
-// parseURL maps an Open url to (driver, DSN, human-readable location).
-func parseURL(raw string) (driver, dsn, where string, err error) {
+// acceptedForms lists the url forms Open accepts, for error messages.
+const acceptedForms = `want "" (default SQLite file), "sqlite:PATH" or "sqlite:///ABSOLUTE/PATH", ` +
+	`"file:PATH", or "postgres://USER:PASSWORD@HOST:PORT/DATABASE" ("postgresql://" alike)`
+
+// parseURL maps an Open url to (driver, DSN, human-readable location). With create, a
+// missing SQLite directory is created; without it, a missing SQLite file is ErrNoStore. The
+// location and every error are redacted (redact.URL).
+func parseURL(raw string, create bool) (driver, dsn, where string, err error) {
+	scheme, rest, _ := strings.Cut(raw, ":")
+	scheme = strings.ToLower(scheme)
 	switch {
 	case raw == "":
-		if err := os.MkdirAll(filepath.Dir(DefaultSQLitePath), 0o700); err != nil {
-			return "", "", "", fmt.Errorf("store: create directory for %s: %w", DefaultSQLitePath, err)
-		}
-		return DriverSQLite, DefaultSQLitePath + "?" + sqlitePragmas, DefaultSQLitePath, nil
-	case strings.HasPrefix(raw, "sqlite:"), strings.HasPrefix(raw, "file:"):
-		uri := strings.HasPrefix(raw, "file:")
-		rest := strings.TrimPrefix(strings.TrimPrefix(raw, "sqlite:"), "file:")
+		return sqliteDSN(DefaultSQLitePath, "", false, create)
+	case scheme == "sqlite" || scheme == "file":
 		p, query, _ := strings.Cut(rest, "?")
 		p = strings.TrimPrefix(p, "//") // sqlite:///abs/path, file:///abs/path
 		if p == "" {
-			return "", "", "", fmt.Errorf("store: database URL %q names no SQLite file", raw)
+			return "", "", "", fmt.Errorf("store: database URL %s names no SQLite file: %s", redact.URL(raw), acceptedForms)
 		}
-		if p != ":memory:" {
-			if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-				return "", "", "", fmt.Errorf("store: create directory for SQLite file %s: %w", p, err)
-			}
+		return sqliteDSN(p, query, scheme == "file", create)
+	case scheme == "postgres" || scheme == "postgresql":
+		where = redact.URL(raw)
+		if !strings.HasPrefix(rest, "//") {
+			return "", "", "", fmt.Errorf("store: PostgreSQL URL %s lacks \"//\" after the scheme: %s", where, acceptedForms)
 		}
-		dsn = p + "?" + sqlitePragmas
-		if uri {
-			dsn = "file:" + dsn
-		}
-		if query != "" {
-			dsn += "&" + query
-		}
-		return DriverSQLite, dsn, p, nil
-	case strings.HasPrefix(raw, "postgres://"), strings.HasPrefix(raw, "postgresql://"):
-		where = "(unparseable URL)"
-		if u, perr := url.Parse(raw); perr == nil {
-			where = u.Redacted()
+		if err := checkPostgresURL(raw); err != nil {
+			return "", "", "", fmt.Errorf("store: PostgreSQL URL %s does not parse: %s; "+
+				"percent-encode reserved characters (@ : / ? # %% [ ] and spaces) in the user name and password", where, err)
 		}
 		return DriverPostgres, raw, where, nil
 	default:
-		scheme, _, _ := strings.Cut(raw, ":")
-		return "", "", "", fmt.Errorf(`store: unsupported database URL scheme %q: want "" (default SQLite file), "sqlite:PATH", "file:PATH", "postgres://…" or "postgresql://…"`, scheme)
+		shown := redact.URL(raw)
+		if s, _, ok := strings.Cut(shown, ":"); ok && !strings.HasPrefix(shown, redact.Mask) {
+			return "", "", "", fmt.Errorf("store: unsupported database URL scheme %q in %s: %s", s, shown, acceptedForms)
+		}
+		return "", "", "", fmt.Errorf("store: the database URL is not a URL (not shown: it may hold a password): %s", acceptedForms)
 	}
+}
+
+// sqliteDSN builds the DSN of SQLite file p (a SQLite URI path when uri is set) with the
+// store's pragmas and the caller's extra query. With create, p's directory is created;
+// without it, p must be an existing regular file and the DSN forbids SQLite to create it
+// (mode=rw), so a path mistyped between the check and the open still creates nothing.
+func sqliteDSN(p, query string, uri, create bool) (driver, dsn, where string, err error) {
+	where = p
+	if strings.HasPrefix(p, "~") {
+		return "", "", "", fmt.Errorf("store: SQLite path %s starts with \"~\", which is not expanded here: use an absolute path or $HOME", p)
+	}
+	memory := p == ":memory:"
+	fsPath := p
+	if uri {
+		if u, err := url.PathUnescape(p); err == nil {
+			fsPath = u
+		}
+	}
+	switch {
+	case create && !memory:
+		if err := os.MkdirAll(filepath.Dir(fsPath), 0o700); err != nil {
+			return "", "", "", fmt.Errorf("store: create directory for SQLite file %s: %w", p, err)
+		}
+	case !create && memory:
+		return "", "", "", fmt.Errorf("%w at %s: an in-memory SQLite database is always empty", ErrNoStore, p)
+	case !create:
+		abs, _ := filepath.Abs(fsPath)
+		st, err := os.Stat(fsPath)
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", "", "", fmt.Errorf("%w at %s%s: the SQLite file does not exist", ErrNoStore, p, absNote(p, abs))
+		} else if err != nil {
+			return "", "", "", fmt.Errorf("store: SQLite file %s: %w", p, err)
+		} else if !st.Mode().IsRegular() {
+			return "", "", "", fmt.Errorf("%w at %s%s: it is a %s, not a SQLite file", ErrNoStore, p, absNote(p, abs), fileKind(st.Mode()))
+		}
+		if err := checkSQLiteHeader(fsPath); err != nil {
+			return "", "", "", fmt.Errorf("%w at %s%s: %w", ErrNoStore, p, absNote(p, abs), err)
+		}
+		// Open through a URI with mode=rw: SQLite then never creates the file.
+		if !uri {
+			p = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(p)
+		}
+		dsn = "file:" + p + "?mode=rw&" + sqliteExistingPragmas
+		if query != "" {
+			dsn += "&" + query
+		}
+		return DriverSQLite, dsn, where, nil
+	}
+	dsn = p + "?" + sqlitePragmas
+	if uri {
+		dsn = "file:" + dsn
+	}
+	if query != "" {
+		dsn += "&" + query
+	}
+	return DriverSQLite, dsn, where, nil
+}
+
+// sqliteHeader starts every SQLite database file.
+const sqliteHeader = "SQLite format 3\x00"
+
+// checkSQLiteHeader reports a file that is not a SQLite database (an empty file left by a
+// mistyped path, a text file): SQLite would otherwise initialize it on first write.
+func checkSQLiteHeader(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	buf := make([]byte, len(sqliteHeader))
+	if n, _ := io.ReadFull(f, buf); n == 0 {
+		return errors.New("the file is empty")
+	} else if string(buf[:n]) != sqliteHeader {
+		return errors.New("the file is not a SQLite database")
+	}
+	return nil
+}
+
+// absNote is " (ABS)" when abs differs from p, so a relative path names where it was looked for.
+func absNote(p, abs string) string {
+	if abs == "" || abs == p {
+		return ""
+	}
+	return " (" + abs + ")"
+}
+
+func fileKind(m fs.FileMode) string {
+	if m.IsDir() {
+		return "directory"
+	}
+	return "special file"
+}
+
+// checkPostgresURL reports what is wrong with a postgres:// URL in words of its own: the
+// errors of url.Parse quote the URL (password included), so they are never passed on. An
+// '@' after a '/', '?' or '#' means a user name or password with an unencoded reserved
+// character: lib/pq would connect somewhere else and might echo part of the password.
+func checkPostgresURL(raw string) error {
+	rest := raw[strings.Index(raw, "://")+3:]
+	if i := strings.LastIndexByte(rest, '@'); i >= 0 && strings.ContainsAny(rest[:i], "/?#") {
+		return errors.New("an '@' after the host")
+	}
+	_, err := url.Parse(raw)
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	for _, p := range []struct{ match, say string }{
+		{"invalid port", "an invalid port (a ':' in the host part)"},
+		{"invalid URL escape", "a malformed %-escape"},
+		{"invalid userinfo", "invalid characters in the user name or password"},
+		{"control character", "a control character"},
+		{"missing ']'", "an unclosed '[' in the host"},
+		{"invalid character", "an invalid character in the host"},
+	} {
+		if strings.Contains(msg, p.match) {
+			return errors.New(p.say)
+		}
+	}
+	return errors.New("a malformed URL")
 }
 
 // Close closes the database. The Store must not be used afterwards.
@@ -337,6 +506,48 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// schemaTableQuery counts the schema_migrations table of the store's schema (search_path
+// on PostgreSQL): 0 means the database holds no Airlock store.
+var schemaTableQuery = map[string]string{
+	DriverPostgres: `SELECT count(*) FROM (SELECT to_regclass('schema_migrations') AS t) r WHERE t IS NOT NULL`,
+	DriverSQLite:   `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`,
+}
+
+// checkSchema is OpenExisting's migrate: it only reads. ErrNoStore when the database has no
+// schema_migrations table; ErrSchemaOutdated when an embedded migration is not applied. where
+// (driver and redacted location) names the store in those two errors.
+func (s *Store) checkSchema(ctx context.Context, where string) error {
+	migs, err := loadMigrations(s.driver)
+	if err != nil {
+		return fmt.Errorf("load embedded migrations: %w", err)
+	}
+	var n int
+	if err := s.db.GetContext(ctx, &n, schemaTableQuery[s.driver]); err != nil {
+		return fmt.Errorf("look for schema_migrations: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w at %s: the database has no Airlock tables (no schema_migrations)", ErrNoStore, where)
+	}
+	var versions []int
+	if err := s.db.SelectContext(ctx, &versions, `SELECT version FROM schema_migrations`); err != nil {
+		return fmt.Errorf("read schema_migrations: %w", err)
+	}
+	applied := map[int]bool{}
+	for _, v := range versions {
+		applied[v] = true
+	}
+	var missing []string
+	for _, m := range migs {
+		if !applied[m.version] {
+			missing = append(missing, m.name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %s lacks %s; start a worker of this version to migrate it", ErrSchemaOutdated, where, strings.Join(missing, ", "))
 	}
 	return nil
 }

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/redact"
 )
 
 // Every test runs against both drivers: SQLite in t.TempDir() and PostgreSQL
@@ -69,11 +71,11 @@ func freshURL(t *testing.T, driver string) string {
 	schema := "airlock_t_" + hex.EncodeToString(rnd[:])
 	admin, err := sql.Open("postgres", base)
 	if err != nil {
-		t.Fatalf("open %s: %v", redact(base), err)
+		t.Fatalf("open %s: %v", redact.URL(base), err)
 	}
 	defer admin.Close()
 	if _, err := admin.ExecContext(testCtx(t), "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create test schema on %s: %v\n(is the server up? %s)", redact(base), err, "scripts/ensure-postgres.sh")
+		t.Fatalf("create test schema on %s: %v\n(is the server up? %s)", redact.URL(base), err, "scripts/ensure-postgres.sh")
 	}
 	t.Cleanup(func() {
 		db, err := sql.Open("postgres", base)
@@ -93,13 +95,6 @@ func freshURL(t *testing.T, driver string) string {
 	q.Set("search_path", schema) // lib/pq passes unknown keys as run-time parameters
 	u.RawQuery = q.Encode()
 	return u.String()
-}
-
-func redact(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return u.Redacted()
-	}
-	return "(unparseable URL)"
 }
 
 func openStore(t *testing.T, u string) *Store {
