@@ -35,8 +35,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-dev/airlock/activities"
-	"github.com/airlock-dev/airlock/internal/canonical"
 	"github.com/airlock-dev/airlock/internal/approval"
+	"github.com/airlock-dev/airlock/internal/canonical"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/store"
