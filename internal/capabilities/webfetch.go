@@ -177,8 +177,8 @@ type FetchConfig struct {
 //
 // The address policy is enforced in the dialer on the IP actually being connected to (after
 // DNS resolution, for every redirect hop and every connection attempt), so a DNS answer, a
-// redirect or a DNS rebinding that points at a non-public address is refused. Environment
-// proxies are not used.
+// redirect or a DNS rebinding that points at a protected service, or at a non-public address
+// outside the allow-list, is refused. Environment proxies are not used.
 type Fetcher struct {
 	cfg          FetchConfig
 	maxRedirects int
