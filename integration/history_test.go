@@ -37,7 +37,7 @@ func TestMixedTurnHistory(t *testing.T) {
 	t.Setenv("AIRLOCK_OPENAI_API_KEY", "test")
 	c := dial(t)
 	cfg := testConfig(t)
-	cfg.FetchAllowPrivate = true
+	cfg.FetchAllow = []string{"127.0.0.0/8"}
 	startWorker(t, c, cfg)
 	st := openStore(t, cfg)
 	run := startTurn(t, c, cfg, workflows.TurnRequest{Conversation: "mixed", Principal: "ops", Message: "check the host and the status page"})

@@ -163,7 +163,7 @@ func TestWorkerKilledAfterExecuteTurnCompletesCapabilityRanOnce(t *testing.T) {
 		"TEMPORAL_ADDRESS=" + devServer.Address, "TEMPORAL_NAMESPACE=" + devServer.Namespace,
 		"AIRLOCK_HOME=" + cfg.Home, "AIRLOCK_DATABASE_URL=" + cfg.DatabaseURL, "AIRLOCK_TASK_QUEUE=" + cfg.TaskQueue,
 		"AIRLOCK_OPENAI_BASE_URL=" + model.URL + "/v1", "AIRLOCK_OPENAI_API_KEY=test", "AIRLOCK_OPENAI_MODEL=fake",
-		"AIRLOCK_FETCH_ALLOW_PRIVATE=1", "AIRLOCK_REGISTRY_LAYERS=",
+		"AIRLOCK_FETCH_ALLOW=127.0.0.0/8", "AIRLOCK_REGISTRY_LAYERS=",
 	}
 	w1 := startWorkerProcess(t, env)
 	st := openStore(t, cfg)
@@ -225,7 +225,7 @@ func TestEveryOutcomeKindAuditedOnceOnPostgres(t *testing.T) {
 	t.Setenv("AIRLOCK_OPENAI_API_KEY", "test")
 	c := dial(t)
 	cfg := testConfig(t)
-	cfg.FetchAllowPrivate = true
+	cfg.FetchAllow = []string{"127.0.0.0/8"}
 	startWorker(t, c, cfg)
 	st := openStore(t, cfg)
 	run := startTurn(t, c, cfg, workflows.TurnRequest{Conversation: "every-outcome", Message: "go", MaxCalls: 4, ConfirmationTTL: 3 * time.Second})

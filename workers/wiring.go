@@ -80,9 +80,16 @@ func approverKey(cfg config.Config) (token.Key, error) {
 func ApproverKey(cfg config.Config) (token.Key, error) { return approverKey(cfg) }
 
 // LoadRegistry loads the base registry (embedded, or cfg.RegistryFile) plus cfg.Layers and
-// binds the Go and schema-defined implementations. Any problem is a *registry.LoadError or an
-// error naming what to configure: the worker must not serve.
+// binds the Go and schema-defined implementations, web.fetch with FetchConfig(cfg). Any
+// problem is a *registry.LoadError or an error naming what to configure: the worker must not
+// serve.
 func LoadRegistry(cfg config.Config, temporalProbe, storeProbe capabilities.Probe) (*registry.Registry, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
+	defer cancel()
+	fetch, err := FetchConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
 	base := registry.Base()
 	if cfg.RegistryFile != "" {
 		src, err := registry.FileSource(cfg.RegistryFile)
@@ -94,7 +101,7 @@ func LoadRegistry(cfg config.Config, temporalProbe, storeProbe capabilities.Prob
 	sources := []registry.Source{base}
 	impls := []registry.Implementation{
 		capabilities.SystemHealth(capabilities.HealthConfig{Temporal: temporalProbe, Store: storeProbe}),
-		capabilities.WebFetch(capabilities.NewFetcher(capabilities.FetchConfig{AllowPrivate: cfg.FetchAllowPrivate})),
+		capabilities.WebFetch(capabilities.NewFetcher(fetch)),
 	}
 	var tools map[string][]agentdojo.Tool
 	for _, name := range cfg.Layers {

@@ -50,7 +50,10 @@ Configuration comes from the environment, overridden by flags:
   AIRLOCK_APPROVER_KEY_FILE   approver key sealing tokens (default $AIRLOCK_HOME/approver.key;
                               or AIRLOCK_APPROVER_KEY as 64 hex characters)
   AIRLOCK_APPROVER            approver name for approve/deny (default $USER)
-  AIRLOCK_FETCH_ALLOW_PRIVATE 1 lets web.fetch reach private and loopback addresses
+  AIRLOCK_FETCH_ALLOW         private addresses web.fetch may reach: CIDRs and IP:port pairs,
+                              e.g. 10.0.0.0/8,127.0.0.1:8080 (default none; Airlock's own
+                              services are never reachable)
+  AIRLOCK_WEB_ADDR            approver page listen address (default 127.0.0.1:8780)
   AIRLOCK_LOG_LEVEL           SDK log level: debug, info, warn (default), error
   AIRLOCK_OPENAI_BASE_URL     serve a live OpenAI-compatible model (with AIRLOCK_OPENAI_API_KEY,
                               AIRLOCK_OPENAI_MODEL)

@@ -10,9 +10,10 @@
 //     retrieved content, retrieval time) kept apart from the model's prose, and fetched
 //     content is untrusted data forever: the page text is returned as data only, and nothing
 //     in it is interpreted. Network access is fail-closed: the fetcher refuses non-http(s)
-//     URLs, userinfo, and any connection to a non-public address (checked on the address
-//     actually dialed, so DNS answers, redirects and rebinding cannot reach private networks),
-//     and bounds redirects, body size and time.
+//     URLs, userinfo, any connection to a non-public address that the operator's allow-list
+//     (ParseAllowList) does not name, and always any connection to Airlock's own services
+//     (ResolveProtected), checked on the address actually dialed, so DNS answers, redirects
+//     and rebinding cannot reach them; it bounds redirects, body size and time.
 //   - system.health@1 (SystemHealth, CheckHealth): a local, read-only report of host uptime,
 //     load, memory and disk read from /proc and statfs, and of the Temporal and store probes.
 //

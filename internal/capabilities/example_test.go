@@ -28,5 +28,5 @@ func ExampleFetcher_Fetch() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// web.fetch http://127.0.0.1:8080/admin: capabilities: blocked address: 127.0.0.1:8080
+	// web.fetch http://127.0.0.1:8080/admin: capabilities: blocked address: 127.0.0.1:8080 (not public and not in the fetch allow-list)
 }

@@ -44,9 +44,13 @@ const TruncationMark = "[content truncated]"
 // the address) so callers branch with errors.Is.
 var (
 	// ErrBlockedAddress: the URL's host, a redirect target or an address it resolved to is not
-	// allowed by the address policy (see PublicAddr, FetchConfig.AllowPrivate and AllowAddr).
-	// The concrete error is a *BlockedAddressError carrying the address.
+	// allowed by the address policy (see PublicAddr, FetchConfig.Allow, Protected and
+	// AllowAddr). The concrete error is a *BlockedAddressError carrying the address and the
+	// rule that refused it.
 	ErrBlockedAddress = errors.New("capabilities: blocked address")
+	// ErrProtectedAddress: the refused address is one of Airlock's own services
+	// (FetchConfig.Protected). Errors matching it also match ErrBlockedAddress.
+	ErrProtectedAddress = errors.New("capabilities: protected Airlock service")
 	// ErrScheme: the URL or a redirect target is not http or https.
 	ErrScheme = errors.New("capabilities: scheme not allowed")
 	// ErrInvalidURL: the URL does not parse, is not absolute, has no host, or carries
@@ -69,20 +73,56 @@ var (
 	ErrTimeout = errors.New("web.fetch timed out")
 )
 
-// BlockedAddressError reports the address a fetch refused to connect to. It matches
-// ErrBlockedAddress with errors.Is.
+// BlockReason is the rule of the address policy that refused an address.
+type BlockReason int
+
+const (
+	// BlockNotAllowed: the address is not public and no FetchConfig.Allow entry matches it
+	// (or FetchConfig.AllowAddr refused it, or the dial was not TCP).
+	BlockNotAllowed BlockReason = iota + 1
+	// BlockProtected: the address is one of Airlock's own services (FetchConfig.Protected),
+	// refused whatever the allow-list says.
+	BlockProtected
+)
+
+// BlockedAddressError reports the address a fetch refused to connect to, and why. It matches
+// ErrBlockedAddress with errors.Is, and also ErrProtectedAddress when Reason is
+// BlockProtected.
 type BlockedAddressError struct {
-	// Addr is the IP and port that was refused (port 0 when not known).
+	// Addr is the IP and port that was refused (port 0 when not known); zero when the URL's
+	// hostname itself was refused before any lookup (then Host is set).
 	Addr netip.AddrPort
+	// Host is the "name:port" refused by name (a protected service's hostname), else "".
+	Host string
+	// Reason is the rule that refused it.
+	Reason BlockReason
+	// Service names the protected service when Reason is BlockProtected ("Temporal UI").
+	Service string
 }
 
-// Error returns "capabilities: blocked address: <ip:port>".
+// Error returns "capabilities: blocked address: <ip:port> (<rule>)", where the rule is
+// "not public and not in the fetch allow-list" or "protected Airlock service: <service>".
 func (e *BlockedAddressError) Error() string {
-	return fmt.Sprintf("%v: %s", ErrBlockedAddress, e.Addr)
+	target := e.Host
+	if target == "" {
+		target = e.Addr.String()
+	}
+	switch e.Reason {
+	case BlockProtected:
+		return fmt.Sprintf("%v: %s (protected Airlock service: %s)", ErrBlockedAddress, target, e.Service)
+	case BlockNotAllowed:
+		return fmt.Sprintf("%v: %s (not public and not in the fetch allow-list)", ErrBlockedAddress, target)
+	}
+	return fmt.Sprintf("%v: %s", ErrBlockedAddress, target)
 }
 
-// Unwrap returns ErrBlockedAddress.
-func (e *BlockedAddressError) Unwrap() error { return ErrBlockedAddress }
+// Unwrap returns ErrBlockedAddress, and ErrProtectedAddress for a protected service.
+func (e *BlockedAddressError) Unwrap() []error {
+	if e.Reason == BlockProtected {
+		return []error{ErrBlockedAddress, ErrProtectedAddress}
+	}
+	return []error{ErrBlockedAddress}
+}
 
 // HTTPStatusError reports a non-2xx final response. It matches ErrHTTPStatus with errors.Is.
 type HTTPStatusError struct {
@@ -106,7 +146,8 @@ type FetchArgs struct {
 }
 
 // FetchConfig configures a Fetcher. The zero value is the safe default: public addresses
-// only, 2 MiB, 15 s, 5 redirects.
+// only, 2 MiB, 15 s, 5 redirects. The address policy is Protected first (always refused),
+// then public addresses (allowed), then Allow (the only way to a non-public address).
 type FetchConfig struct {
 	// MaxBytes caps the response body read, in bytes; <= 0 means DefaultFetchMaxBytes.
 	MaxBytes int64
@@ -116,13 +157,16 @@ type FetchConfig struct {
 	// MaxRedirects is how many redirects are followed; 0 means DefaultFetchMaxRedirects and a
 	// negative value means none.
 	MaxRedirects int
-	// AllowPrivate, when true, lets the fetcher connect to any address, including private,
-	// loopback, link-local and other non-public ones. Default false: only PublicAddr
-	// addresses.
-	AllowPrivate bool
-	// AllowAddr, when non-nil, replaces the address policy (PublicAddr and AllowPrivate): a
-	// connection to an IP and port is made only if it returns true. It is consulted for
-	// every address actually dialed, and for IP-literal hosts in the URL and redirects.
+	// Allow is the private allow-list (ParseAllowList; AIRLOCK_FETCH_ALLOW): a non-public
+	// address (not PublicAddr) is connected to only when an entry matches its IP and port.
+	// Empty: public addresses only.
+	Allow []AllowRule
+	// Protected is the deny-list (ResolveProtected): Airlock's own services, never connected
+	// to, whatever Allow, AllowAddr or PublicAddr say.
+	Protected []ProtectedAddr
+	// AllowAddr, when non-nil, replaces PublicAddr and Allow (not Protected): a connection to
+	// an IP and port is made only if it returns true. It is consulted for every address
+	// actually dialed, and for IP-literal hosts in the URL and redirects.
 	AllowAddr func(netip.AddrPort) bool
 	// UserAgent is the User-Agent header; "" means DefaultFetchUserAgent.
 	UserAgent string
@@ -133,8 +177,8 @@ type FetchConfig struct {
 //
 // The address policy is enforced in the dialer on the IP actually being connected to (after
 // DNS resolution, for every redirect hop and every connection attempt), so a DNS answer, a
-// redirect or a DNS rebinding that points at a non-public address is refused. Environment
-// proxies are not used.
+// redirect or a DNS rebinding that points at a protected service, or at a non-public address
+// outside the allow-list, is refused. Environment proxies are not used.
 type Fetcher struct {
 	cfg          FetchConfig
 	maxRedirects int
@@ -177,35 +221,62 @@ func NewFetcher(cfg FetchConfig) *Fetcher {
 	return f
 }
 
-// allowed applies the address policy to one IP and port.
-func (f *Fetcher) allowed(ap netip.AddrPort) bool {
+// check applies the address policy to one IP and port: nil when it may be connected to.
+func (f *Fetcher) check(ap netip.AddrPort) *BlockedAddressError {
+	ip := ap.Addr().WithZone("").Unmap()
+	key := netip.AddrPortFrom(ip, ap.Port())
+	for _, p := range f.cfg.Protected {
+		if p.Prefix.IsValid() && p.Port == ap.Port() && p.Prefix.Contains(ip) {
+			return &BlockedAddressError{Addr: ap, Reason: BlockProtected, Service: p.Service}
+		}
+	}
 	if f.cfg.AllowAddr != nil {
-		return f.cfg.AllowAddr(ap)
+		if f.cfg.AllowAddr(ap) {
+			return nil
+		}
+		return &BlockedAddressError{Addr: ap, Reason: BlockNotAllowed}
 	}
-	if f.cfg.AllowPrivate {
-		return ap.Addr().IsValid()
+	if PublicAddr(ip) {
+		return nil
 	}
-	return PublicAddr(ap.Addr())
+	for _, r := range f.cfg.Allow {
+		if r.matches(key) {
+			return nil
+		}
+	}
+	return &BlockedAddressError{Addr: ap, Reason: BlockNotAllowed}
 }
 
-// control runs after DNS resolution, just before each connect: address is the literal
-// IP:port being dialed.
+// checkName refuses a URL whose hostname is a protected service's, on its port.
+func (f *Fetcher) checkName(host string, port uint16) *BlockedAddressError {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	for _, p := range f.cfg.Protected {
+		if p.Host != "" && p.Host == host && p.Port == port {
+			return &BlockedAddressError{Host: net.JoinHostPort(host, strconv.Itoa(int(port))), Reason: BlockProtected, Service: p.Service}
+		}
+	}
+	return nil
+}
+
+// control runs after DNS resolution, just before each connect (every redirect hop, every
+// address tried): address is the literal IP:port being dialed.
 func (f *Fetcher) control(network, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return fmt.Errorf("%w: unparsable dial address %q", ErrBlockedAddress, address)
 	}
 	if network != "tcp4" && network != "tcp6" {
-		return &BlockedAddressError{Addr: ap}
+		return &BlockedAddressError{Addr: ap, Reason: BlockNotAllowed}
 	}
-	if !f.allowed(ap) {
-		return &BlockedAddressError{Addr: ap}
+	if be := f.check(ap); be != nil {
+		return be
 	}
 	return nil
 }
 
 // checkURL refuses URLs that must never be requested: non-http(s) schemes, userinfo, no host,
-// and IP-literal hosts outside the address policy (hostnames are checked at dial time).
+// IP-literal hosts outside the address policy, and protected services' hostnames (other
+// hostnames are checked on the addresses they resolve to, at dial time).
 func (f *Fetcher) checkURL(u *url.URL) error {
 	if !strings.EqualFold(u.Scheme, "http") && !strings.EqualFold(u.Scheme, "https") {
 		return fmt.Errorf("%w: %q", ErrScheme, u.Scheme)
@@ -215,10 +286,6 @@ func (f *Fetcher) checkURL(u *url.URL) error {
 	}
 	if u.Opaque != "" || u.Hostname() == "" {
 		return fmt.Errorf("%w: no host", ErrInvalidURL)
-	}
-	ip, err := netip.ParseAddr(u.Hostname())
-	if err != nil {
-		return nil // a hostname: its resolved addresses are checked by control
 	}
 	port := uint16(80)
 	if strings.EqualFold(u.Scheme, "https") {
@@ -231,8 +298,15 @@ func (f *Fetcher) checkURL(u *url.URL) error {
 		}
 		port = uint16(n)
 	}
-	if ap := netip.AddrPortFrom(ip, port); !f.allowed(ap) {
-		return &BlockedAddressError{Addr: ap}
+	ip, err := netip.ParseAddr(u.Hostname())
+	if err != nil {
+		if be := f.checkName(u.Hostname(), port); be != nil {
+			return be
+		}
+		return nil // a hostname: its resolved addresses are checked by control
+	}
+	if be := f.check(netip.AddrPortFrom(ip, port)); be != nil {
+		return be
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ package config
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -46,27 +47,42 @@ type Config struct {
 	// TaskQueue is the Temporal task queue for turns (AIRLOCK_TASK_QUEUE, default
 	// "airlock-turns"); separate queues isolate environments sharing one namespace.
 	TaskQueue string
-	// FetchAllowPrivate lets web.fetch reach private and loopback addresses
-	// (AIRLOCK_FETCH_ALLOW_PRIVATE=1; default refused).
-	FetchAllowPrivate bool
+	// FetchAllow is web.fetch's private allow-list (AIRLOCK_FETCH_ALLOW, comma list of CIDRs
+	// and IP:port pairs, parsed by capabilities.ParseAllowList): the only non-public addresses
+	// it may reach. Empty: public addresses only. Airlock's own services stay unreachable
+	// whatever it says.
+	FetchAllow []string
+	// RetiredFetchAllowPrivate is set when the removed AIRLOCK_FETCH_ALLOW_PRIVATE has a
+	// value: a worker then refuses to start (ErrFetchAllowPrivateRemoved) rather than silently
+	// ignore it.
+	RetiredFetchAllowPrivate bool
+	// WebAddr is the approver page's listen address, host:port (AIRLOCK_WEB_ADDR, default
+	// 127.0.0.1:8780); web.fetch never connects to it.
+	WebAddr string
 }
+
+// ErrFetchAllowPrivateRemoved: AIRLOCK_FETCH_ALLOW_PRIVATE is set, but it no longer exists.
+var ErrFetchAllowPrivateRemoved = errors.New("config: AIRLOCK_FETCH_ALLOW_PRIVATE was removed (it opened every private address to web.fetch); " +
+	"unset it and list the private addresses web.fetch may reach in AIRLOCK_FETCH_ALLOW, a comma list of CIDRs and IP:port pairs, e.g. 10.0.0.0/8,127.0.0.1:8080")
 
 // FromEnv reads the Config from the environment.
 func FromEnv() Config {
 	c := Config{
-		Home:              env("AIRLOCK_HOME", ".airlock"),
-		DatabaseURL:       os.Getenv("AIRLOCK_DATABASE_URL"),
-		CorpusDir:         os.Getenv("AIRLOCK_CORPUS"),
-		RegistryFile:      os.Getenv("AIRLOCK_REGISTRY"),
-		Layers:            SplitList(os.Getenv("AIRLOCK_REGISTRY_LAYERS")),
-		ApproverKeyFile:   os.Getenv("AIRLOCK_APPROVER_KEY_FILE"),
-		TemporalUI:        env("AIRLOCK_TEMPORAL_UI", "http://localhost:8233"),
-		FetchAllowPrivate: os.Getenv("AIRLOCK_FETCH_ALLOW_PRIVATE") == "1",
-		TaskQueue:         env("AIRLOCK_TASK_QUEUE", "airlock-turns"),
+		Home:            env("AIRLOCK_HOME", ".airlock"),
+		DatabaseURL:     os.Getenv("AIRLOCK_DATABASE_URL"),
+		CorpusDir:       os.Getenv("AIRLOCK_CORPUS"),
+		RegistryFile:    os.Getenv("AIRLOCK_REGISTRY"),
+		Layers:          SplitList(os.Getenv("AIRLOCK_REGISTRY_LAYERS")),
+		ApproverKeyFile: os.Getenv("AIRLOCK_APPROVER_KEY_FILE"),
+		TemporalUI:      env("AIRLOCK_TEMPORAL_UI", "http://localhost:8233"),
+		FetchAllow:      SplitList(os.Getenv("AIRLOCK_FETCH_ALLOW")),
+		WebAddr:         env("AIRLOCK_WEB_ADDR", "127.0.0.1:8780"),
+		TaskQueue:       env("AIRLOCK_TASK_QUEUE", "airlock-turns"),
 	}
 	if c.CorpusDir == "" {
 		c.CorpusDir = DefaultCorpusDir()
 	}
+	c.RetiredFetchAllowPrivate = os.Getenv("AIRLOCK_FETCH_ALLOW_PRIVATE") != ""
 	return c
 }
 
@@ -74,8 +90,8 @@ func FromEnv() Config {
 // database URL through redact.URL), so printing a Config with %v or %+v, or logging it, never
 // shows a password.
 func (c Config) String() string {
-	return fmt.Sprintf("{Home:%s DatabaseURL:%s CorpusDir:%s RegistryFile:%s Layers:%v ApproverKeyFile:%s TemporalUI:%s TaskQueue:%s FetchAllowPrivate:%t}",
-		c.Home, redact.URL(c.DatabaseURL), c.CorpusDir, c.RegistryFile, c.Layers, c.ApproverKeyFile, redact.URL(c.TemporalUI), c.TaskQueue, c.FetchAllowPrivate)
+	return fmt.Sprintf("{Home:%s DatabaseURL:%s CorpusDir:%s RegistryFile:%s Layers:%v ApproverKeyFile:%s TemporalUI:%s TaskQueue:%s FetchAllow:%v WebAddr:%s}",
+		c.Home, redact.URL(c.DatabaseURL), c.CorpusDir, c.RegistryFile, c.Layers, c.ApproverKeyFile, redact.URL(c.TemporalUI), c.TaskQueue, c.FetchAllow, c.WebAddr)
 }
 
 // StoreURL is the store URL to open: DatabaseURL, or the SQLite file under Home.

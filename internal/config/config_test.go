@@ -64,3 +64,22 @@ func TestConfigNeverPrintsTheDatabasePassword(t *testing.T) {
 		}
 	}
 }
+
+func TestFromEnvFetchSettings(t *testing.T) {
+	t.Setenv("AIRLOCK_FETCH_ALLOW", " 10.0.0.0/8, ,127.0.0.1:8080 ")
+	t.Setenv("AIRLOCK_FETCH_ALLOW_PRIVATE", "")
+	t.Setenv("AIRLOCK_WEB_ADDR", "")
+	c := FromEnv()
+	if len(c.FetchAllow) != 2 || c.FetchAllow[0] != "10.0.0.0/8" || c.FetchAllow[1] != "127.0.0.1:8080" {
+		t.Fatalf("FetchAllow = %q", c.FetchAllow)
+	}
+	if c.WebAddr != "127.0.0.1:8780" || c.RetiredFetchAllowPrivate {
+		t.Fatalf("defaults: WebAddr %q, retired %v", c.WebAddr, c.RetiredFetchAllowPrivate)
+	}
+	for _, v := range []string{"1", "0", "true"} { // any value: refuse rather than guess
+		t.Setenv("AIRLOCK_FETCH_ALLOW_PRIVATE", v)
+		if !FromEnv().RetiredFetchAllowPrivate {
+			t.Errorf("AIRLOCK_FETCH_ALLOW_PRIVATE=%s not noticed", v)
+		}
+	}
+}
