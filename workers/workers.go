@@ -4,6 +4,8 @@
 package workers
 
 import (
+	"time"
+
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -37,6 +39,15 @@ func Register(r worker.Registry, acts *activities.Activities) {
 	r.RegisterActivityWithOptions(acts, activity.RegisterOptions{SkipInvalidStructFunctions: true})
 }
 
+// StickyScheduleToStartTimeout is how long a workflow task waits on the sticky queue of the
+// worker that cached the turn before the server hands it to any worker (the SDK default is
+// 5 s). A worker that died holds its turns' next tasks this long: with the workflow task
+// timeout (workflows.WorkflowTaskTimeout) and the activity heartbeat timeout
+// (workflows.HeartbeatTimeout), a turn whose worker died resumes within about 2 s of a live
+// worker polling (issue 7, item 3). A busy live worker that misses it only costs a replay of
+// the turn's history on another worker.
+const StickyScheduleToStartTimeout = time.Second
+
 // New builds the turn worker on taskQueue ("" = workflows.TaskQueue). Sticky execution stays
 // on (the default): a turn's workflow state stays cached between inference rounds.
 func New(c client.Client, acts *activities.Activities, taskQueue string) worker.Worker {
@@ -49,6 +60,7 @@ func New(c client.Client, acts *activities.Activities, taskQueue string) worker.
 		// pollers left new turns waiting ~600 ms for their first workflow task at 16 in flight).
 		MaxConcurrentWorkflowTaskPollers: 8,
 		MaxConcurrentActivityTaskPollers: 8,
+		StickyScheduleToStartTimeout:     StickyScheduleToStartTimeout,
 	})
 	Register(w, acts)
 	return w

@@ -86,8 +86,6 @@ var (
 	// ErrNotFound: the requested row (confirmation, execution, turn result)
 	// does not exist.
 	ErrNotFound = errors.New("store: not found")
-	// ErrTokenUnknown: ConsumeToken found no confirmation with this token hash.
-	ErrTokenUnknown = errors.New("store: confirmation token unknown")
 	// ErrTokenConsumed: ConsumeToken found the confirmation, but its token had
 	// already been consumed (tokens are single-use, successful or not).
 	ErrTokenConsumed = errors.New("store: confirmation token already consumed")
