@@ -482,17 +482,10 @@ func (t *turn) present(ctx workflow.Context, d Decision) (DecisionResult, error)
 	}
 	t.presenting = true
 	defer func() { t.presenting = false }()
-	t.presentations++
-	p, adm := w.p, w.adm
-	var cons activities.ConsumeOutput
-	if err := workflow.ExecuteLocalActivity(localCtx(ctx, "consume confirmation "+p.ConfirmationID), a.ConsumeConfirmation, activities.ConsumeInput{
-		ConfirmationID: p.ConfirmationID, WorkflowID: t.workflowID, RunID: t.runID, Seq: p.Seq,
-		CapabilityID: adm.CapabilityID, Version: adm.Version, ArgsDigest: adm.ArgsDigest,
-		Presentation: fmt.Sprintf("%s/%s/%d/%d", t.workflowID, t.runID, p.Seq, t.presentations),
-		Decision:     d.Decision, Approver: d.Approver, Reason: d.Reason, Nonce: d.Nonce, MAC: d.MAC,
-		Principal: t.req.Principal, DistinctApprover: adm.DistinctApprover,
-	}).Get(ctx, &cons); err != nil {
-		return DecisionResult{}, fmt.Errorf("consume confirmation %s: %w", p.ConfirmationID, err)
+	p := w.p
+	cons, err := t.consume(ctx, p, w.adm, d)
+	if err != nil {
+		return DecisionResult{}, err
 	}
 	if !cons.Valid {
 		detail := cons.Detail
@@ -505,6 +498,24 @@ func (t *turn) present(ctx workflow.Context, d Decision) (DecisionResult, error)
 	t.decided = &d
 	t.wake.SendAsync(true)
 	return DecisionResult{Accepted: true}, nil
+}
+
+// consume presents d to the pending proposal p (stage 4: ConsumeConfirmation, a local
+// activity), as presentation number t.presentations of this run.
+func (t *turn) consume(ctx workflow.Context, p PendingConfirmation, adm activities.Admission, d Decision) (activities.ConsumeOutput, error) {
+	t.presentations++
+	var cons activities.ConsumeOutput
+	err := workflow.ExecuteLocalActivity(localCtx(ctx, "consume confirmation "+p.ConfirmationID), a.ConsumeConfirmation, activities.ConsumeInput{
+		ConfirmationID: p.ConfirmationID, WorkflowID: t.workflowID, RunID: t.runID, Seq: p.Seq,
+		CapabilityID: adm.CapabilityID, Version: adm.Version, ArgsDigest: adm.ArgsDigest,
+		Presentation: fmt.Sprintf("%s/%s/%d/%d", t.workflowID, t.runID, p.Seq, t.presentations),
+		Decision:     d.Decision, Approver: d.Approver, Reason: d.Reason, Nonce: d.Nonce, MAC: d.MAC,
+		Principal: t.req.Principal, DistinctApprover: adm.DistinctApprover,
+	}).Get(ctx, &cons)
+	if err != nil {
+		return cons, fmt.Errorf("consume confirmation %s: %w", p.ConfirmationID, err)
+	}
+	return cons, nil
 }
 
 // refuse audits a refused decision (confirmation_refused); p is the proposal it was presented
@@ -552,16 +563,9 @@ func (t *turn) awaitLegacy(ctx workflow.Context, p PendingConfirmation, adm acti
 		case sig.Decision != DecisionApprove && sig.Decision != DecisionDeny:
 			err = refuse(activities.BadDecision, fmt.Sprintf("decision %q is not approve or deny", sig.Decision))
 		default:
-			t.presentations++
-			var cons activities.ConsumeOutput
-			if err := workflow.ExecuteLocalActivity(localCtx(ctx, "consume confirmation "+p.ConfirmationID), a.ConsumeConfirmation, activities.ConsumeInput{
-				ConfirmationID: p.ConfirmationID, WorkflowID: t.workflowID, RunID: t.runID, Seq: p.Seq,
-				CapabilityID: adm.CapabilityID, Version: adm.Version, ArgsDigest: adm.ArgsDigest,
-				Presentation: fmt.Sprintf("%s/%s/%d/%d", t.workflowID, t.runID, p.Seq, t.presentations),
-				Decision:     sig.Decision, Approver: sig.Approver, Reason: sig.Reason, Nonce: sig.Nonce, MAC: sig.MAC,
-				Principal: t.req.Principal, DistinctApprover: adm.DistinctApprover,
-			}).Get(ctx, &cons); err != nil {
-				return sig, false, fmt.Errorf("consume confirmation %s: %w", p.ConfirmationID, err)
+			cons, err := t.consume(ctx, p, adm, sig)
+			if err != nil {
+				return sig, false, err
 			}
 			if cons.Valid {
 				return sig, false, nil
