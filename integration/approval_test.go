@@ -144,11 +144,15 @@ func (e *durEnv) reissues(workflowID string) []string {
 	return out
 }
 
-// waitRefusals waits until the turn has audited n refused decisions and returns their codes.
-func (e *durEnv) waitRefusals(workflowID string, n int) []string {
+// waitRefusals waits until the turn has audited n refused decisions and returns their codes;
+// each guard runs at every poll (to fail at once when a call ran instead).
+func (e *durEnv) waitRefusals(workflowID string, n int, guards ...func()) []string {
 	e.t.Helper()
 	var got []string
 	eventually(e.t, 30*time.Second, fmt.Sprintf("%d refused decisions audited on %s", n, workflowID), func() bool {
+		for _, g := range guards {
+			g()
+		}
 		got = e.refusals(workflowID)
 		return len(got) >= n
 	})
@@ -378,6 +382,7 @@ func TestApprovalDecisionFromHistoryIsUseless(t *testing.T) {
 			t.Fatalf("%s: record_value ran %d times: a decision read from history executed a call (%v)", when, n, e.rec.of("record_value"))
 		}
 	}
+	ran := func() { nothingRan("waiting for the refusal") }
 	stillWaits := func(p workflows.PendingConfirmation, gen int, when string) {
 		t.Helper()
 		r := e.row(p.ConfirmationID)
@@ -410,29 +415,29 @@ func TestApprovalDecisionFromHistoryIsUseless(t *testing.T) {
 	// confirmation that is no longer pending (no token touched); as an update the validator
 	// refuses it before it reaches history.
 	e.signal(wfA, hist)
-	e.waitRefusals(wfA, 1)
+	e.waitRefusals(wfA, 1, ran)
 	stillWaits(a2, 0, "copy unchanged to A's next proposal")
 	wantNotPendingUpdate(wfA, hist, "copy unchanged as an update")
 	// Re-aimed at the later proposal: the nonce was recorded by the approval.
 	reaimed := hist
 	reaimed.ConfirmationID = a2.ConfirmationID
 	e.signal(wfA, reaimed)
-	e.waitRefusals(wfA, 2)
+	e.waitRefusals(wfA, 2, ran)
 	stillWaits(a2, 1, "copy re-aimed at A's next proposal")
 	// (a) Under another approver name, re-aimed: with the recorded nonce, then a fresh one (the
 	// MAC binds the approver); and as it stands in history, naming the decided confirmation.
 	mallory := reaimed
 	mallory.Approver = "mallory"
 	e.signal(wfA, mallory)
-	e.waitRefusals(wfA, 3)
+	e.waitRefusals(wfA, 3, ran)
 	stillWaits(a2, 2, "copy under another approver, recorded nonce")
 	e.signal(wfA, fresh(mallory))
-	e.waitRefusals(wfA, 4)
+	e.waitRefusals(wfA, 4, ran)
 	stillWaits(a2, 3, "copy under another approver, fresh nonce")
 	malloryA1 := hist
 	malloryA1.Approver = "mallory"
 	e.signal(wfA, malloryA1)
-	e.waitRefusals(wfA, 5)
+	e.waitRefusals(wfA, 5, ran)
 	stillWaits(a2, 3, "copy under another approver for the decided confirmation")
 	// The same re-aimed copy through the decide update: judged, refused, reissued.
 	res, err := e.update(wfA, mallory)
@@ -457,15 +462,15 @@ func TestApprovalDecisionFromHistoryIsUseless(t *testing.T) {
 	// (b) To another turn's pending confirmation: unchanged, re-aimed with the recorded nonce,
 	// re-aimed with a fresh nonce, and unchanged as an update.
 	e.signal(wfB, hist)
-	e.waitRefusals(wfB, 1)
+	e.waitRefusals(wfB, 1, ran)
 	stillWaits(b1, 0, "copy unchanged to turn B")
 	toB := hist
 	toB.ConfirmationID = b1.ConfirmationID
 	e.signal(wfB, toB)
-	e.waitRefusals(wfB, 2)
+	e.waitRefusals(wfB, 2, ran)
 	stillWaits(b1, 1, "copy re-aimed at B")
 	e.signal(wfB, fresh(toB))
-	e.waitRefusals(wfB, 3)
+	e.waitRefusals(wfB, 3, ran)
 	stillWaits(b1, 2, "copy re-aimed at B with a fresh nonce")
 	wantNotPendingUpdate(wfB, hist, "copy unchanged to B as an update")
 	if got, want := e.refusals(wfB), []string{activities.RefusalNotPending, activities.NonceReplayed, activities.DecisionMACInvalid}; !slices.Equal(got, want) {
