@@ -290,6 +290,16 @@ func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (
 	if code != "" {
 		return a.refuseAndReissue(ctx, row, in, code, detail, now)
 	}
+	// The decision is final from here: record it now, not only after the call executed, so an
+	// approver who lost the race is told at once who decided (approval.Decide, approval.Wait)
+	// and `airlock pending` stops listing it. Stage 6 records the same decision again (a no-op).
+	decided, reason := store.DecisionApproved, ""
+	if in.Decision == DecisionDeny {
+		decided, reason = store.DecisionDenied, in.Reason
+	}
+	if err := a.Store.DecideConfirmation(ctx, in.ConfirmationID, decided, in.Approver, reason, now); err != nil {
+		return ConsumeOutput{}, fmt.Errorf("record decision for %s: %w", in.ConfirmationID, err)
+	}
 	return ConsumeOutput{Valid: true, Generation: row.Generation}, nil
 }
 
