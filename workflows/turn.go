@@ -563,9 +563,9 @@ func (t *turn) awaitLegacy(ctx workflow.Context, p PendingConfirmation, adm acti
 		case sig.Decision != DecisionApprove && sig.Decision != DecisionDeny:
 			err = refuse(activities.BadDecision, fmt.Sprintf("decision %q is not approve or deny", sig.Decision))
 		default:
-			cons, err := t.consume(ctx, p, adm, sig)
-			if err != nil {
-				return sig, false, err
+			cons, cerr := t.consume(ctx, p, adm, sig)
+			if cerr != nil {
+				return sig, false, cerr
 			}
 			if cons.Valid {
 				return sig, false, nil
