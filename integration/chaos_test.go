@@ -915,8 +915,12 @@ func (h *chaosHarness) report(wall time.Duration) *chaosReport {
 	}
 
 	// Resume latency per event and open turn: the next WorkflowTaskCompleted (or the close) at or
-	// after the resume moment. A turn that had already closed at the kill is not counted.
+	// after the resume moment. A turn that had already closed at the kill is not counted. A
+	// turn still stalled by an earlier kill when a later one hits (the same next progress) is
+	// counted once, against the earlier kill that stalled it: its wait runs from that kill's
+	// new worker, and charging it again to every later kill would multiply one stall.
 	progress := map[string][]time.Time{} // workflow id → WFT completed times, then the close time last
+	charged := map[string]time.Time{}     // workflow id → the progress moment already charged to a kill
 	var all []float64
 	byKind := map[string][]float64{}
 	for _, ev := range h.events {
@@ -932,6 +936,10 @@ func (h *chaosHarness) report(wall time.Duration) *chaosReport {
 			}
 			for _, x := range ts {
 				if !x.Before(ev.Resumed) {
+					if charged[wf].Equal(x) {
+						break // still waiting on an earlier kill's stall
+					}
+					charged[wf] = x
 					s := x.Sub(ev.Resumed).Seconds()
 					ev.Latencies[wf] = s
 					byKind[ev.Kind] = append(byKind[ev.Kind], s)
