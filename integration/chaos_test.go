@@ -920,7 +920,7 @@ func (h *chaosHarness) report(wall time.Duration) *chaosReport {
 	// counted once, against the earlier kill that stalled it: its wait runs from that kill's
 	// new worker, and charging it again to every later kill would multiply one stall.
 	progress := map[string][]time.Time{} // workflow id → WFT completed times, then the close time last
-	charged := map[string]time.Time{}     // workflow id → the progress moment already charged to a kill
+	charged := map[string]time.Time{}    // workflow id → the progress moment already charged to a kill
 	var all []float64
 	byKind := map[string][]float64{}
 	for _, ev := range h.events {
