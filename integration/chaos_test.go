@@ -190,8 +190,7 @@ func TestChaos(t *testing.T) {
 	began := time.Now()
 	h.run(kills)
 	rep := h.report(time.Since(began))
-	rep.print(os.Stdout)
-	t.Log("\n" + rep.table())
+	rep.print(os.Stdout) // shown with -v (make chaos) and when the test fails
 	if *chaosJSON != "" {
 		b, _ := json.MarshalIndent(rep, "", "  ")
 		if err := os.WriteFile(*chaosJSON, append(b, '\n'), 0o644); err != nil {
