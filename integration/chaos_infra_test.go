@@ -21,7 +21,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"go.temporal.io/sdk/client"
 
 	"github.com/airlock-dev/airlock/internal/stack"
@@ -149,16 +148,6 @@ func (p *privatePostgres) restart(ctx context.Context) error {
 		return err
 	}
 	return p.start(ctx)
-}
-
-// ping reports whether the server answers a query.
-func (p *privatePostgres) ping(ctx context.Context) error {
-	db, err := sqlx.Open("postgres", p.URL)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	return db.PingContext(ctx)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -752,9 +752,13 @@ func (h *chaosHarness) restartTemporal() {
 		h.persisted = "no turn had completed before the restart"
 		return
 	}
-	d, err := h.c.DescribeWorkflowExecution(ctx, before, "")
-	if err != nil || d.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-		h.problem("Temporal lost turn %s across its restart: %v %v", before, err, d.GetWorkflowExecutionInfo().GetStatus())
+	d, err := h.c.DescribeWorkflow(ctx, before, "")
+	if err != nil {
+		h.problem("Temporal lost turn %s across its restart: %v", before, err)
+		return
+	}
+	if st := d.RawResponse.GetWorkflowExecutionInfo().GetStatus(); st != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		h.problem("turn %s completed before the Temporal restart and is %v after it", before, st)
 		return
 	}
 	h.persisted = "turn " + before + " completed before the restart and is there after it"
