@@ -12,7 +12,7 @@ STATICCHECK := $(BIN)/staticcheck
 STATICCHECK_VERSION := v0.8.2
 TEST_TIMEOUT ?= 30m
 
-.PHONY: run test build temporal stop check race bench histories eval clean help
+.PHONY: run test build temporal stop check race bench chaos histories eval clean help
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -57,6 +57,14 @@ race: build temporal ## the tests under the race detector (slow)
 bench: build temporal ## turn throughput and history-event benchmarks on the real dev server
 	@url="$${AIRLOCK_TEST_DATABASE_URL:-$$(scripts/ensure-postgres.sh)}" && \
 	  AIRLOCK_TEST_DATABASE_URL="$$url" $(GO) test -run '^$$' -bench . -benchtime 128x ./integration/
+
+CHAOS_JSON ?= .airlock/chaos-report.json
+
+chaos: build temporal ## the full chaos harness: 200 turns, SIGKILLed workers, a Temporal and a PostgreSQL restart; table on stdout, JSON in $(CHAOS_JSON) (seed: AIRLOCK_CHAOS_SEED)
+	@mkdir -p $(dir $(CHAOS_JSON))
+	@url="$${AIRLOCK_TEST_DATABASE_URL:-$$(scripts/ensure-postgres.sh)}" && \
+	  AIRLOCK_TEST_DATABASE_URL="$$url" $(GO) test -count=1 -timeout 90m -v -run '^TestChaos$$' ./integration/ \
+	    -chaos.full -chaos.json $(abspath $(CHAOS_JSON))
 
 EVAL_DIR ?= docs/eval/$(shell date -u +%F)
 

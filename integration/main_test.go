@@ -29,7 +29,13 @@ var (
 	corpusDir  string
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
+func TestMain(m *testing.M) {
+	if os.Getenv(chaosWorkerEnv) == "1" {
+		// The chaos harness re-executes this binary as a worker it can SIGKILL (chaos_worker_test.go).
+		os.Exit(chaosWorkerMain())
+	}
+	os.Exit(run(m))
+}
 
 func run(m *testing.M) int {
 	fail := func(format string, a ...any) int {
