@@ -23,31 +23,24 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/stack"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
-	"github.com/airlock-dev/airlock/workflows"
 )
 
 // ---------------------------------------------------------------------------------------------
 // Sending a decision
 
-// sendDecision is how the harness approves or denies a pending confirmation: it opens the
-// confirmation's sealed token with the approver key, as an approver surface does today, and
-// signals the turn. It is the ONE place that knows the confirmation protocol, so a new protocol
-// (a MAC-bound decision instead of the plaintext token) is swapped in here alone.
+// sendDecision is how the harness approves or denies a pending confirmation, as every approver
+// surface does (internal/approval): it signs the decision with the confirmation's current
+// token (opened with the approver key; the token itself is never sent) and signals the turn,
+// which stays durable while no worker runs.
 func sendDecision(ctx context.Context, c client.Client, st *store.Store, key token.Key, confirmationID, decision, approver string) error {
-	row, err := st.GetConfirmation(ctx, confirmationID)
+	_, err := approval.Send(ctx, c, st, key, approval.Request{ConfirmationID: confirmationID, Decision: decision,
+		Approver: approver, Reason: "chaos harness"})
 	if err != nil {
-		return fmt.Errorf("read confirmation %s: %w", confirmationID, err)
-	}
-	tok, err := token.Open(key, row.SealedToken, confirmationID)
-	if err != nil {
-		return fmt.Errorf("open the token of %s: %w", confirmationID, err)
-	}
-	if err := c.SignalWorkflow(ctx, row.WorkflowID, row.RunID, workflows.SignalConfirmation, workflows.ConfirmationSignal{
-		ConfirmationID: confirmationID, Decision: decision, Token: tok, Approver: approver, Reason: "chaos harness"}); err != nil {
-		return fmt.Errorf("signal %s on %s: %w", decision, row.WorkflowID, err)
+		return fmt.Errorf("send %s on %s: %w", decision, confirmationID, err)
 	}
 	return nil
 }

@@ -632,9 +632,7 @@ func (h *chaosHarness) runTurn(tr *chaosTurn, deadline time.Time) {
 	}
 	req := workflows.TurnRequest{Conversation: tr.conv, Message: fmt.Sprintf("chaos turn %d: read the notes and write the entries", tr.n),
 		Principal: "chaos-requester", ConfirmationTTL: 30 * time.Minute} // no confirmation expires because the harness was slow
-	opts := client.StartWorkflowOptions{ID: tr.wf, TaskQueue: h.queue,
-		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AttrConversation.ValueSet(tr.conv),
-			workflows.AttrStatus.ValueSet(workflows.StatusRunning))}
+	opts := workflows.StartOptions(tr.wf, h.queue, req) // as every client starts turns
 	for {
 		_, err := h.c.ExecuteWorkflow(ctx, opts, workers.TurnWorkflowName, req)
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
