@@ -76,8 +76,15 @@ func approverKey(cfg config.Config) (token.Key, error) {
 	return token.LoadOrCreateKey(cfg.KeyFile())
 }
 
-// ApproverKey is the key approver surfaces use to open sealed tokens.
-func ApproverKey(cfg config.Config) (token.Key, error) { return approverKey(cfg) }
+// ApproverKey is the key approver surfaces use to open sealed tokens: AIRLOCK_APPROVER_KEY, or
+// the key file a worker created. Unlike a worker, a surface never creates one: a new key could
+// open no token, so a missing file is an error naming its path (token.ErrNoKey).
+func ApproverKey(cfg config.Config) (token.Key, error) {
+	if hex := os.Getenv("AIRLOCK_APPROVER_KEY"); hex != "" {
+		return token.ParseKey(hex)
+	}
+	return token.LoadKey(cfg.KeyFile())
+}
 
 // LoadRegistry loads the base registry (embedded, or cfg.RegistryFile) plus cfg.Layers and
 // binds the Go and schema-defined implementations, web.fetch with FetchConfig(cfg). Any

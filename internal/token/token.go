@@ -64,6 +64,23 @@ func ParseKey(s string) (Key, error) {
 	return k, nil
 }
 
+// ErrNoKey reports an approver key file that does not exist where an approver surface looks.
+var ErrNoKey = errors.New("token: no approver key")
+
+// LoadKey reads the hex key at path; it never creates one. Errors: ErrNoKey naming the path
+// when the file is missing (start a worker, which creates it, or set AIRLOCK_APPROVER_KEY),
+// ErrKey when its content is not a key.
+func LoadKey(path string) (Key, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Key{}, fmt.Errorf("%w at %s: a worker creates it on first start; approver surfaces need the same key (AIRLOCK_APPROVER_KEY_FILE or AIRLOCK_APPROVER_KEY)", ErrNoKey, path)
+	}
+	if err != nil {
+		return Key{}, fmt.Errorf("token: read approver key %s: %w", path, err)
+	}
+	return ParseKey(string(b))
+}
+
 // LoadOrCreateKey reads the hex key at path, creating it (mode 0600, parent 0700) with a fresh
 // random key when absent: the zero-setup default for a local stack.
 func LoadOrCreateKey(path string) (Key, error) {

@@ -2,6 +2,7 @@ package token
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -93,5 +94,22 @@ func TestDecisionMACBindsEveryField(t *testing.T) {
 	}
 	if SealAAD("cf-1", 0) != "cf-1" || SealAAD("cf-1", 2) != "cf-1/2" {
 		t.Error("seal AAD")
+	}
+}
+
+func TestLoadKeyNeverCreatesOne(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "approver.key")
+	if _, err := LoadKey(path); !errors.Is(err, ErrNoKey) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("LoadKey of a missing file = %v; want ErrNoKey naming %s", err, path)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("LoadKey created %s", path)
+	}
+	k, err := LoadOrCreateKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := LoadKey(path); err != nil || got != k {
+		t.Fatalf("LoadKey after the worker created it = %v, %v", got, err)
 	}
 }
