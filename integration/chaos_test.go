@@ -1040,7 +1040,7 @@ func (r *chaosReport) table() string {
 	sort.Strings(outs)
 	row("outcomes", strings.Join(outs, " "))
 	b.WriteString("  for comparison (same harness, issue 7): LangGraph.js + Postgres checkpointer ran 17 and 20 tool calls\n" +
-		"  twice in two series of 6 kill trials, a bare Temporal loop 6 and 4; Airlock's ledger none, resumes up to 181 s\n")
+		"  twice in two series of 6 kill trials, a bare Temporal loop 6 and 4; Airlock before issue 7's recovery\n  settings: none twice, resumes up to 181 s\n")
 	return b.String()
 }
 
