@@ -147,6 +147,8 @@ type chaosHarness struct {
 	wmu     sync.Mutex // serializes kills, restarts and worker starts
 	worker  *chaosProc
 	workerN int
+	// selfExits counts workers that exited on their own and were restarted (exited).
+	selfExits int
 	events  []*chaosEvent
 
 	mu       sync.Mutex
@@ -460,9 +462,35 @@ func (h *chaosHarness) startWorkerLocked() {
 				return
 			}
 		}
-		h.problem("worker %d exited on its own: %v (log %s)", p.n, err, p.log)
+		h.exited(p, err)
 	}()
 }
+
+// exited restarts a worker that exited on its own (not SIGKILLed), as a supervisor such as
+// systemd would: a worker started while PostgreSQL or Temporal restarts fails closed at start
+// ("the database system is shutting down"), and that is correct. More than
+// chaosMaxSelfExits in one run is a broken worker: a problem.
+func (h *chaosHarness) exited(p *chaosProc, err error) {
+	time.Sleep(time.Second) // a supervisor's restart delay
+	h.wmu.Lock()
+	defer h.wmu.Unlock()
+	if h.worker != p || h.ctx.Err() != nil {
+		return
+	}
+	h.selfExits++
+	if h.selfExits > chaosMaxSelfExits {
+		h.problem("worker %d exited on its own: %v (log %s)", p.n, err, p.log)
+		return
+	}
+	ev := &chaosEvent{Kind: "worker-exit", At: time.Now(), Open: h.openTurns()}
+	ev.Resumed = time.Now()
+	h.startWorkerLocked()
+	h.events = append(h.events, ev)
+}
+
+// chaosMaxSelfExits bounds the workers that may exit on their own in one run (each is
+// restarted) before the harness calls the worker broken.
+const chaosMaxSelfExits = 8
 
 // crash SIGKILLs the current worker, runs between (with no worker alive) and starts a new one.
 func (h *chaosHarness) crash(kind, turn string, between func()) {
@@ -602,10 +630,10 @@ func (h *chaosHarness) run(randomKills int) {
 		}()
 	}
 
-	// The turns, at most -chaos.concurrency in flight. Every turn gets a deadline long enough
-	// for today's slowest recovery (a lost Infer attempt waits out its 3-minute start-to-close
-	// timeout) several times over.
-	deadline := time.Now().Add(10*time.Minute + time.Duration(turns)*3*time.Second)
+	// The turns, at most -chaos.concurrency in flight. Every turn gets a deadline far beyond
+	// the slowest designed recovery (heartbeat, workflow task and sticky timeouts of a few
+	// seconds per kill), so a turn that misses it is lost, not slow.
+	deadline := time.Now().Add(3*time.Minute + time.Duration(turns)*time.Second)
 	sem := make(chan struct{}, max(1, *chaosConcurrency))
 	var wg sync.WaitGroup
 	for _, tr := range h.plan {
