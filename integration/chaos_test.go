@@ -149,7 +149,7 @@ type chaosHarness struct {
 	workerN int
 	// selfExits counts workers that exited on their own and were restarted (exited).
 	selfExits int
-	events  []*chaosEvent
+	events    []*chaosEvent
 
 	mu       sync.Mutex
 	tracks   map[string]*chaosTrack
