@@ -252,15 +252,20 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (ConsumeOutput, error) {
 	now := a.now()
 	row, err := a.Store.PresentToken(ctx, in.ConfirmationID, in.Presentation, now)
+	if errors.Is(err, store.ErrTokenConsumed) && row.Decision == "" {
+		// The token was consumed by an earlier presentation that ended without a verdict or a
+		// reissue (its consume failed for good, e.g. the store went away mid-way). Presentations
+		// to one proposal run one at a time in its workflow, so that one is over: this one takes
+		// the token over and is judged, and the proposal never stays undecidable.
+		row, err = a.Store.TakeOverToken(ctx, in.ConfirmationID, row.ConsumedBy, in.Presentation, now)
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return ConsumeOutput{Refusal: RefusalNotPending, Detail: "no such confirmation"}, nil
+		return a.refuseEarly(ctx, in, RefusalNotPending, "no such confirmation", now)
 	case errors.Is(err, store.ErrTokenConsumed) && row.Decision != "":
-		return ConsumeOutput{Refusal: RefusalNotPending, Detail: "the confirmation is already " + row.Decision}, nil
+		return a.refuseEarly(ctx, in, RefusalNotPending, "the confirmation is already "+row.Decision, now)
 	case errors.Is(err, store.ErrTokenConsumed):
-		// Consumed by another presentation that did not reissue (it cannot happen with one
-		// workflow presenting at a time): refuse, and still leave the proposal decidable.
-		return a.refuseAndReissue(ctx, row, in, TokenReplayed, "the token was already consumed by another presentation", now)
+		return a.refuseEarly(ctx, in, TokenReplayed, "the token was consumed by another presentation at the same moment", now)
 	case err != nil:
 		return ConsumeOutput{}, fmt.Errorf("present decision for %s: %w", in.ConfirmationID, err)
 	}
@@ -338,6 +343,20 @@ func (a *Activities) judge(row store.Confirmation, in ConsumeInput, now time.Tim
 	return "", ""
 }
 
+// refuseEarly answers a presentation refused before it could be judged (no token of the
+// proposal was touched by it), recording its verdict by nonce so the approver surface that
+// sent it learns of it at once (approval.Wait) instead of waiting for a verdict that never
+// comes.
+func (a *Activities) refuseEarly(ctx context.Context, in ConsumeInput, code, detail string, now time.Time) (ConsumeOutput, error) {
+	if in.Nonce != "" {
+		if _, err := a.Store.RecordNonce(ctx, store.DecisionNonce{Nonce: in.Nonce, ConfirmationID: in.ConfirmationID,
+			Presentation: in.Presentation, Approver: in.Approver, Decision: in.Decision, Verdict: code, Detail: detail, At: now}); err != nil {
+			return ConsumeOutput{}, fmt.Errorf("present decision for %s: %w", in.ConfirmationID, err)
+		}
+	}
+	return ConsumeOutput{Refusal: code, Detail: detail}, nil
+}
+
 // refuseAndReissue answers a presentation that consumed the token without a valid decision:
 // the proposal gets a fresh token (sealed for approvers, audited) and stays decidable.
 func (a *Activities) refuseAndReissue(ctx context.Context, row store.Confirmation, in ConsumeInput, code, detail string, now time.Time) (ConsumeOutput, error) {
@@ -410,6 +429,11 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 	if err != nil {
 		return refuse(ExecuteOutput{}, temporal.NewNonRetryableApplicationError("arguments no longer valid: "+err.Error(), ErrTypeBadInput, err))
 	}
+	if !c.Automatic() {
+		if out, ok := a.approved(ctx, in, now); !ok {
+			return refuse(out, nil)
+		}
+	}
 	var digest string
 	attempts := 1
 	ledger := c.AtMostOnce()
@@ -466,6 +490,32 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 		}
 	}
 	return out, nil
+}
+
+// approved checks, for a confirmed call, that the store records its confirmation as approved
+// for this proposal and these arguments; otherwise it returns the rejection to answer with.
+func (a *Activities) approved(ctx context.Context, in ExecuteInput, now time.Time) (ExecuteOutput, bool) {
+	no := func(why string) (ExecuteOutput, bool) {
+		return ExecuteOutput{Outcome: OutcomeRejected, Reason: ReasonNotApproved, RetrievedAt: now,
+			Output: registry.Output{Error: "the call was not run: " + why}}, false
+	}
+	if in.ConfirmationID == "" {
+		return no("it needs a confirmation and none was named")
+	}
+	row, err := a.Store.GetConfirmation(ctx, in.ConfirmationID)
+	if err != nil {
+		return no(fmt.Sprintf("confirmation %s could not be read: %v", in.ConfirmationID, err))
+	}
+	digest, derr := canonical.Digest(in.Arguments)
+	switch {
+	case row.WorkflowID != in.WorkflowID || row.Seq != in.Seq || row.CapabilityID != in.CapabilityID || row.Version != in.Version:
+		return no(fmt.Sprintf("confirmation %s is bound to another proposal", in.ConfirmationID))
+	case derr != nil || row.ArgsDigest != digest:
+		return no(fmt.Sprintf("confirmation %s approved other arguments", in.ConfirmationID))
+	case row.Decision != store.DecisionApproved:
+		return no(fmt.Sprintf("confirmation %s is not approved (%q)", in.ConfirmationID, row.Decision))
+	}
+	return ExecuteOutput{}, true
 }
 
 // fromLedger answers a proposal whose ledger slot an earlier attempt already claimed: the

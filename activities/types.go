@@ -230,6 +230,11 @@ type ExecuteInput struct {
 	Version      int             `json:"version"`
 	Arguments    json.RawMessage `json:"arguments"`
 	Session      string          `json:"session,omitempty"`
+	// ConfirmationID names the approved confirmation of a confirmed call ("" for automatic
+	// ones). Execute runs a confirmed call only when the store records that confirmation as
+	// approved for this very proposal and arguments (defense in depth: workflow history alone
+	// is not proof of a human decision).
+	ConfirmationID string `json:"confirmation_id,omitempty"`
 	// RegistryRevision is the revision the candidate was admitted (and, when confirmed,
 	// approved) under. A worker on another revision refuses to run it: its side-effect class
 	// and policy may differ from what was checked. "" for inputs recorded before it was carried.
@@ -255,6 +260,10 @@ type ExecuteOutput struct {
 // ReasonExecuteError marks a failed outcome whose Execute activity itself failed (every retry,
 // or bad input refused before the capability ran): no result came back at all.
 const ReasonExecuteError = "execute_error"
+
+// ReasonNotApproved marks a confirmed call Execute refused to run because the store does not
+// record an approval of this proposal with these arguments.
+const ReasonNotApproved = "not_approved"
 
 // ReasonCapabilityError marks a failed outcome whose capability returned an error (it could
 // not produce a result, e.g. a replay with no recording for the call), as opposed to a result

@@ -129,7 +129,8 @@ type Decision struct {
 	ConfirmationID string `json:"confirmation_id"`
 	// Decision is DecisionApprove or DecisionDeny.
 	Decision string `json:"decision"`
-	// Approver is the authenticated approver identity recorded in the audit.
+	// Approver is the approver identity recorded in the audit, as the surface established it
+	// (signed in on the approver page; self-declared by a holder of the approver key on the CLI).
 	Approver string `json:"approver"`
 	// Reason is shown to the model as the refusal detail of a denial.
 	Reason string `json:"reason,omitempty"`

@@ -66,12 +66,32 @@ type turn struct {
 	wake       workflow.Channel
 }
 
+// waitEnd is how a confirmation wait ended.
+type waitEnd int
+
+const (
+	endDecided  waitEnd = iota // a valid decision (Decision) decided the proposal
+	endExpired                 // the token's time ran out
+	endRefusals                // MaxRefusedDecisions decisions were refused
+)
+
+// MaxRefusedDecisions bounds the refused decisions one proposal accepts (each consumed its
+// token and got it a fresh one). Whoever can signal a turn could otherwise keep an approver's
+// decisions failing and grow the turn's history toward Temporal's limit; past the bound the
+// call is closed without running (fail closed), the model is told, and it is not retried.
+const MaxRefusedDecisions = 16
+
+// ReasonTooManyRefusedDecisions is the outcome reason of a call closed by MaxRefusedDecisions.
+const ReasonTooManyRefusedDecisions = "too_many_refused_decisions"
+
 // awaited is the proposal a turn waits on, with what stage 4 needs to judge a decision.
 type awaited struct {
 	p   PendingConfirmation
 	adm activities.Admission
 	// legacy: the wait started on a code path recorded before decide updates existed.
 	legacy bool
+	// refused counts decisions presented to it and refused (MaxRefusedDecisions).
+	refused int
 }
 
 func (t *turn) setup(ctx workflow.Context) error {
@@ -241,6 +261,10 @@ const (
 // RefusalNotPending is the refusal of a decision for a confirmation that is not pending.
 const RefusalNotPending = activities.RefusalNotPending
 
+// RefusalConsumeFailed is the refusal of a decision whose consume failed for good (the store
+// was away): the proposal keeps waiting and the approver decides again.
+const RefusalConsumeFailed = "consume_failed"
+
 // failureIsRecorded reports whether po is a capability error of a replayed session: the
 // recorded run saw the same error, so it is not a divergence. The version marker is written
 // only when such an outcome occurs.
@@ -339,15 +363,19 @@ func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (Proposa
 		p := PendingConfirmation{ConfirmationID: iss.ConfirmationID, WorkflowID: t.workflowID, Seq: t.seq, CallID: call.CallID,
 			ToolName: call.Name, CapabilityID: adm.CapabilityID, Version: adm.Version, Arguments: call.Arguments,
 			Display: adm.Display, ArgsDigest: adm.ArgsDigest, ExpiresAt: iss.ExpiresAt}
-		sig, expired, err := t.await(ctx, p, adm)
+		sig, end, err := t.await(ctx, p, adm)
 		if err != nil {
 			return po, err
 		}
 		switch {
-		case expired:
+		case end == endExpired:
 			return verdict(activities.OutcomeExpired, activities.StageConfirm, "confirmation_expired",
 				fmt.Sprintf("no decision within %s; the call was not run and will not be retried", t.req.ConfirmationTTL),
 				&activities.Decision{ConfirmationID: p.ConfirmationID, Decision: "expired"})
+		case end == endRefusals:
+			return verdict(activities.OutcomeExpired, activities.StageConfirm, ReasonTooManyRefusedDecisions,
+				fmt.Sprintf("%d decisions presented for this call were refused; it was closed without running and will not be retried", MaxRefusedDecisions),
+				&activities.Decision{ConfirmationID: p.ConfirmationID, Decision: "expired", Reason: ReasonTooManyRefusedDecisions})
 		case sig.Decision == DecisionDeny:
 			t.denied[deniedKey] = true
 			po.Approver = sig.Approver
@@ -361,7 +389,8 @@ func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (Proposa
 	// Stage 5. Local read-only capabilities run as local activities (no server round trip);
 	// external or effectful ones as regular activities with a durable result.
 	in := activities.ExecuteInput{WorkflowID: t.workflowID, Seq: t.seq, Round: round, CallID: call.CallID, CapabilityID: adm.CapabilityID,
-		Version: adm.Version, Arguments: call.Arguments, Session: t.req.Session, RegistryRevision: adm.RegistryRevision}
+		Version: adm.Version, Arguments: call.Arguments, Session: t.req.Session, RegistryRevision: adm.RegistryRevision,
+		ConfirmationID: po.ConfirmationID}
 	summary := "execute " + adm.Key()
 	retry := &temporal.RetryPolicy{InitialInterval: 250 * time.Millisecond, BackoffCoefficient: 4, MaximumInterval: 10 * time.Second,
 		MaximumAttempts: 3, NonRetryableErrorTypes: []string{activities.ErrTypeBadInput}}
@@ -412,7 +441,7 @@ func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (Proposa
 
 // await waits for a valid decision on p or its expiry. Refused decisions are audited and the
 // proposal keeps waiting (with a fresh token when the refused one consumed it).
-func (t *turn) await(ctx workflow.Context, p PendingConfirmation, adm activities.Admission) (Decision, bool, error) {
+func (t *turn) await(ctx workflow.Context, p PendingConfirmation, adm activities.Admission) (Decision, waitEnd, error) {
 	t.pending = append(t.pending, p)
 	t.setStatus(ctx, StatusAwaitingConfirmation)
 	defer func() {
@@ -426,7 +455,11 @@ func (t *turn) await(ctx workflow.Context, p PendingConfirmation, adm activities
 	defer cancel()
 	timer := workflow.NewTimerWithOptions(tctx, t.req.ConfirmationTTL, workflow.TimerOptions{Summary: "confirmation " + p.ConfirmationID + " expires"})
 	if legacy {
-		return t.awaitLegacy(ctx, p, adm, timer)
+		sig, expired, err := t.awaitLegacy(ctx, p, adm, timer)
+		if expired {
+			return sig, endExpired, err
+		}
+		return sig, endDecided, err
 	}
 	for {
 		var sig Decision
@@ -440,21 +473,24 @@ func (t *turn) await(ctx workflow.Context, p PendingConfirmation, adm activities
 		sel.Select(ctx)
 		if got {
 			if _, err := t.present(ctx, sig); err != nil {
-				return sig, false, err
+				return sig, endDecided, err
 			}
 		}
 		if fired {
 			// A presentation in flight when the timer fired is judged first (its consume
 			// checks the expiry on the worker's clock); only then does the wait end.
 			if err := workflow.Await(ctx, func() bool { return !t.presenting }); err != nil {
-				return sig, false, err
+				return sig, endDecided, err
 			}
 		}
 		if t.decided != nil {
-			return *t.decided, false, nil
+			return *t.decided, endDecided, nil
 		}
 		if fired {
-			return sig, true, nil
+			return sig, endExpired, nil
+		}
+		if t.awaiting.refused >= MaxRefusedDecisions {
+			return sig, endRefusals, nil
 		}
 	}
 }
@@ -485,7 +521,16 @@ func (t *turn) present(ctx workflow.Context, d Decision) (DecisionResult, error)
 	p := w.p
 	cons, err := t.consume(ctx, p, w.adm, d)
 	if err != nil {
-		return DecisionResult{}, err
+		// The consume failed for good (the store was away through every retry). The turn goes
+		// on waiting: the next presentation takes the token over (ConsumeConfirmation), so the
+		// proposal stays decidable. The refusal is audited if the store lets it.
+		detail := "the decision could not be judged: " + err.Error()
+		w.refused++
+		t.wake.SendAsync(true)
+		if aerr := t.refuse(ctx, p.Seq, &p, d.Approver, RefusalConsumeFailed, detail); aerr != nil {
+			workflow.GetLogger(ctx).Error("audit a decision that could not be judged", "confirmation", p.ConfirmationID, "error", aerr)
+		}
+		return DecisionResult{Refusal: RefusalConsumeFailed, Detail: detail}, nil
 	}
 	if !cons.Valid {
 		detail := cons.Detail
@@ -493,6 +538,8 @@ func (t *turn) present(ctx workflow.Context, d Decision) (DecisionResult, error)
 			detail += "; its token was consumed and a fresh one issued: the proposal is still waiting"
 		}
 		res := DecisionResult{Refusal: cons.Refusal, Detail: detail, Reissued: cons.Reissued}
+		w.refused++
+		t.wake.SendAsync(true)
 		return res, t.refuse(ctx, p.Seq, &p, d.Approver, cons.Refusal, detail)
 	}
 	t.decided = &d

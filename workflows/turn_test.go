@@ -645,3 +645,102 @@ func TestDistinctApproverRequired(t *testing.T) {
 		t.Fatalf("refusals = %v", refused)
 	}
 }
+
+// A presentation whose consume failed for good after it consumed the token (the store went
+// away mid-way) leaves the token consumed and no fresh one issued. The next decision takes
+// the token over and is judged: the proposal never stays undecidable.
+func TestOrphanedTokenIsTakenOverByTheNextDecision(t *testing.T) {
+	f := newFixture(t, calls(call("c1", "test_send", `{"to":"a","amount":1}`)), answer("ok"))
+	f.at(time.Minute, func() {
+		id := f.pending()[0].ConfirmationID
+		if _, err := f.store.PresentToken(context.Background(), id, "turn/c1/1/run/1/1", time.Now()); err != nil {
+			t.Error(err)
+		}
+		f.signal(f.decision(id, workflows.DecisionApprove, "alice", ""))
+	})
+	res := f.run(workflows.TurnRequest{ConfirmationTTL: 2 * time.Minute})
+	wantOutcomes(t, res, "executed")
+	if f.sends.Load() != 1 || res.Outcomes[0].Approver != "alice" {
+		t.Fatalf("sends = %d, outcome = %+v", f.sends.Load(), res.Outcomes[0])
+	}
+	if got := f.refusals(); len(got) != 0 {
+		t.Fatalf("refusals = %v, want none", got)
+	}
+}
+
+// Whoever can signal a turn could keep refused decisions coming (each consumes the token and
+// gets it a fresh one) and grow the history: past MaxRefusedDecisions the call is closed
+// without running, fail closed, and the model is told why.
+func TestTooManyRefusedDecisionsCloseTheCallWithoutRunningIt(t *testing.T) {
+	f := newFixture(t, calls(call("c1", "test_send", `{"to":"a","amount":1}`)), answer("ok"))
+	for i := range workflows.MaxRefusedDecisions + 3 {
+		f.at(time.Minute+time.Duration(i)*time.Second, func() {
+			p := f.pending()
+			if len(p) == 0 {
+				return // closed already: the rest of the flood finds nothing pending
+			}
+			d := f.decision(p[0].ConfirmationID, workflows.DecisionApprove, "mallory", "")
+			d.MAC = "forged"
+			f.signal(d)
+		})
+	}
+	res := f.run(workflows.TurnRequest{})
+	wantOutcomes(t, res, "expired:"+workflows.ReasonTooManyRefusedDecisions)
+	if f.sends.Load() != 0 {
+		t.Fatal("a flood of refused decisions must never run the call")
+	}
+	var refused int
+	for _, r := range f.refusals() {
+		if r == activities.DecisionMACInvalid {
+			refused++
+		}
+	}
+	if refused != workflows.MaxRefusedDecisions {
+		t.Fatalf("decision_mac_invalid refusals = %d, want %d", refused, workflows.MaxRefusedDecisions)
+	}
+	msgs := f.provider.Requests()[1].Messages
+	if m := msgs[len(msgs)-1]; !strings.Contains(m.Content, workflows.ReasonTooManyRefusedDecisions) {
+		t.Fatalf("the model must be told why the call was closed: %+v", m)
+	}
+}
+
+// Execute runs a confirmed call only when the store records its confirmation as approved for
+// this proposal and these arguments: workflow history alone (a reset, a forged schedule) is
+// not proof of a human decision.
+func TestExecuteRunsAConfirmedCallOnlyWithAnApprovalOnRecord(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	args := json.RawMessage(`{"to":"a","amount":1}`)
+	digest := "b0b0186a9a83cec13c1f368799f08af41e73708389c9871b35db2b51ef0115d8"
+	iss, err := f.acts.IssueConfirmation(ctx, activities.IssueInput{WorkflowID: "turn/x/1", RunID: "r", Seq: 1,
+		CapabilityID: "test.send", Version: 1, ArgsDigest: digest, Arguments: args, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := activities.ExecuteInput{WorkflowID: "turn/x/1", Seq: 1, CapabilityID: "test.send", Version: 1, Arguments: args}
+	for _, c := range []struct {
+		name string
+		id   string
+		args json.RawMessage
+	}{{"no confirmation named", "", args}, {"a pending confirmation", iss.ConfirmationID, args}} {
+		in.ConfirmationID, in.Arguments = c.id, c.args
+		out, err := f.acts.Execute(ctx, in)
+		if err != nil || out.Outcome != activities.OutcomeRejected || out.Reason != activities.ReasonNotApproved {
+			t.Fatalf("%s: Execute = %+v, %v; want rejected:not_approved", c.name, out, err)
+		}
+	}
+	if err := f.store.DecideConfirmation(ctx, iss.ConfirmationID, store.DecisionApproved, "alice", "", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	in.ConfirmationID, in.Arguments = iss.ConfirmationID, json.RawMessage(`{"to":"b","amount":1}`)
+	if out, err := f.acts.Execute(ctx, in); err != nil || out.Reason != activities.ReasonNotApproved {
+		t.Fatalf("other arguments: Execute = %+v, %v; want rejected:not_approved", out, err)
+	}
+	if f.sends.Load() != 0 {
+		t.Fatalf("sends = %d before any valid approval", f.sends.Load())
+	}
+	in.Arguments = args
+	if out, err := f.acts.Execute(ctx, in); err != nil || out.Outcome != activities.OutcomeExecuted || f.sends.Load() != 1 {
+		t.Fatalf("approved: Execute = %+v, %v, sends %d", out, err, f.sends.Load())
+	}
+}

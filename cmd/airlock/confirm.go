@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
+	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/store"
@@ -136,17 +137,32 @@ func sendDecision(ctx context.Context, out io.Writer, c client.Client, st *store
 	if err != nil {
 		return err
 	}
-	d, err := approval.Send(ctx, c, st, key, approval.Request{ConfirmationID: id, Decision: decision, Approver: approver, Reason: reason})
-	var np *approval.NotPendingError
-	switch {
-	case errors.As(err, &np) && np.Detail == "no such confirmation":
-		return fmt.Errorf("no confirmation %s (see airlock pending)", id)
-	case errors.Is(err, token.ErrSealed):
-		return fmt.Errorf("open the token of %s with the approver key %s: %w", id, cfg.KeyFile(), err)
-	case err != nil:
-		return err
+	req := approval.Request{ConfirmationID: id, Decision: decision, Approver: approver, Reason: reason}
+	var ref *approval.RefusedError
+	for attempt := 1; ; attempt++ {
+		d, err := approval.Send(ctx, c, st, key, req)
+		var np *approval.NotPendingError
+		switch {
+		case errors.As(err, &np) && np.Detail == "no such confirmation":
+			return fmt.Errorf("no confirmation %s (see airlock pending)", id)
+		case errors.Is(err, token.ErrSealed):
+			return fmt.Errorf("open the token of %s with the approver key %s: %w", id, cfg.KeyFile(), err)
+		case err != nil:
+			return err
+		}
+		err = approval.Wait(ctx, st, d, 10*time.Second)
+		// A presentation by someone else replaced the token this decision was signed with:
+		// sign with the fresh one and send once more.
+		if attempt == 1 && errors.As(err, &ref) && ref.Code == activities.DecisionMACInvalid && ref.Reissued {
+			fmt.Fprintf(out, "%s: the token was replaced while the decision was on its way; signing again\n", id)
+			continue
+		}
+		return decisionOutcome(ctx, out, st, id, decision, approver, err)
 	}
-	err = approval.Wait(ctx, st, d, 10*time.Second)
+}
+
+// decisionOutcome reports what became of a sent decision (approval.Wait's err).
+func decisionOutcome(ctx context.Context, out io.Writer, st *store.Store, id, decision, approver string, err error) error {
 	var ref *approval.RefusedError
 	switch {
 	case err == nil:

@@ -8,6 +8,7 @@
 package redact
 
 import (
+	"net/url"
 	"strings"
 )
 
@@ -107,14 +108,28 @@ func cutScheme(raw string) (scheme, rest string, ok bool) {
 	return strings.ToLower(scheme), rest, true
 }
 
+// nestsSecret reports whether a parameter value carries a secret parameter of its own, such as
+// libpq's options=-c password=… (the value, query-unescaped, holds "name=" with a secret name).
+func nestsSecret(v string) bool {
+	if u, err := url.QueryUnescape(v); err == nil {
+		v = u
+	}
+	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == '&' || r == ',' || r == ';' }) {
+		if k, _, ok := strings.Cut(f, "="); ok && SecretKey(k) {
+			return true
+		}
+	}
+	return false
+}
+
 // maskQuery masks the values of secret parameters in an '&'-separated query.
 func maskQuery(query string) string {
 	parts := strings.Split(query, "&")
 	masking := false
 	for i, p := range parts {
-		k, _, hasValue := strings.Cut(p, "=")
+		k, v, hasValue := strings.Cut(p, "=")
 		switch {
-		case hasValue && SecretKey(k):
+		case hasValue && (SecretKey(k) || nestsSecret(v)):
 			parts[i] = k + "=" + Mask
 			masking = true
 		case hasValue:

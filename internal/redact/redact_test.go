@@ -100,3 +100,18 @@ func FuzzURLNeverShowsThePassword(f *testing.F) {
 		}
 	})
 }
+
+// A parameter whose value nests a secret parameter (libpq's options=-c password=…) is masked.
+func TestURLMasksSecretsNestedInOtherParameters(t *testing.T) {
+	for _, raw := range []string{
+		"postgres://u@db/x?options=-c%20password%3Dsecretopt",
+		"postgres://u@db/x?sslmode=disable&options=-c password=secretopt",
+	} {
+		if got := URL(raw); strings.Contains(got, "secretopt") {
+			t.Errorf("URL(%q) = %q shows the nested secret", raw, got)
+		}
+	}
+	if got := URL("postgres://u@db/x?options=-c%20search_path%3Dapp"); !strings.Contains(got, "search_path") {
+		t.Errorf("a harmless options value is kept: %q", got)
+	}
+}

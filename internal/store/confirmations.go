@@ -231,6 +231,35 @@ func (s *Store) PresentToken(ctx context.Context, id, presentation string, at ti
 	return got, fmt.Errorf("%w: confirmation %q", ErrTokenConsumed, id)
 }
 
+// TakeOverToken moves the consumption of confirmation id's current token from presentation
+// from (one that ended without a verdict or a reissue) to presentation to, if the row is still
+// undecided and consumed by from, and returns the row. Errors: unknown id → ErrNotFound;
+// the row changed meanwhile (decided, reissued, or taken over by another) → the row WITH an
+// error wrapping ErrTokenConsumed.
+func (s *Store) TakeOverToken(ctx context.Context, id, from, to string, at time.Time) (Confirmation, error) {
+	if from == "" || to == "" {
+		return Confirmation{}, fmt.Errorf("store: take over token of %q: both presentations need an identity", id)
+	}
+	var r confirmationRow
+	err := s.db.GetContext(ctx, &r, s.q(`UPDATE confirmations SET consumed_at = ?, consumed_by = ?
+		WHERE id = ? AND consumed_by = ? AND decision = ''
+		RETURNING `+confirmationCols), tsArg(orNow(at)), to, id, from)
+	if err == nil {
+		return r.confirmation(), nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return Confirmation{}, fmt.Errorf("store: take over token of %q: %w", id, err)
+	}
+	got, err := s.GetConfirmation(ctx, id)
+	if err != nil {
+		return Confirmation{}, err
+	}
+	if got.ConsumedBy == to {
+		return got, nil // a retry of this take-over
+	}
+	return got, fmt.Errorf("%w: confirmation %q", ErrTokenConsumed, id)
+}
+
 // ReissueToken gives confirmation id a fresh token after presentation consumed the current
 // one without a valid decision: it stores the new hash and sealed copy (sealed for generation
 // gen, which must be the row's generation + 1), clears the consumption and returns true. It

@@ -496,6 +496,21 @@ func TestPresentTokenReissueAndNonces(t *testing.T) {
 			t.Fatal("a presentation without an identity must fail")
 		}
 
+		// Take-over: only from the presentation that holds it.
+		if _, err := s.TakeOverToken(ctx, "conf-1", "wf/run/1/7", "wf/run/1/8", at); !errors.Is(err, ErrTokenConsumed) {
+			t.Fatalf("take-over from a presentation that does not hold the token err = %v", err)
+		}
+		moved, err := s.TakeOverToken(ctx, "conf-1", "wf/run/1/1", "wf/run/1/8", at)
+		if err != nil || moved.ConsumedBy != "wf/run/1/8" {
+			t.Fatalf("take-over = %+v, %v", moved, err)
+		}
+		if again, err := s.TakeOverToken(ctx, "conf-1", "wf/run/1/1", "wf/run/1/8", at); err != nil || again.ConsumedBy != "wf/run/1/8" {
+			t.Fatalf("a retried take-over = %+v, %v", again, err)
+		}
+		if _, err := s.TakeOverToken(ctx, "conf-1", "wf/run/1/8", "wf/run/1/1", at); err != nil {
+			t.Fatalf("take back: %v", err)
+		}
+
 		// Reissue: only by the presentation that consumed it, only from the current generation.
 		if ok, err := s.ReissueToken(ctx, "conf-1", "wf/run/1/2", 1, []byte{0xEE}, []byte("sealed-1")); err != nil || ok {
 			t.Fatalf("reissue by a presentation that did not consume = %v, %v; want false", ok, err)
