@@ -9,12 +9,15 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/replay"
+	"github.com/airlock-dev/airlock/workers"
 	"github.com/airlock-dev/airlock/workflows"
 )
 
@@ -73,6 +76,63 @@ func TestReplayedSessionHistory(t *testing.T) {
 		t.Fatalf("outcomes = %s, end %s", got, res.EndReason)
 	}
 	writeHistory(t, c, run.GetID(), "turn-session-recorded-error.history.json")
+}
+
+// TestDecisionProtocolHistory records the decision protocol's paths (version marker
+// decision-mac): a decision refused after consuming the token (no approver: token reissued),
+// an approval through the decide update, and a confirmation that expires. The history is
+// written like TestMixedTurnHistory's; the two older histories stay as recorded, so the wait
+// that predates the marker keeps replaying too.
+func TestDecisionProtocolHistory(t *testing.T) {
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, "<title>status</title><p>all systems nominal</p>")
+	}))
+	defer target.Close()
+	model := newFakeModel(t,
+		calls(call("c1", "web_fetch", fmt.Sprintf(`{"url":"%s/a"}`, target.URL))),
+		calls(call("c2", "web_fetch", fmt.Sprintf(`{"url":"%s/b"}`, target.URL))),
+	)
+	t.Setenv("AIRLOCK_OPENAI_BASE_URL", model.URL+"/v1")
+	t.Setenv("AIRLOCK_OPENAI_API_KEY", "test")
+	c := dial(t)
+	cfg := testConfig(t)
+	cfg.FetchAllow = []string{"127.0.0.0/8"}
+	startWorker(t, c, cfg)
+	st := openStore(t, cfg)
+	key, err := workers.ApproverKey(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := startTurn(t, c, cfg, workflows.TurnRequest{Conversation: "decisions", Principal: "ops", Message: "fetch the status pages",
+		ConfirmationTTL: 4 * time.Second})
+	seen := map[string]bool{}
+	p := waitPending(t, c, run.GetID(), seen)
+	ctx := context.Background()
+	row, err := st.GetConfirmation(ctx, p.ConfirmationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := approval.Sign(key, row, approval.Request{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SignalWorkflow(ctx, run.GetID(), "", workflows.SignalConfirmation, bad); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the refused decision reissued the token", func() bool {
+		r, err := st.GetConfirmation(ctx, p.ConfirmationID)
+		return err == nil && r.Generation == 1
+	})
+	if err := approval.Decide(ctx, c, st, key, approval.Request{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove, Approver: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	res := result(t, run) // the second fetch waits out its 4 s
+	want := "web_fetch:executed web_fetch:expired:confirmation_expired"
+	if got := outcomeList(res); got != want {
+		t.Fatalf("outcomes = %s", got)
+	}
+	writeHistory(t, c, run.GetID(), "turn-decisions.history.json")
 }
 
 // writeHistory writes the workflow's history to workflows/testdata/name when
