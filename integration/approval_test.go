@@ -123,6 +123,25 @@ func newRoutedModel(t *testing.T, routes map[string][]string) *modelServer {
 	})
 }
 
+// raceApprovals sends one approval of confirmation id per name through the decide update, all
+// released at once, and returns each sender's error (nil for the one that decided it).
+func (e *durEnv) raceApprovals(id string, names []string) []error {
+	errs := make([]error, len(names))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for k := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			errs[k] = e.approveUpdate(id, workflows.DecisionApprove, names[k])
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return errs
+}
+
 // row reads a confirmation row.
 func (e *durEnv) row(id string) store.Confirmation {
 	e.t.Helper()
@@ -717,19 +736,7 @@ func TestApprovalConcurrentDecideUpdates(t *testing.T) {
 	runs, ps := raceTurns(t, e, "race-update", rounds)
 	for i, p := range ps {
 		names := []string{"alice", "bob"}
-		errs := make([]error, 2)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for k := range names {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				errs[k] = e.approveUpdate(p.ConfirmationID, workflows.DecisionApprove, names[k])
-			}()
-		}
-		close(start)
-		wg.Wait()
+		errs := e.raceApprovals(p.ConfirmationID, names)
 		w := -1
 		for k, err := range errs {
 			if err == nil {
@@ -769,19 +776,7 @@ func TestApprovalConcurrentDecideWhileExecuting(t *testing.T) {
 	p := waitPending(t, e.c, run.GetID(), map[string]bool{})
 
 	names := []string{"alice", "bob"}
-	errs := make([]error, 2)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for k := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			errs[k] = e.approveUpdate(p.ConfirmationID, workflows.DecisionApprove, names[k])
-		}()
-	}
-	close(start)
-	wg.Wait()
+	errs := e.raceApprovals(p.ConfirmationID, names)
 	// The call cannot finish before open(): whatever the loser was told, it was told before.
 	eventually(t, 30*time.Second, "slow_record to start", func() bool { return len(e.rec.of("slow_record")) == 1 })
 	w := slices.IndexFunc(errs, func(err error) bool { return err == nil })
