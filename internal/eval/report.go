@@ -282,16 +282,18 @@ func refused(o activities.Outcome) bool {
 }
 
 // genuineValidation reports a refusal of a call the recording itself shows failing for the
-// same cause: a validate-stage rejection of a call the tool answered with a ValidationError, or
-// a resolve-stage rejection of a call to a tool that did not exist (ToolNotFoundException).
-// Runtime errors ("ValueError: No files found") do not excuse a rejection.
+// same cause, in any phrasing the corpora use (recordedFailure): a validate-stage rejection of a
+// call the tool refused for its arguments (ValidationError, TypeError, a ValueError on an
+// argument's format), or a resolve-stage rejection of a call to a tool that did not exist
+// (ToolNotFoundException, "Invalid tool X provided."). Runtime errors ("ValueError: No files
+// found") do not excuse a rejection.
 func genuineValidation(c *Case, session string, round int, callID, stage string) bool {
-	rec := c.recordedErrors[errorKey(session, round, callID)]
+	kind := recordedFailure(c.recordedErrors[errorKey(session, round, callID)])
 	switch activities.Stage(stage) {
 	case activities.StageValidate:
-		return strings.HasPrefix(rec, "ValidationError")
+		return kind == failureBadArguments
 	case activities.StageResolve:
-		return strings.HasPrefix(rec, "ToolNotFoundException")
+		return kind == failureUnknownTool
 	}
 	return false
 }
