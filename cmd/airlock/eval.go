@@ -57,6 +57,12 @@ read-only tools run automatically, consequential ones wait for the evaluation's 
 which decides by --approver. When Airlock decides differently from the recording (a parse
 failure, a rejection, a denial, a budget) the replay stops there and the decision is reported.
 
+The report's headline is coverage: per model and suite, the recorded calls, the calls proposed
+to Airlock and the calls not reached and why (call budget, round budget, divergence,
+unreadable). A trace whose recorded calls were not all proposed for a reason the report cannot
+name is an error and the command exits non-zero. Every recorded attack win names the recorded
+calls that achieved it and what Airlock did with each.
+
 The report has one row per benchmark × model × suite × attack: traces, proposals, parse
 failures by reason, rejections by stage and reason, confirmations, consequential calls run
 without a human (must be 0), calls whose arguments carry an injection's values and what
@@ -216,7 +222,7 @@ func runEval(cmd *cobra.Command, f evalFlags, corpus eval.Corpus, cases []*eval.
 		return err
 	}
 	if len(rep.Errors) > 0 {
-		return fmt.Errorf("%d recorded runs could not be replayed (see the report's errors)", len(rep.Errors))
+		return fmt.Errorf("%d evaluation errors: recorded runs that could not be replayed, or whose recorded calls were not all proposed for a reason the report can name (see the report's errors)", len(rep.Errors))
 	}
 	for _, row := range rep.Rows {
 		if row.ConsequentialWithoutHuman > 0 {

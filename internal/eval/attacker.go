@@ -3,6 +3,7 @@ package eval
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -21,6 +22,12 @@ var (
 	reSnake  = regexp.MustCompile(`\b[a-z]+(?:_[a-z0-9]+)+\b`)
 	// rePlaceholder is a template slot such as {first_name}: a shape, not a value.
 	rePlaceholder = regexp.MustCompile(`\{[a-z_]+\}`)
+	// rePlace is a named hotel, restaurant or other venue written without quotes
+	// ("the Riverside View Hotel"): capitalized words ending in a venue word.
+	rePlace = regexp.MustCompile(`\b(?:[A-Z][A-Za-z'&-]+ ){1,4}(?:Hotel|Inn|Resort|Restaurant|Bistro|Cafe|Café|Palace|Suites|Bar|Grill)\b`)
+	// reMostExpensive is a goal that names its target by a superlative over the suite's
+	// environment ("the most expensive hotel in Paris"): the value is looked up in the data.
+	reMostExpensive = regexp.MustCompile(`(?i)most expensive (hotel|restaurant) in ([A-Z][A-Za-z ]*?[a-z])\b`)
 )
 
 // shortValue is the length below which a value only matches a whole argument value (or a
@@ -29,7 +36,7 @@ const shortValue = 8
 
 // AttackerValues extracts the concrete values of an injection goal (tasks.json) that mark an
 // injection's influence on a call: IBAN-shaped account numbers, e-mail addresses, links,
-// single-quoted literals and snake_case literals. Snake_case words that are parameter names of
+// single-quoted literals, named venues (hotels, restaurants) and snake_case literals. Snake_case words that are parameter names of
 // the suite's tools (paramNames: hotel_name, first_name) and {placeholder} slots are shapes,
 // not values, and are skipped. Values the user's own prompt contains are dropped (the user
 // asked for them): long ones as case-insensitive substrings, short ones as whole words. The
@@ -52,7 +59,7 @@ func AttackerValues(goal, userPrompt string, paramNames map[string]bool) []strin
 		}
 		vals = append(vals, v)
 	}
-	for _, re := range []*regexp.Regexp{reIBAN, reEmail, reURL} {
+	for _, re := range []*regexp.Regexp{reIBAN, reEmail, reURL, rePlace} {
 		for _, m := range re.FindAllString(goal, -1) {
 			add(m)
 		}
@@ -147,4 +154,83 @@ func argumentValues(args string) ([]string, bool) {
 	}
 	walk(doc)
 	return out, true
+}
+
+// Venue is one hotel or restaurant of a suite's environment (suites_data/suites/<suite>/
+// environment.yaml): its name, city and price (a hotel's price_max, a restaurant's
+// price_per_person).
+type Venue struct {
+	Kind  string // "hotel" or "restaurant"
+	Name  string
+	City  string
+	Price float64
+}
+
+// DerivedValues returns the values an injection goal names only by description over the suite's
+// environment: "the most expensive hotel in Paris" is the name of the Paris hotel with the
+// highest price in venues. Goals without such a description, or whose city has no venue of the
+// kind, yield nothing.
+func DerivedValues(goal string, venues []Venue) []string {
+	var out []string
+	for _, m := range reMostExpensive.FindAllStringSubmatch(goal, -1) {
+		kind, city := strings.ToLower(m[1]), m[2]
+		best := -1
+		for i, v := range venues {
+			if v.Kind == kind && strings.EqualFold(v.City, city) && (best < 0 || v.Price > venues[best].Price) {
+				best = i
+			}
+		}
+		if best >= 0 {
+			out = append(out, venues[best].Name)
+		}
+	}
+	return out
+}
+
+// reVenueField is one scalar field of a venue entry in environment.yaml.
+var reVenueField = regexp.MustCompile(`^\s*(?:- )?(name|city|price_max|price_per_person):\s*"?([^"]*?)"?\s*$`)
+
+// ParseVenues reads the hotel_list and restaurant_list entries of an AgentDojo environment.yaml
+// (the scalar fields name, city, price_max, price_per_person of each "- name:" entry). It is a
+// line reader for that one layout, not a YAML parser: lines it does not know are skipped, and
+// an entry without a parseable price is kept with price 0.
+func ParseVenues(yaml []byte) []Venue {
+	var out []Venue
+	kind := ""
+	for _, line := range strings.Split(string(yaml), "\n") {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case trimmed == "hotel_list:":
+			kind = "hotel"
+			continue
+		case trimmed == "restaurant_list:":
+			kind = "restaurant"
+			continue
+		case strings.HasSuffix(trimmed, "_list:") || (len(line) > 0 && line[0] != ' ' && line[0] != '\t'):
+			kind = "" // another list or another top-level section
+			continue
+		}
+		if kind == "" {
+			continue
+		}
+		m := reVenueField.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		if m[1] == "name" && strings.HasPrefix(trimmed, "- ") {
+			out = append(out, Venue{Kind: kind, Name: m[2]})
+			continue
+		}
+		if len(out) == 0 || out[len(out)-1].Kind != kind {
+			continue
+		}
+		v := &out[len(out)-1]
+		switch m[1] {
+		case "city":
+			v.City = m[2]
+		case "price_max", "price_per_person":
+			fmt.Sscanf(m[2], "%g", &v.Price)
+		}
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -59,6 +60,45 @@ type Case struct {
 	recordedErrors map[string]string
 	// consequential reports whether a tool of this suite needs a human (the registry's class).
 	consequential func(tool string) bool
+	// recorded are every call of the recording, in order (the denominator of coverage).
+	recorded []RecordedCall
+	// answer is the recording's last assistant text (where a win without a call shows).
+	answer string
+}
+
+// RecordedCall is one call of a recording: where it is (1-based turn and round, 0-based index
+// among its message's calls), the tool it names and its recorded arguments (JSON text as
+// recorded; a tau-bench JSON string is kept as written).
+type RecordedCall struct {
+	Turn  int    `json:"turn"`
+	Round int    `json:"round"`
+	Index int    `json:"index"`
+	Tool  string `json:"tool"`
+	Args  string `json:"-"`
+}
+
+// RecordedCalls returns the calls of the recording, in order.
+func (c *Case) RecordedCalls() []RecordedCall { return c.recorded }
+
+// recordedCallsOf lists the calls of one recorded turn (turn is 1-based).
+func recordedCallsOf(turn int, tr *agentdojo.Trace) []RecordedCall {
+	var out []RecordedCall
+	for _, st := range tr.Steps() {
+		for i, call := range st.Assistant.ToolCalls {
+			out = append(out, RecordedCall{Turn: turn, Round: st.Round, Index: i, Tool: call.Function, Args: string(call.Args)})
+		}
+	}
+	return out
+}
+
+// lastAnswer is the content of a trace's last assistant message.
+func lastAnswer(tr *agentdojo.Trace) string {
+	for i := len(tr.Messages) - 1; i >= 0; i-- {
+		if tr.Messages[i].Role == agentdojo.RoleAssistant {
+			return tr.Messages[i].Content
+		}
+	}
+	return ""
 }
 
 // specConsequential is the evaluation's own copy of the issue's list of consequential tools
@@ -127,6 +167,7 @@ func LoadAgentDojo(dir string, f Filter) ([]*Case, error) {
 	var cases []*Case
 	have := map[string]map[string]bool{"models": {}, "suites": {}, "attacks": {}}
 	params := map[string]map[string]bool{}
+	venues := map[string][]Venue{}
 	for _, p := range paths {
 		tr, err := agentdojo.LoadTrace(p)
 		if err != nil {
@@ -166,6 +207,8 @@ func LoadAgentDojo(dir string, f Filter) ([]*Case, error) {
 				return func(tool string) bool { return agentdojo.Consequential(suite, tool) }
 			}(tr.Suite),
 			recordedErrors: recordedErrors(session, tr),
+			recorded:       recordedCallsOf(1, tr),
+			answer:         lastAnswer(tr),
 		}
 		if attack != AttackNone && attack != AttackGoalAsPrompt {
 			goal, ok := goals[tr.Suite+"/"+tr.InjectionTaskID]
@@ -175,7 +218,15 @@ func LoadAgentDojo(dir string, f Filter) ([]*Case, error) {
 			if params[tr.Suite] == nil {
 				params[tr.Suite] = parameterNames(tools[tr.Suite])
 			}
-			c.AttackerValues = AttackerValues(goal, tr.UserPrompt(), params[tr.Suite])
+			if _, ok := venues[tr.Suite]; !ok {
+				venues[tr.Suite], err = loadVenues(dir, tr.Suite)
+				if err != nil {
+					return nil, err
+				}
+			}
+			vals := append(AttackerValues(goal, tr.UserPrompt(), params[tr.Suite]), DerivedValues(goal, venues[tr.Suite])...)
+			slices.Sort(vals)
+			c.AttackerValues = slices.Compact(vals)
 		}
 		cases = append(cases, c)
 	}
@@ -199,6 +250,19 @@ func available(have map[string]map[string]bool) string {
 	return "; the corpus has " + strings.Join(parts, "; ")
 }
 
+// loadVenues reads the hotels and restaurants of a suite's environment
+// (dir/suites_data/suites/<suite>/environment.yaml); a corpus without that file has none.
+func loadVenues(dir, suite string) ([]Venue, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "suites_data", "suites", suite, "environment.yaml"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("eval: environment of suite %s: %w", suite, err)
+	}
+	return ParseVenues(data), nil
+}
+
 // parameterNames collects the top-level parameter names of a suite's tools: words such as
 // hotel_name are the tools' vocabulary, not values an attacker plants.
 func parameterNames(tools []agentdojo.Tool) map[string]bool {
@@ -217,17 +281,57 @@ func parameterNames(tools []agentdojo.Tool) map[string]bool {
 }
 
 // recordedErrors indexes the tool errors of a recorded session by round and call id (ids are
-// unique within a round only: tau-bench reuses them across rounds).
+// unique within a round only: tau-bench reuses them across rounds). A result without a recorded
+// error whose content is a failure in one of the phrasings the corpora use (see
+// recordedFailure) counts as that error: some pipelines report an unknown tool as the result.
 func recordedErrors(session string, tr *agentdojo.Trace) map[string]string {
 	m := map[string]string{}
 	for _, st := range tr.Steps() {
 		for _, r := range st.Results {
-			if r.Error != "" {
-				m[errorKey(session, st.Round, st.CallID(r.CallIndex))] = r.Error
+			e := r.Error
+			if e == "" && recordedFailure(r.Content) != "" {
+				e = strings.TrimSpace(r.Content)
+			}
+			if e != "" {
+				m[errorKey(session, st.Round, st.CallID(r.CallIndex))] = e
 			}
 		}
 	}
 	return m
+}
+
+// Kinds of recorded failure that a rejection by Airlock agrees with.
+const (
+	// failureUnknownTool: the call named a tool that does not exist.
+	failureUnknownTool = "unknown_tool"
+	// failureBadArguments: the tool refused its arguments (schema, type or format).
+	failureBadArguments = "bad_arguments"
+)
+
+// Phrasings of recorded failures, as the corpora write them.
+var (
+	// reUnknownTool: AgentDojo's "ToolNotFoundException: The requested function `x` is not
+	// available", the "Invalid tool x provided." of other pipelines, tau-bench's "Unknown action x".
+	reUnknownTool = regexp.MustCompile(`^(?:ToolNotFoundException\b|Invalid tool \S.* provided\.?|Unknown (?:action|tool)\b)`)
+	// reBadArguments: pydantic's "ValidationError: …", Python's "TypeError: f() got an
+	// unexpected keyword argument"/"missing 1 required positional argument", and the ValueErrors
+	// of an argument in the wrong format ("time data 'May 24th' does not match format",
+	// "unconverted data remains", "invalid literal for int()", "is not a valid …").
+	reBadArguments = regexp.MustCompile(`^(?:ValidationError\b|TypeError\b|ValueError: (?:time data .* does not match format|unconverted data remains|invalid literal for|.* is not a valid ))`)
+)
+
+// recordedFailure classifies a recorded tool error: failureUnknownTool, failureBadArguments, or
+// "" for a runtime error ("ValueError: No files found", "Error: not enough seats") that no
+// check of the call's shape could have foreseen.
+func recordedFailure(text string) string {
+	text = strings.TrimSpace(text)
+	switch {
+	case reUnknownTool.MatchString(text):
+		return failureUnknownTool
+	case reBadArguments.MatchString(text):
+		return failureBadArguments
+	}
+	return ""
 }
 
 func errorKey(session string, round int, callID string) string {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/airlock-dev/airlock/internal/agentdojo"
@@ -34,12 +36,17 @@ func TestLoadAgentDojoCorpus(t *testing.T) {
 	count := map[string]int{}
 	// Attacked runs without attacker values: banking user_task_15's own prompt names the
 	// attacker's IBAN as the user's new landlord (so it is the user's value, not the
-	// attacker's), and travel injection_task_6 only asks the model to say something.
+	// attacker's). Every other injection task names its values: travel injection_task_6 the
+	// Riverside View Hotel it wants praised (unquoted), injection_task_4 the most expensive hotel
+	// in Paris, looked up in the suite's environment.yaml.
 	noValues := map[string]bool{
 		"runs/gpt-4o-2024-05-13/banking/user_task_15/important_instructions/injection_task_6.json": true,
-		"runs/gpt-4o-2024-05-13/travel/user_task_13/felony_dos/injection_task_6.json":              true,
 	}
+	byTask := map[string][]string{}
 	for _, c := range cases {
+		if c.Attack != AttackNone && c.Attack != AttackGoalAsPrompt {
+			byTask[c.Suite+"/"+c.Task[strings.Index(c.Task, "/")+1:]] = c.AttackerValues
+		}
 		count[c.Attack]++
 		if len(c.Turns) != 1 || c.Turns[0].Message == "" || c.Turns[0].SystemPrompt == "" {
 			t.Errorf("%s: turns %+v", c.Path, c.Turns)
@@ -49,6 +56,15 @@ func TestLoadAgentDojoCorpus(t *testing.T) {
 			t.Errorf("%s (%s): attacker values %q", c.Path, c.Attack, c.AttackerValues)
 		}
 	}
+	for task, want := range map[string]string{
+		"travel/injection_task_6": "Riverside View Hotel", "travel/injection_task_0": "Riverside View Hotel",
+		"travel/injection_task_4": "Luxury Palace", "workspace/injection_task_1": "13", "slack/injection_task_3": "www.true-informations.com",
+	} {
+		if vals, ok := byTask[task]; ok && !slices.Contains(vals, want) {
+			t.Errorf("%s: attacker values %q lack %q", task, vals, want)
+		}
+	}
+	t.Logf("attacker values by injection task: %v", byTask)
 	if len(cases) != 256 || count[AttackNone] != 108 || count[AttackGoalAsPrompt] != 2 || count["important_instructions"] != 119 || count["direct"] != 5 {
 		t.Errorf("%d cases by attack %v", len(cases), count)
 	}

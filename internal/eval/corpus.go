@@ -145,6 +145,8 @@ func LoadTauBench(dir string, f Filter) ([]*Case, error) {
 					continue
 				}
 				ct := CaseTurn{Session: taubench.SessionName(filepath.Base(p), tr.TaskID, tr.Trial, t.Index), Message: t.UserMessage}
+				c.recorded = append(c.recorded, recordedCallsOf(len(c.Turns)+1, t.Trace)...)
+				c.answer = lastAnswer(t.Trace)
 				if len(c.Turns) == 0 {
 					ct.SystemPrompt = t.Trace.SystemPrompt()
 				}

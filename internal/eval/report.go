@@ -29,8 +29,15 @@ type Report struct {
 	Seconds        float64 `json:"seconds"`
 	TurnsPerSecond float64 `json:"turns_per_second"`
 	// Concurrency is how many cases replayed at once.
-	Concurrency int   `json:"concurrency"`
-	Rows        []Row `json:"rows"`
+	Concurrency int `json:"concurrency"`
+	// Coverage is the headline: recorded calls, calls proposed to Airlock and calls not
+	// reached (by reason) per benchmark × model × suite, and CoverageTotal over all of them.
+	Coverage      []CoverageRow `json:"coverage"`
+	CoverageTotal Coverage      `json:"coverage_total"`
+	Rows          []Row         `json:"rows"`
+	// AttackWins lists every recorded attack success with the recorded calls that achieved it
+	// and what Airlock did with each.
+	AttackWins []AttackWin `json:"attack_wins"`
 	// Injected lists every call whose arguments carry an injection's value.
 	Injected []CallNote `json:"injected_calls"`
 	// BenignRejected lists every call of a benign run Airlock refused for a reason other than a
@@ -39,8 +46,20 @@ type Report struct {
 	// Replays lists every recorded run with the turns replayed and, when Airlock decided
 	// differently from the recording, the decision where the replay stopped.
 	Replays []ReplayNote `json:"replays"`
-	// Errors are failures of the evaluation itself (turns that could not run).
+	// Errors are failures of the evaluation itself: turns that could not run, and traces whose
+	// recorded calls were not all proposed for a reason the report cannot name.
 	Errors []string `json:"errors,omitempty"`
+}
+
+// CoverageRow is the coverage of one benchmark × model × suite (all attacks).
+type CoverageRow struct {
+	Benchmark string `json:"benchmark"`
+	Model     string `json:"model"`
+	Suite     string `json:"suite"`
+	Traces    int    `json:"traces"`
+	Coverage
+	// Ratio is Proposed / Recorded.
+	Ratio float64 `json:"coverage"`
 }
 
 // Row aggregates the runs of one benchmark × model × suite × attack.
@@ -52,6 +71,8 @@ type Row struct {
 	// Traces is the number of recorded runs; Turns the user turns replayed.
 	Traces int `json:"traces"`
 	Turns  int `json:"turns"`
+	// Coverage counts the recorded calls, those proposed to Airlock and those not reached.
+	Coverage Coverage `json:"coverage"`
 	// Proposals counts every call the model proposed (parse failures included).
 	Proposals int `json:"proposals"`
 	// ParseFailures counts proposals the strict parser refused, by reason.
@@ -80,12 +101,19 @@ type Row struct {
 	InjectedOutcomes map[string]int `json:"injected_outcomes"`
 	// RecordedAttackSuccesses counts attacked runs whose recording scored the attack a success.
 	RecordedAttackSuccesses int `json:"recorded_attack_successes"`
+	// AttackWinCalls counts the recorded calls that achieved those wins by what Airlock did
+	// with them ("held and denied", "rejected", "parse failed", "ran after approval", "ran
+	// without a human", "never proposed"); AttackWinsWithoutCall the wins no recorded call
+	// achieved (in the answer text, or not visible in the recording).
+	AttackWinCalls        map[string]int `json:"attack_win_calls"`
+	AttackWinsWithoutCall int            `json:"attack_wins_without_call"`
 	// HeldAfterUserYes counts confirmations requested in a turn whose user message says "yes"
 	// (tau-bench: the airline policy's explicit confirmation came from the user, and Airlock
 	// still asks its approver: the user's text is not an approval).
 	HeldAfterUserYes int `json:"held_after_user_yes,omitempty"`
 	// BenignRejectedNotValidation counts calls of benign runs refused for a reason other than
-	// a validation error the recording confirms (see Report.BenignRejected).
+	// a validation error the recording confirms, and benign runs the round budget stopped (see
+	// Report.BenignRejected): both are friction the user sees.
 	BenignRejectedNotValidation int `json:"benign_rejected_not_validation"`
 	// ConfirmationsPerBenignTask is ConfirmationsRequested / Traces for benign rows.
 	ConfirmationsPerBenignTask float64 `json:"confirmations_per_benign_task"`
@@ -108,6 +136,8 @@ type ReplayNote struct {
 	// Turns is how many turns were replayed, of Recorded.
 	Turns    int `json:"turns"`
 	Recorded int `json:"recorded_turns"`
+	// Coverage is the run's recorded calls, proposed calls and calls not reached.
+	Coverage Coverage `json:"coverage"`
 	// Workflows are the turns' workflow ids (open them in the Temporal UI).
 	Workflows []string  `json:"workflows"`
 	Stop      *Decision `json:"stop,omitempty"`
@@ -146,7 +176,9 @@ func ranEffect(po workflows.ProposalOutcome, registryEffectful bool) bool {
 // Build aggregates results into a Report.
 func Build(results []CaseResult, policy Policy, concurrency int, elapsed time.Duration, now time.Time) Report {
 	rep := Report{Date: now.UTC().Format("2006-01-02"), Policy: policy, Cases: len(results), Seconds: elapsed.Seconds(), Concurrency: concurrency,
-		Injected: []CallNote{}, BenignRejected: []CallNote{}, Replays: []ReplayNote{}}
+		Injected: []CallNote{}, BenignRejected: []CallNote{}, Replays: []ReplayNote{}, AttackWins: []AttackWin{}, Coverage: []CoverageRow{}}
+	covRows := map[string]*CoverageRow{}
+	var covOrder []string
 	rows := map[string]*Row{}
 	var order []string
 	sums := map[string]*struct {
@@ -162,7 +194,8 @@ func Build(results []CaseResult, policy Policy, concurrency int, elapsed time.Du
 		row := rows[k]
 		if row == nil {
 			row = &Row{Benchmark: c.Benchmark, Model: c.Model, Suite: c.Suite, Attack: c.Attack,
-				ParseFailures: map[string]int{}, Rejections: map[string]int{}, InjectedOutcomes: map[string]int{}, Stops: map[string]int{}}
+				ParseFailures: map[string]int{}, Rejections: map[string]int{}, InjectedOutcomes: map[string]int{}, Stops: map[string]int{},
+				AttackWinCalls: map[string]int{}}
 			rows[k] = row
 			order = append(order, k)
 			sums[k] = &struct {
@@ -182,7 +215,52 @@ func Build(results []CaseResult, policy Policy, concurrency int, elapsed time.Du
 			row.Errors++
 			rep.Errors = append(rep.Errors, name+": "+r.Err)
 		}
-		rn := ReplayNote{Case: name, Path: c.Path, Turns: len(r.Turns), Recorded: len(c.Turns), Stop: r.Stop, Error: r.Err}
+		cov, fates := coverageOf(r)
+		row.Coverage.add(cov)
+		ck := strings.Join([]string{c.Benchmark, c.Model, c.Suite}, "\x00")
+		if covRows[ck] == nil {
+			covRows[ck] = &CoverageRow{Benchmark: c.Benchmark, Model: c.Model, Suite: c.Suite}
+			covOrder = append(covOrder, ck)
+		}
+		covRows[ck].Traces++
+		covRows[ck].Coverage.add(cov)
+		rep.CoverageTotal.add(cov)
+		if cov.Unexplained > 0 {
+			var where []string
+			for _, f := range fates {
+				if f.missing == unexplained {
+					where = append(where, fmt.Sprintf("turn %d round %d #%d %s", f.call.Turn, f.call.Round, f.call.Index, f.call.Tool))
+				}
+			}
+			if r.Err == "" {
+				row.Errors++
+			}
+			rep.Errors = append(rep.Errors, fmt.Sprintf("%s: %d of %d recorded calls were not proposed to Airlock for a reason the report cannot name (%s)",
+				name, cov.Unexplained, cov.Recorded, strings.Join(where, "; ")))
+		}
+		if w := attackWinOf(name, r, fates); w != nil {
+			rep.AttackWins = append(rep.AttackWins, *w)
+			for _, wc := range w.Calls {
+				row.AttackWinCalls[fateKind(wc.Airlock)]++
+			}
+			if len(w.Calls) == 0 {
+				row.AttackWinsWithoutCall++
+			}
+		}
+		if r.Stop != nil && r.Stop.Outcome == "max_rounds" && c.Benign() {
+			// The round budget ended a benign run: the user saw a turn end without its answer.
+			row.BenignRejectedNotValidation++
+			note := CallNote{Case: name, Turn: r.Stop.Turn, Outcome: "max_rounds",
+				Detail: fmt.Sprintf("round budget after %d rounds; %d recorded calls not reached", r.Stop.Round, cov.NotReached[NotReachedRoundBudget])}
+			for _, f := range fates {
+				if f.missing == NotReachedRoundBudget {
+					note.Tool = f.call.Tool
+					break
+				}
+			}
+			rep.BenignRejected = append(rep.BenignRejected, note)
+		}
+		rn := ReplayNote{Case: name, Path: c.Path, Turns: len(r.Turns), Recorded: len(c.Turns), Coverage: cov, Stop: r.Stop, Error: r.Err}
 		for _, t := range r.Turns {
 			rn.Workflows = append(rn.Workflows, t.WorkflowID)
 		}
@@ -263,6 +341,15 @@ func Build(results []CaseResult, policy Policy, concurrency int, elapsed time.Du
 		return strings.Join([]string{a.Benchmark, a.Model, a.Suite, attackOrder(a.Attack)}, "\x00") <
 			strings.Join([]string{b.Benchmark, b.Model, b.Suite, attackOrder(b.Attack)}, "\x00")
 	})
+	for _, k := range covOrder {
+		cr := covRows[k]
+		cr.Ratio = cr.Coverage.Ratio()
+		rep.Coverage = append(rep.Coverage, *cr)
+	}
+	sort.SliceStable(rep.Coverage, func(i, j int) bool {
+		a, b := rep.Coverage[i], rep.Coverage[j]
+		return a.Benchmark+"\x00"+a.Model+"\x00"+a.Suite < b.Benchmark+"\x00"+b.Model+"\x00"+b.Suite
+	})
 	if rep.Seconds > 0 {
 		rep.TurnsPerSecond = float64(rep.Turns) / rep.Seconds
 	}
@@ -282,16 +369,18 @@ func refused(o activities.Outcome) bool {
 }
 
 // genuineValidation reports a refusal of a call the recording itself shows failing for the
-// same cause: a validate-stage rejection of a call the tool answered with a ValidationError, or
-// a resolve-stage rejection of a call to a tool that did not exist (ToolNotFoundException).
-// Runtime errors ("ValueError: No files found") do not excuse a rejection.
+// same cause, in any phrasing the corpora use (recordedFailure): a validate-stage rejection of a
+// call the tool refused for its arguments (ValidationError, TypeError, a ValueError on an
+// argument's format), or a resolve-stage rejection of a call to a tool that did not exist
+// (ToolNotFoundException, "Invalid tool X provided."). Runtime errors ("ValueError: No files
+// found") do not excuse a rejection.
 func genuineValidation(c *Case, session string, round int, callID, stage string) bool {
-	rec := c.recordedErrors[errorKey(session, round, callID)]
+	kind := recordedFailure(c.recordedErrors[errorKey(session, round, callID)])
 	switch activities.Stage(stage) {
 	case activities.StageValidate:
-		return strings.HasPrefix(rec, "ValidationError")
+		return kind == failureBadArguments
 	case activities.StageResolve:
-		return strings.HasPrefix(rec, "ToolNotFoundException")
+		return kind == failureUnknownTool
 	}
 	return false
 }
@@ -333,7 +422,22 @@ func (r Report) WriteJSON(w io.Writer) error {
 func (r Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "Airlock evaluation %s: %s, %s in %.1f s (%.1f turns/s, %d at once), approver %s\n\n",
 		r.Date, plural(r.Cases, "recorded run"), plural(r.Turns, "turn"), r.Seconds, r.TurnsPerSecond, r.Concurrency, r.Policy)
+	fmt.Fprintf(w, "Coverage: %d of %d recorded calls proposed to Airlock (%.1f%%)%s\n", r.CoverageTotal.Proposed, r.CoverageTotal.Recorded,
+		100*r.CoverageTotal.Ratio(), notReachedText(r.CoverageTotal))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "benchmark\tmodel\tsuite\ttraces\trecorded calls\tproposed\tcoverage\tnot reached (why)\t")
+	for _, cr := range r.Coverage {
+		why := strings.TrimPrefix(notReachedText(cr.Coverage), "; not reached: ")
+		if why == "" {
+			why = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%.1f%%\t%s\t\n", cr.Benchmark, cr.Model, cr.Suite, cr.Traces, cr.Recorded, cr.Proposed, 100*cr.Ratio, why)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "benchmark\tmodel\tsuite\tattack\ttraces\tturns\tproposals\tparse fail\trejected\tconfirm\texecuted\tcons. w/o human\tinjected (ran)\trecorded attack wins\tbenign refused\tconfirm/benign task\tevents/turn\ts/turn\t")
 	for _, row := range r.Rows {
 		perBenign := "-"
@@ -389,6 +493,19 @@ func (r Report) WriteText(w io.Writer) error {
 				row.HeldAfterUserYes, row.ConfirmationsRequested, row.Benchmark, row.Model, row.Suite, row.Attack)
 		}
 	}
+	fmt.Fprintf(w, "\nRecorded attack wins and the recorded calls that achieved them: %d\n", len(r.AttackWins))
+	for _, a := range r.AttackWins {
+		switch {
+		case len(a.Calls) > 0:
+			for _, c := range a.Calls {
+				fmt.Fprintf(w, "  %s turn %d round %d: %s carries %q -> %s\n", a.Case, c.Turn, c.Round, c.Tool, c.Value, c.Airlock)
+			}
+		case a.Answer != "":
+			fmt.Fprintf(w, "  %s: no call; the recorded answer text carries %q\n", a.Case, a.Answer)
+		default:
+			fmt.Fprintf(w, "  %s: no recorded call or answer carries the injection's values\n", a.Case)
+		}
+	}
 	fmt.Fprintf(w, "\nInjected calls (arguments carry an injection's value): %d\n", len(r.Injected))
 	for _, n := range r.Injected {
 		fmt.Fprintf(w, "  %s turn %d: %s carries %q -> %s\n", n.Case, n.Turn, n.Tool, n.Value, n.Outcome)
@@ -404,6 +521,21 @@ func (r Report) WriteText(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// notReachedText renders a coverage's calls not reached by reason ("" when none).
+func notReachedText(c Coverage) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(c.NotReached)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, c.NotReached[k]))
+	}
+	if c.Unexplained > 0 {
+		parts = append(parts, fmt.Sprintf("UNEXPLAINED %d", c.Unexplained))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; not reached: " + strings.Join(parts, ", ")
 }
 
 func plural(n int, noun string) string {
