@@ -40,8 +40,11 @@ Anthropic message) from stdin and print what Airlock's strict parser makes of it
   {"candidates":[{"call_id","name","version","arguments"}],"failures":[{"call_id","reason"}]}
 
 Nothing is repaired: empty or missing arguments, invalid or double-encoded JSON, trailing data,
-names outside the grammar, duplicate call ids, truncated output and tool calls written as text
-are failures with a reason code. Names are not checked against the registry here (the executor
+names outside the grammar, duplicate call ids (every call of such a message fails), truncated
+output, a message that did not end normally (abnormal_finish: any finish or stop reason other
+than tool_calls, stop or function_call for OpenAI, stop for Ollama, tool_use or end_turn for
+Anthropic, including a missing one) and tool calls written as text are failures with a reason
+code. Names are not checked against the registry here (the executor
 does that at resolve), so version is the one the base registry advertises, or 0.
 Useful for debugging a model server. Exit status 1 if the input is not a provider response.`,
 		Example: `  curl -s $BASE/v1/chat/completions -d @req.json | airlock parse

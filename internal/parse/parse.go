@@ -107,13 +107,21 @@ func detect(top object) Format {
 //   - The name must match NamePattern, else invalid_name.
 //   - OpenAI and Anthropic calls need a non-empty id, else missing_call_id. Ollama sends no
 //     ids: a call without one gets the synthetic id "call_<index>".
-//   - Every call that shares its id with another call in the response fails with
-//     duplicate_call_id (cases B08, B27): ids are never renumbered.
-//   - finish_reason "length" (OpenAI), done_reason "length" (Ollama), stop_reason
-//     "max_tokens" or "model_context_window_exceeded" (Anthropic): every call fails with
-//     truncated, whether or not its arguments parse (case B14).
-//   - Precedence for a call with several faults: truncated, duplicate_call_id,
-//     missing_call_id, invalid_name, then the argument reasons.
+//   - When two calls of the message share an id, every call of the message fails with
+//     duplicate_call_id, those with a unique id or no id included (cases B08, B27): the
+//     message was assembled wrongly. Ids are never renumbered.
+//   - A call is a candidate only when its message ended normally (normalFinish: OpenAI
+//     finish_reason "tool_calls", "stop" or "function_call", Ollama done_reason "stop",
+//     Anthropic stop_reason "tool_use" or "end_turn"). finish_reason/done_reason "length",
+//     stop_reason "max_tokens" or "model_context_window_exceeded": every call fails with
+//     truncated, whether or not its arguments parse (case B14). Any other reason, published
+//     or not, a different spelling or case, and a missing, null or empty reason: every call
+//     fails with abnormal_finish (case B37).
+//   - Precedence for a call with several faults: duplicate_call_id, invalid_name,
+//     truncated/abnormal_finish, missing_call_id, then the argument reasons. The first two
+//     come before the finish reason because they decide whether the call may be echoed back
+//     to the provider at all (workflows' answerable); their Detail then also names the
+//     finish reason.
 //   - With no structured call, prose that looks like a tool call (see detectEmbedded) yields
 //     exactly one failure embedded_tool_call_text with CallID "", the name when obvious and Raw
 //     the whole text (cases B11-B13). With structured calls, text is prose and is ignored
@@ -216,6 +224,11 @@ func parseOpenAI(top object) (Result, error) {
 	if err != nil {
 		return Result{}, unrecognized("finish reason: %v", err)
 	}
+	w := wireOpenAI
+	if ollama {
+		w = wireOllama
+	}
+	failReason, failDetail := classifyFinish(w, finish, len(finishRaw) > 0 && kindOf(finishRaw) != 'n')
 	text, err := openAIText(msg)
 	if err != nil {
 		return Result{}, err
@@ -237,7 +250,7 @@ func parseOpenAI(top object) (Result, error) {
 		p.idNote = "legacy message.function_call has no call id"
 		props = append(props, p)
 	}
-	return finish1(text, finish, finish == "length", props), nil
+	return finish1(text, finish, failReason, failDetail, props), nil
 }
 
 // openAIText returns message.content: a string, null/absent, or an array of parts whose
@@ -423,8 +436,8 @@ func parseAnthropic(top object) (Result, error) {
 			props = append(props, anthropicCall(len(props), block))
 		}
 	}
-	truncated := stop == "max_tokens" || stop == "model_context_window_exceeded"
-	return finish1(text.String(), stop, truncated, props), nil
+	failReason, failDetail := classifyFinish(wireAnthropic, stop, len(stopRaw) > 0 && kindOf(stopRaw) != 'n')
+	return finish1(text.String(), stop, failReason, failDetail, props), nil
 }
 
 // anthropicCall reads one tool_use block.
@@ -448,9 +461,12 @@ func anthropicCall(i int, block object) proposal {
 	return p.settle(nameOK, reason, detail)
 }
 
-// finish1 applies the response-wide rules (truncation, duplicate and missing ids, embedded
-// tool-call text) and builds the Result.
-func finish1(text, finish string, truncated bool, props []proposal) Result {
+// finish1 applies the message-wide rules and builds the Result. failReason is what the
+// finish reason makes of every call (truncated, abnormal_finish, or "" for a normal end) and
+// failDetail its Detail. A shared id fails every call of the message with duplicate_call_id,
+// those with a unique id or no id included: the message was assembled wrongly, so none of its
+// calls can be trusted.
+func finish1(text, finish string, failReason Reason, failDetail string, props []proposal) Result {
 	res := Result{Text: text, FinishReason: finish}
 	if len(props) == 0 {
 		if name, how, ok := detectEmbedded(text); ok {
@@ -465,19 +481,38 @@ func finish1(text, finish string, truncated bool, props []proposal) Result {
 		return res
 	}
 	count := make(map[string]int)
+	var shared []int // indexes of calls whose id another call also uses
 	for _, p := range props {
 		if p.hasID {
 			count[p.call.CallID]++
 		}
 	}
+	for i, p := range props {
+		if p.hasID && count[p.call.CallID] > 1 {
+			shared = append(shared, i)
+		}
+	}
+	also := ""
+	if failReason != "" {
+		also = "; also: " + failDetail
+	}
 	res.Calls = make([]Call, len(props))
 	for i, p := range props {
 		c := p.call
 		switch {
-		case truncated:
-			c.Reason, c.Detail = ReasonTruncated, fmt.Sprintf("finish reason %q: output was cut off; every call in the response is rejected", finish)
-		case p.hasID && count[c.CallID] > 1:
-			c.Reason, c.Detail = ReasonDuplicateCallID, fmt.Sprintf("call id %q is used by %d calls", c.CallID, count[c.CallID])
+		case len(shared) > 0 && p.hasID && count[c.CallID] > 1:
+			c.Reason, c.Detail = ReasonDuplicateCallID, fmt.Sprintf("call id %s is used by %d calls of the message (calls %s), so the message was assembled wrongly and none of its calls is trusted%s", quoteBounded(c.CallID), count[c.CallID], indexList(props, c.CallID), also)
+		case len(shared) > 0:
+			first := props[shared[0]].call.CallID
+			own := "this call's id is unique"
+			if !p.hasID {
+				own = "this call has no id"
+			}
+			c.Reason, c.Detail = ReasonDuplicateCallID, fmt.Sprintf("%s, but call id %s is used by %d calls of the same message (calls %s), so the message was assembled wrongly and none of its calls is trusted%s", own, quoteBounded(first), count[first], indexList(props, first), also)
+		case c.Reason == ReasonInvalidName:
+			c.Detail += also
+		case failReason != "":
+			c.Reason, c.Detail = failReason, failDetail
 		case !p.hasID && !p.broken:
 			c.Reason, c.Detail = ReasonMissingCallID, p.idNote
 		}
@@ -487,6 +522,22 @@ func finish1(text, finish string, truncated bool, props []proposal) Result {
 		res.Calls[i] = c
 	}
 	return res
+}
+
+// indexList names, 1-based, the calls whose id is id, e.g. "#1 and #3".
+func indexList(props []proposal, id string) string {
+	var out string
+	n := 0
+	for i, p := range props {
+		if p.hasID && p.call.CallID == id {
+			if n > 0 {
+				out += " and "
+			}
+			out += "#" + strconv.Itoa(i+1)
+			n++
+		}
+	}
+	return out
 }
 
 // optString decodes an optional string value (absent or null → "").

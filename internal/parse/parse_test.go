@@ -13,6 +13,7 @@ import (
 
 const (
 	providerCases = "../../../shared/cases/provider-responses.jsonl"
+	finishCases   = "../../../shared/cases/finish-reasons.jsonl"
 	approvalCases = "../../../shared/cases/approval-durability.jsonl"
 )
 
@@ -51,77 +52,93 @@ func readLines(tb testing.TB, path string) [][]byte {
 	return lines
 }
 
-func readProviderCases(tb testing.TB) []caseLine {
+func readProviderCases(tb testing.TB) []caseLine { return readCases(tb, providerCases) }
+
+// readCases reads a case file in the provider-responses.jsonl format, failing the test when it
+// is missing or empty.
+func readCases(tb testing.TB, path string) []caseLine {
 	tb.Helper()
 	var cases []caseLine
-	for i, l := range readLines(tb, providerCases) {
+	for i, l := range readLines(tb, path) {
 		var c caseLine
 		if err := json.Unmarshal(l, &c); err != nil {
-			tb.Fatalf("line %d: %v", i+1, err)
+			tb.Fatalf("%s line %d: %v", path, i+1, err)
 		}
 		cases = append(cases, c)
 	}
 	if len(cases) == 0 {
-		tb.Fatal("no cases in " + providerCases)
+		tb.Fatal("no cases in " + path)
 	}
 	return cases
 }
 
 func TestProviderResponseCases(t *testing.T) {
 	for _, c := range readProviderCases(t) {
-		t.Run(c.ID, func(t *testing.T) {
-			wantFormat := FormatOpenAI
-			if bytes.Contains(c.Input, []byte(`"tool_use"`)) {
-				wantFormat = FormatAnthropic
+		t.Run(c.ID, func(t *testing.T) { checkCase(t, c) })
+	}
+}
+
+// TestFinishReasonCases runs every line of finish-reasons.jsonl (case B37 and the rest).
+func TestFinishReasonCases(t *testing.T) {
+	for _, c := range readCases(t, finishCases) {
+		t.Run(c.ID, func(t *testing.T) { checkCase(t, c) })
+	}
+}
+
+// checkCase asserts one case line: the detected format, then for each of FormatAuto and that
+// format, every call failing with expect.reason or the expected candidates byte for byte.
+func checkCase(t *testing.T, c caseLine) {
+	t.Helper()
+	wantFormat := FormatOpenAI
+	if bytes.Contains(c.Input, []byte(`"tool_use"`)) {
+		wantFormat = FormatAnthropic
+	}
+	if got := DetectFormat(c.Input); got != wantFormat {
+		t.Fatalf("DetectFormat = %q, want %q", got, wantFormat)
+	}
+	for _, f := range []Format{FormatAuto, wantFormat} {
+		res, err := Parse(f, c.Input, Options{})
+		if err != nil {
+			t.Fatalf("Parse(%s): %v", f, err)
+		}
+		switch c.Expect.Outcome {
+		case "parse_failed":
+			if c.Expect.Reason == "" {
+				t.Fatal("case has no expect.reason")
 			}
-			if got := DetectFormat(c.Input); got != wantFormat {
-				t.Fatalf("DetectFormat = %q, want %q", got, wantFormat)
+			if len(res.Calls) == 0 {
+				t.Fatalf("no calls, want failures %s", c.Expect.Reason)
 			}
-			for _, f := range []Format{FormatAuto, wantFormat} {
-				res, err := Parse(f, c.Input, Options{})
-				if err != nil {
-					t.Fatalf("Parse(%s): %v", f, err)
+			for _, call := range res.Calls {
+				if call.Reason != c.Expect.Reason {
+					t.Errorf("call %d (%q): reason %q (%s), want %q", call.Index, call.Name, call.Reason, call.Detail, c.Expect.Reason)
 				}
-				switch c.Expect.Outcome {
-				case "parse_failed":
-					if c.Expect.Reason == "" {
-						t.Fatal("case has no expect.reason")
-					}
-					if len(res.Calls) == 0 {
-						t.Fatalf("no calls, want failures %s", c.Expect.Reason)
-					}
-					for _, call := range res.Calls {
-						if call.Reason != c.Expect.Reason {
-							t.Errorf("call %d (%q): reason %q (%s), want %q", call.Index, call.Name, call.Reason, call.Detail, c.Expect.Reason)
-						}
-						if call.Arguments != nil {
-							t.Errorf("failed call %d carries Arguments", call.Index)
-						}
-					}
-				case "candidates":
-					if len(res.Calls) != len(c.Expect.Candidates) {
-						t.Fatalf("got %d calls %+v, want %d candidates", len(res.Calls), res.Calls, len(c.Expect.Candidates))
-					}
-					for i, want := range c.Expect.Candidates {
-						got := res.Calls[i]
-						if !got.Candidate() {
-							t.Fatalf("call %d failed: %s (%s)", i, got.Reason, got.Detail)
-						}
-						if got.Name != want.Name {
-							t.Errorf("call %d name %q, want %q", i, got.Name, want.Name)
-						}
-						if string(got.Arguments) != want.ArgumentsRaw {
-							t.Errorf("call %d arguments\n got %s\nwant %s", i, got.Arguments, want.ArgumentsRaw)
-						}
-						if got.Raw != want.ArgumentsRaw {
-							t.Errorf("call %d raw %q, want %q", i, got.Raw, want.ArgumentsRaw)
-						}
-					}
-				default:
-					t.Fatalf("unknown outcome %q", c.Expect.Outcome)
+				if call.Arguments != nil {
+					t.Errorf("failed call %d carries Arguments", call.Index)
 				}
 			}
-		})
+		case "candidates":
+			if len(res.Calls) != len(c.Expect.Candidates) {
+				t.Fatalf("got %d calls %+v, want %d candidates", len(res.Calls), res.Calls, len(c.Expect.Candidates))
+			}
+			for i, want := range c.Expect.Candidates {
+				got := res.Calls[i]
+				if !got.Candidate() {
+					t.Fatalf("call %d failed: %s (%s)", i, got.Reason, got.Detail)
+				}
+				if got.Name != want.Name {
+					t.Errorf("call %d name %q, want %q", i, got.Name, want.Name)
+				}
+				if string(got.Arguments) != want.ArgumentsRaw {
+					t.Errorf("call %d arguments\n got %s\nwant %s", i, got.Arguments, want.ArgumentsRaw)
+				}
+				if got.Raw != want.ArgumentsRaw {
+					t.Errorf("call %d raw %q, want %q", i, got.Raw, want.ArgumentsRaw)
+				}
+			}
+		default:
+			t.Fatalf("unknown outcome %q", c.Expect.Outcome)
+		}
 	}
 }
 
@@ -280,7 +297,7 @@ func TestParseTable(t *testing.T) {
 			{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}},
 			{"id":"b","type":"function","function":{"name":"g","arguments":"{}"}},
 			{"id":"a","type":"function","function":{"name":"h","arguments":"nope"}}]`, "tool_calls"), "",
-			[]want{{reason: ReasonDuplicateCallID}, {name: "g", args: `{}`, id: "b"}, {reason: ReasonDuplicateCallID}}},
+			[]want{{reason: ReasonDuplicateCallID}, {reason: ReasonDuplicateCallID, id: "b"}, {reason: ReasonDuplicateCallID}}},
 		{"mixed: one good, one bad", FormatOpenAI, openAI(`"Reading both."`, `[
 			{"id":"a","type":"function","function":{"name":"f","arguments":"{\"k\":1}"}},
 			{"id":"b","type":"function","function":{"name":"g","arguments":""}}]`, "tool_calls"), "Reading both.",
@@ -479,9 +496,10 @@ func TestResultJSONRoundTrip(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, c := range readProviderCases(f) {
+	for _, c := range append(readProviderCases(f), readCases(f, finishCases)...) {
 		f.Add(string(FormatAuto), []byte(c.Input))
 	}
+	f.Add(string(FormatAnthropic), anthropic(`[{"type":"tool_use","id":"t","name":"f","input":{}},{"type":"tool_use","id":"u","name":"f","input":{}}]`, "pause_turn"))
 	f.Add(string(FormatOpenAI), withArgs(`{"a":1}{"b":2}`))
 	f.Add(string(FormatOpenAI), withArgs(`{"x": "\ud800"}`))
 	f.Add(string(FormatOpenAI), withArgs(quote(`{"a": 1}`)))
@@ -502,9 +520,19 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse is not deterministic")
 		}
 		ids := map[string]bool{}
+		dup := false
+		for _, c := range res.Calls {
+			dup = dup || c.Reason == ReasonDuplicateCallID
+		}
 		for i, c := range res.Calls {
 			if c.Index != i {
 				t.Fatalf("call %d has Index %d", i, c.Index)
+			}
+			if dup && c.Reason != ReasonDuplicateCallID {
+				t.Fatalf("call %d is %q in a message with a shared id", i, c.Reason)
+			}
+			if c.Candidate() && !normalFinish[wireOpenAI][res.FinishReason] && !normalFinish[wireAnthropic][res.FinishReason] {
+				t.Fatalf("candidate in a message that ended with %q", res.FinishReason)
 			}
 			if !c.Candidate() {
 				if c.Arguments != nil {

@@ -36,12 +36,22 @@ const (
 	// ReasonInvalidName: the name is missing or does not match NamePattern (case B05); never
 	// trimmed or stripped.
 	ReasonInvalidName Reason = "invalid_name"
-	// ReasonDuplicateCallID: the call shares its id with another call of the response; every
-	// such call fails (cases B08, B27).
+	// ReasonDuplicateCallID: two or more calls of the message share an id, so the message was
+	// assembled wrongly (stream snapshots appended as deltas, merged indexes) and every call of
+	// it fails, those with a unique id or no id included (cases B08, B27). Ids are never
+	// renumbered.
 	ReasonDuplicateCallID Reason = "duplicate_call_id"
-	// ReasonTruncated: the provider reported the output cut off (finish_reason "length",
-	// stop_reason "max_tokens"); every call of the response fails (case B14).
+	// ReasonTruncated: the provider reported the output cut off by a token limit
+	// (finish_reason or done_reason "length", stop_reason "max_tokens" or
+	// "model_context_window_exceeded"); every call of the message fails (case B14).
 	ReasonTruncated Reason = "truncated"
+	// ReasonAbnormalFinish: the message's finish or stop reason is not a normal end (see
+	// normalFinish: OpenAI "tool_calls", "stop" or "function_call"; Ollama "stop"; Anthropic
+	// "tool_use" or "end_turn") nor a token limit: a refusal, a content filter, a stop
+	// sequence, a paused turn, a reason no provider has published yet, or no reason at all.
+	// Every call of the message fails whatever the tool's class (case B37); Detail names the
+	// reason, escaped and cut to MaxReasonQuote bytes.
+	ReasonAbnormalFinish Reason = "abnormal_finish"
 	// ReasonEmbeddedToolCallText: content holds tool-call-shaped text and there is no
 	// structured call (cases B11-B13); the text is never promoted to a call.
 	ReasonEmbeddedToolCallText Reason = "embedded_tool_call_text"
