@@ -626,7 +626,7 @@ func (t *turn) awaitLegacy(ctx workflow.Context, p PendingConfirmation, adm acti
 }
 
 // answerable reports whether a call can be echoed back to the model as a structured call with
-// its own tool result. Calls without an id (text), calls whose id is shared and calls whose
+// its own tool result. Calls without an id (text), calls of a message with a shared id and calls whose
 // name is outside the grammar are answered with an Airlock note instead: providers reject a
 // context with two tool calls under one id or a tool name they could not have offered, and
 // every later request of the conversation would fail.
