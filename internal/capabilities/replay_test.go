@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/airlock-dev/airlock/internal/agentdojo"
+	"github.com/airlock-dev/airlock/internal/recording"
 	"github.com/airlock-dev/airlock/registry"
 )
 
@@ -27,8 +28,8 @@ func TestRecordedReplayTellsReusedCallIDsApart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	load := func(string) (*agentdojo.Trace, error) { return tr, nil }
-	tools := map[string][]agentdojo.Tool{"airline": {
+	load := agentdojo.Recorded(func(string) (*agentdojo.Trace, error) { return tr, nil })
+	tools := map[string][]recording.Tool{"airline": {
 		{Name: "think", Parameters: json.RawMessage(`{"type":"object","properties":{"thought":{"type":"string"}}}`)},
 		{Name: "search", Parameters: json.RawMessage(`{"type":"object","properties":{"origin":{"type":"string"},"destination":{"type":"string"}}}`)},
 	}}

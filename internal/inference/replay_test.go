@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/airlock-dev/airlock/internal/agentdojo"
+	"github.com/airlock-dev/airlock/internal/recording"
 )
 
 // corpusDir is the shared AgentDojo corpus, read in place (never copied into the repo).
@@ -84,7 +85,7 @@ func complete(t *testing.T, p Provider, session string, round int) Response {
 
 func TestReplayGPT4o(t *testing.T) {
 	requireCorpus(t)
-	r := NewReplay(agentdojo.SessionLoader(corpusDir))
+	r := NewReplay(agentdojo.Recorded(agentdojo.SessionLoader(corpusDir)))
 	file, err := os.ReadFile(filepath.Join(corpusDir, "runs", gpt4oSession+".json"))
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +146,7 @@ func TestReplayGPT4o(t *testing.T) {
 
 func TestReplayLlama(t *testing.T) {
 	requireCorpus(t)
-	r := NewReplay(agentdojo.SessionLoader(corpusDir))
+	r := NewReplay(agentdojo.Recorded(agentdojo.SessionLoader(corpusDir)))
 
 	b := decodeBody(t, complete(t, r, llamaSession, 1).Raw)
 	c := b.Choices[0]
@@ -181,7 +182,7 @@ func TestReplayParallelCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	step := tr.Steps()[0]
-	b := decodeBody(t, complete(t, NewReplay(agentdojo.SessionLoader(corpusDir)), gpt4oParallel, 1).Raw)
+	b := decodeBody(t, complete(t, NewReplay(agentdojo.Recorded(agentdojo.SessionLoader(corpusDir))), gpt4oParallel, 1).Raw)
 	calls := b.Choices[0].Message.ToolCalls
 	if len(calls) != len(step.Assistant.ToolCalls) || len(calls) < 2 {
 		t.Fatalf("calls: %+v", calls)
@@ -203,12 +204,12 @@ func TestReplayWholeCorpusRoundTrip(t *testing.T) {
 		t.Fatalf("traces: %d, %v", len(paths), err)
 	}
 	byPath := map[string]*agentdojo.Trace{}
-	r := NewReplay(func(session string) (*agentdojo.Trace, error) {
+	r := NewReplay(agentdojo.Recorded(func(session string) (*agentdojo.Trace, error) {
 		if tr, ok := byPath[session]; ok {
 			return tr, nil
 		}
 		return agentdojo.LoadTrace(session)
-	})
+	}))
 	var calls int
 	for _, p := range paths {
 		tr, err := agentdojo.LoadTrace(p)
@@ -240,7 +241,7 @@ func TestReplayWholeCorpusRoundTrip(t *testing.T) {
 			}
 			for i, c := range got {
 				calls++
-				if c.Function.Arguments != string(s.Assistant.ToolCalls[i].Args) || c.ID != s.CallID(i) || c.ID == "" {
+				if c.Function.Arguments != string(s.Assistant.ToolCalls[i].Args) || c.ID != s.Assistant.ToolCalls[i].ID || c.ID == "" {
 					t.Fatalf("%s round %d call %d: %+v", p, s.Round, i, c)
 				}
 			}
@@ -259,10 +260,10 @@ func TestReplayCachesSessions(t *testing.T) {
 	requireCorpus(t)
 	var loads atomic.Int32
 	base := agentdojo.SessionLoader(corpusDir)
-	r := NewReplay(func(s string) (*agentdojo.Trace, error) {
+	r := NewReplay(agentdojo.Recorded(func(s string) (*agentdojo.Trace, error) {
 		loads.Add(1)
 		return base(s)
-	})
+	}))
 	complete(t, r, gpt4oSession, 1)
 	var wg sync.WaitGroup
 	for round := 1; round <= 6; round++ {
@@ -286,18 +287,20 @@ func TestReplayCachesSessions(t *testing.T) {
 }
 
 func TestReplayBodyHandBuilt(t *testing.T) {
-	step := agentdojo.Step{Index: 3, Round: 2, Assistant: agentdojo.Message{
+	step := recording.Round{Number: 2, Assistant: recording.Message{
 		Role:    "assistant",
 		Content: "a <b> & \"c\"",
-		ToolCalls: []agentdojo.Call{
-			{Function: "f", Args: json.RawMessage("{\n    \"x\": 1.0,\n    \"s\": \"\\u00e9<\"\n}"), ID: "call_A"},
-			{Function: "g", Args: json.RawMessage(`{"y":[1, 2]}`)},
+		Calls: []recording.Call{
+			{Name: "f", Args: json.RawMessage("{\n    \"x\": 1.0,\n    \"s\": \"\\u00e9<\"\n}"), ID: "call_A", IDRecorded: true},
+			{Name: "g", Args: json.RawMessage(`{"y":[1, 2]}`)},
+			{Name: "h", Args: json.RawMessage(`{}`), IDRecorded: true},
 		},
 	}}
 	got := string(ReplayBody("m", step))
 	want := `{"id":"replay-2","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"a <b> & \"c\"","tool_calls":[` +
 		`{"id":"call_A","type":"function","function":{"name":"f","arguments":"{\n    \"x\": 1.0,\n    \"s\": \"\\u00e9<\"\n}"}},` +
-		`{"id":"call_2_1","type":"function","function":{"name":"g","arguments":"{\"y\":[1, 2]}"}}]},"finish_reason":"tool_calls"}]}`
+		`{"type":"function","function":{"name":"g","arguments":"{\"y\":[1, 2]}"}},` +
+		`{"id":"","type":"function","function":{"name":"h","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}

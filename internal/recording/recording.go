@@ -111,13 +111,20 @@ func (r Round) Structured() []Call {
 	return out
 }
 
-// WireID returns the id Airlock's parser gives the round's i-th call: the recorded id when it
-// is not empty, else the id Airlock assigns (parse.AssignedCallID(round, i)).
+// WireID returns the id Airlock's parser gives the round's i-th recorded call: the recorded
+// id when it is not empty, else the id Airlock assigns, parse.AssignedCallID(round, k), k being
+// the call's index among the served calls (Structured).
 func (r Round) WireID(i int) string {
 	if i >= 0 && i < len(r.Assistant.Calls) && r.Assistant.Calls[i].ID != "" {
 		return r.Assistant.Calls[i].ID
 	}
-	return parse.AssignedCallID(r.Number, i)
+	k := 0
+	for j := 0; j < i && j < len(r.Assistant.Calls); j++ {
+		if !r.Assistant.Calls[j].Text {
+			k++
+		}
+	}
+	return parse.AssignedCallID(r.Number, k)
 }
 
 // Rounds returns the session's rounds in order. It fails with ErrUnsupported when the
