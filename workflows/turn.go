@@ -285,7 +285,7 @@ func (t *turn) infer(ctx workflow.Context, round int, out *activities.InferOutpu
 	// A retry after a dead worker (heartbeat timeout) starts at once; provider errors back
 	// off 0.25, 0.75, 2.25, 6.75 s.
 	retry := &temporal.RetryPolicy{InitialInterval: 250 * time.Millisecond, BackoffCoefficient: 3, MaximumInterval: 30 * time.Second,
-		MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrTypeSessionExhausted, activities.ErrTypeProviderRejected, activities.ErrTypeBadInput}}
+		MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrTypeSessionExhausted, activities.ErrTypeProviderRejected, activities.ErrTypeBadInput, activities.ErrTypeUnsupportedRecording}}
 	summary := fmt.Sprintf("infer round %d", round)
 	if t.req.Session != "" && workflow.GetVersion(ctx, versionLocalInferForSessions, workflow.DefaultVersion, 1) == 1 {
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry, Summary: summary})

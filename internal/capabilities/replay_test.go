@@ -74,3 +74,31 @@ func TestRecordedReplayTellsReusedCallIDsApart(t *testing.T) {
 		t.Errorf("unrecorded arguments = %s, %v; want ErrNoRecording", out.Data, err)
 	}
 }
+
+// The replay capabilities serve the recorded result of a call recorded without an id under the
+// id Airlock assigns it (round 1, index 1 of the step with three id-less calls).
+func TestRecordedReplayServesAssignedIDs(t *testing.T) {
+	dir := "../recording/testdata/idless"
+	all, err := agentdojo.LoadTools(dir + "/tools.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, err := agentdojo.RecordingTools(all["shop"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := []registry.Entry{{ID: "s.get", Version: 1, Airlock: registry.Airlock{ToolName: "get_item", SchemaRef: "agentdojo:shop/get_item"}}}
+	impls, err := AgentDojoReplay(entries, map[string][]recording.Tool{"shop": tools}, agentdojo.Recorded(agentdojo.SessionLoader(dir)))
+	if err != nil || len(impls) != 1 {
+		t.Fatalf("%d impls, %v", len(impls), err)
+	}
+	inv := registry.Invocation{Session: "my-model/shop/user_task_2/none/none", Round: 1, CallID: "airlock-r1-c1", Arguments: json.RawMessage(`{"id":"8"}`)}
+	out, err := impls[0].Invoke(context.Background(), inv)
+	if err != nil || string(out.Data) != `"item 8: a chair"` {
+		t.Fatalf("get_item = %s, %v", out.Data, err)
+	}
+	inv.CallID = "airlock-r1-c0"
+	if _, err := impls[0].Invoke(context.Background(), inv); !errors.Is(err, ErrNoRecording) {
+		t.Fatalf("other arguments: %v", err)
+	}
+}

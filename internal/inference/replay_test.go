@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/airlock-dev/airlock/internal/agentdojo"
+	"github.com/airlock-dev/airlock/internal/parse"
 	"github.com/airlock-dev/airlock/internal/recording"
 )
 
@@ -335,5 +336,78 @@ func TestScripted(t *testing.T) {
 	}
 	if reqs := s.Requests(); len(reqs) != 4 || reqs[0].Model != "m" || reqs[1].Round != 2 {
 		t.Fatalf("requests: %+v", reqs)
+	}
+}
+
+// idlessDir and unsupportedDir are the recording package's synthetic AgentDojo-shaped
+// recordings of structured calls without ids and of runs with extra exchanges.
+const (
+	idlessDir      = "../recording/testdata/idless"
+	unsupportedDir = "../recording/testdata/unsupported"
+)
+
+// Structured calls recorded with id "", without an id key, and several id-less calls in one
+// step are all served, as recorded (no id key or "id":""), and the strict parser turns every
+// one of them into a candidate with the id Airlock assigns. Before, a step whose first call had
+// no id was served without any call, so the turn ended "answered".
+func TestReplayServesIDlessCalls(t *testing.T) {
+	r := NewReplay(agentdojo.Recorded(agentdojo.SessionLoader(idlessDir)))
+	for _, c := range []struct {
+		session string
+		names   []string
+		idKeys  []string // the served call's raw id value; "" for no id key
+	}{
+		{"my-model/shop/user_task_0/none/none", []string{"get_item"}, []string{`""`}},
+		{"my-model/shop/user_task_1/none/none", []string{"get_item"}, []string{""}},
+		{"my-model/shop/user_task_2/none/none", []string{"get_item", "get_item", "buy_item"}, []string{"", `""`, ""}},
+	} {
+		resp := complete(t, r, c.session, 1)
+		var raw struct {
+			Choices []struct {
+				Message struct {
+					ToolCalls []map[string]json.RawMessage `json:"tool_calls"`
+				} `json:"message"`
+				FinishReason string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(resp.Raw, &raw); err != nil {
+			t.Fatal(err)
+		}
+		served := raw.Choices[0].Message.ToolCalls
+		if len(served) != len(c.names) || raw.Choices[0].FinishReason != "tool_calls" {
+			t.Fatalf("%s: served %d calls (%s), want %d", c.session, len(served), raw.Choices[0].FinishReason, len(c.names))
+		}
+		for i, call := range served {
+			if string(call["id"]) != c.idKeys[i] {
+				t.Errorf("%s call %d: id %s, want %q", c.session, i, call["id"], c.idKeys[i])
+			}
+		}
+		res, err := parse.Parse(parse.FormatOpenAI, resp.Raw, parse.Options{Round: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Calls) != len(c.names) {
+			t.Fatalf("%s: parsed %+v", c.session, res.Calls)
+		}
+		for i, pc := range res.Calls {
+			if !pc.Candidate() || !pc.IDAssigned || pc.CallID != parse.AssignedCallID(1, i) || pc.Name != c.names[i] {
+				t.Errorf("%s call %d: %+v", c.session, i, pc)
+			}
+		}
+	}
+}
+
+// A recording with an assistant message before the user's task (a defense pipeline's tool
+// filter) or a second user message is refused as unsupported from round 1: it is never
+// served as an answer.
+func TestReplayRefusesExtraExchanges(t *testing.T) {
+	r := NewReplay(agentdojo.Recorded(agentdojo.SessionLoader(unsupportedDir)))
+	for _, s := range []string{"my-model/shop/user_task_0/none/none", "my-model/shop/user_task_1/none/none"} {
+		for round := 1; round <= 2; round++ {
+			resp, err := r.Complete(context.Background(), Request{Session: s, Round: round})
+			if !errors.Is(err, recording.ErrUnsupported) || resp.Raw != nil {
+				t.Errorf("%s round %d: %s, %v; want ErrUnsupported", s, round, resp.Raw, err)
+			}
+		}
 	}
 }
