@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/airlock-dev/airlock/internal/agentdojo"
+	"github.com/airlock-dev/airlock/internal/recording"
 )
 
 // ErrMalformed reports input that does not have the tau-bench shape: a trajectory file, a file
@@ -430,6 +431,12 @@ func SessionLoader(dir string) func(session string) (*agentdojo.Trace, error) {
 		}
 		return t, nil
 	}
+}
+
+// RecordingLoader returns a loader of neutral recorded sessions (internal/recording) for the
+// turns of the trajectories in dir: SessionLoader adapted by agentdojo.Recorded.
+func RecordingLoader(dir string) func(session string) (*recording.Session, error) {
+	return agentdojo.Recorded(SessionLoader(dir))
 }
 
 func deref(s *string) string {
