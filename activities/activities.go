@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/canonical"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/parse"
+	"github.com/airlock-dev/airlock/internal/recording"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
 	"github.com/airlock-dev/airlock/registry"
@@ -27,6 +28,10 @@ const (
 	ErrTypeSessionExhausted = "SessionExhausted"
 	ErrTypeProviderRejected = "ProviderRejected"
 	ErrTypeBadInput         = "BadInput"
+	// ErrTypeUnsupportedRecording: the replay provider refused a recording one turn cannot
+	// serve faithfully (recording.ErrUnsupported: a second user message, an assistant message
+	// before the user's task). Non-retryable; the turn fails with the reason, never "answered".
+	ErrTypeUnsupportedRecording = "UnsupportedRecording"
 )
 
 // Activities holds the dependencies of every activity. Fields are set once at worker start.
@@ -116,6 +121,9 @@ func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, err
 	if errors.Is(err, inference.ErrSessionExhausted) {
 		return out, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeSessionExhausted, err)
 	}
+	if errors.Is(err, recording.ErrUnsupported) {
+		return out, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeUnsupportedRecording, err)
+	}
 	if errors.Is(err, inference.ErrProviderRejected) {
 		return out, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeProviderRejected, err)
 	}
@@ -133,7 +141,7 @@ func (a *Activities) Parse(ctx context.Context, in ParseInput) (parse.Result, er
 	for _, c := range in.Catalog {
 		versions[c.Name] = c.Version
 	}
-	res, err := parse.Parse(parse.Format(in.Response.Format), in.Response.Raw, parse.Options{Versions: versions})
+	res, err := parse.Parse(parse.Format(in.Response.Format), in.Response.Raw, parse.Options{Versions: versions, Round: in.Round})
 	if err != nil {
 		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBadInput, err)
 	}

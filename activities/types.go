@@ -92,6 +92,10 @@ type InferOutput struct {
 type ParseInput struct {
 	Response inference.Response `json:"response"`
 	Catalog  []CatalogRef       `json:"catalog"`
+	// Round is the 1-based inference round the response answers; it enters the ids Airlock
+	// assigns to structured calls sent without one (parse.AssignedCallID). 0 in inputs
+	// recorded before it was carried.
+	Round int `json:"round,omitempty"`
 }
 
 // AdmitInput is one candidate for stages 1-3.

@@ -13,6 +13,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/capabilities"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/inference"
+	"github.com/airlock-dev/airlock/internal/recording"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
 	"github.com/airlock-dev/airlock/registry"
@@ -56,7 +57,7 @@ func Build(ctx context.Context, cfg config.Config, temporalProbe capabilities.Pr
 	}
 	acts := &activities.Activities{Registry: reg, Store: st, ApproverKey: key}
 	if cfg.CorpusDir != "" {
-		acts.Replay = inference.NewReplay(agentdojo.SessionLoader(cfg.CorpusDir))
+		acts.Replay = inference.NewReplay(agentdojo.Recorded(agentdojo.SessionLoader(cfg.CorpusDir)))
 	}
 	if oc := inference.OpenAIConfigFromEnv(); os.Getenv("AIRLOCK_OPENAI_BASE_URL") != "" {
 		p, err := inference.NewOpenAI(oc)
@@ -110,7 +111,7 @@ func LoadRegistry(cfg config.Config, temporalProbe, storeProbe capabilities.Prob
 		capabilities.SystemHealth(capabilities.HealthConfig{Temporal: temporalProbe, Store: storeProbe}),
 		capabilities.WebFetch(capabilities.NewFetcher(fetch)),
 	}
-	var tools map[string][]agentdojo.Tool
+	var tools map[string][]recording.Tool
 	for _, name := range cfg.Layers {
 		src, err := registry.Layer(name)
 		if err != nil {
@@ -126,11 +127,18 @@ func LoadRegistry(cfg config.Config, temporalProbe, storeProbe capabilities.Prob
 				return nil, fmt.Errorf("registry layer %s: %w", name, ErrCorpusMissing)
 			}
 			if tools == nil {
-				if tools, err = agentdojo.LoadTools(filepath.Join(cfg.CorpusDir, "tools.json")); err != nil {
+				all, err := agentdojo.LoadTools(filepath.Join(cfg.CorpusDir, "tools.json"))
+				if err != nil {
 					return nil, fmt.Errorf("registry layer %s: %w", name, err)
 				}
+				tools = make(map[string][]recording.Tool, len(all))
+				for suite, ts := range all {
+					if tools[suite], err = agentdojo.RecordingTools(ts); err != nil {
+						return nil, fmt.Errorf("registry layer %s: suite %s: %w", name, suite, err)
+					}
+				}
 			}
-			ims, err := capabilities.AgentDojoReplay(entries, tools, agentdojo.SessionLoader(cfg.CorpusDir))
+			ims, err := capabilities.AgentDojoReplay(entries, tools, agentdojo.Recorded(agentdojo.SessionLoader(cfg.CorpusDir)))
 			if err != nil {
 				return nil, err
 			}

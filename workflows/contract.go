@@ -172,9 +172,12 @@ type PendingConfirmation struct {
 
 // ProposalOutcome is what happened to one proposal.
 type ProposalOutcome struct {
-	Seq            int                `json:"seq"`
-	Round          int                `json:"round"`
-	CallID         string             `json:"call_id,omitempty"`
+	Seq    int    `json:"seq"`
+	Round  int    `json:"round"`
+	CallID string `json:"call_id,omitempty"`
+	// CallIDAssigned reports that CallID was assigned by Airlock (parse.AssignedCallID) because
+	// the provider sent the structured call without an id: it is not the model's own.
+	CallIDAssigned bool               `json:"call_id_assigned,omitempty"`
 	Name           string             `json:"name"`
 	CapabilityID   string             `json:"capability_id,omitempty"`
 	Version        int                `json:"version,omitempty"`

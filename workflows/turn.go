@@ -199,7 +199,7 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 
 		var parsed parse.Result
 		if err := workflow.ExecuteLocalActivity(localCtx(ctx, fmt.Sprintf("parse round %d", round)), a.Parse,
-			activities.ParseInput{Response: inf.Response, Catalog: inf.Catalog}).Get(ctx, &parsed); err != nil {
+			activities.ParseInput{Response: inf.Response, Catalog: inf.Catalog, Round: round}).Get(ctx, &parsed); err != nil {
 			return t.fail(ctx, fmt.Errorf("parse round %d: %w", round, err))
 		}
 		assistant := inference.Message{Role: inference.RoleAssistant, Content: parsed.Text}
@@ -285,7 +285,7 @@ func (t *turn) infer(ctx workflow.Context, round int, out *activities.InferOutpu
 	// A retry after a dead worker (heartbeat timeout) starts at once; provider errors back
 	// off 0.25, 0.75, 2.25, 6.75 s.
 	retry := &temporal.RetryPolicy{InitialInterval: 250 * time.Millisecond, BackoffCoefficient: 3, MaximumInterval: 30 * time.Second,
-		MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrTypeSessionExhausted, activities.ErrTypeProviderRejected, activities.ErrTypeBadInput}}
+		MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrTypeSessionExhausted, activities.ErrTypeProviderRejected, activities.ErrTypeBadInput, activities.ErrTypeUnsupportedRecording}}
 	summary := fmt.Sprintf("infer round %d", round)
 	if t.req.Session != "" && workflow.GetVersion(ctx, versionLocalInferForSessions, workflow.DefaultVersion, 1) == 1 {
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry, Summary: summary})
@@ -299,7 +299,7 @@ func (t *turn) infer(ctx workflow.Context, round int, out *activities.InferOutpu
 // handle takes one proposal through budgets and the executor stages and records its outcome.
 func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (ProposalOutcome, error) {
 	t.seq++
-	po := ProposalOutcome{Seq: t.seq, Round: round, CallID: call.CallID, Name: call.Name, Arguments: call.Arguments}
+	po := ProposalOutcome{Seq: t.seq, Round: round, CallID: call.CallID, CallIDAssigned: call.IDAssigned, Name: call.Name, Arguments: call.Arguments}
 	audit := &activities.AuditRecord{WorkflowID: t.workflowID, RunID: t.runID, Seq: t.seq, CallID: call.CallID}
 	env := activities.Envelope{CallID: call.CallID}
 

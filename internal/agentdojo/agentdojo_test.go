@@ -161,7 +161,7 @@ func TestLlamaTraceMatchesByPosition(t *testing.T) {
 		!strings.Contains(s.Results[0].Content, "Bill for the month of December 2023") {
 		t.Fatalf("results: %+v", s.Results)
 	}
-	if got := s.CallID(0); got != "call_1_0" {
+	if got := s.CallID(0); got != "airlock-r1-c0" {
 		t.Fatalf("synthesized call id = %q", got)
 	}
 	// The send_money step: the recorded string amount "10.0" is kept as the model wrote it.
@@ -235,7 +235,7 @@ func TestParseTraceSynthetic(t *testing.T) {
 	if len(r) != 2 || r[0].Function != "f" || r[0].Content != "rf" || r[1].Function != "g" || r[1].Error != "ValidationError: bad" {
 		t.Fatalf("results: %+v", r)
 	}
-	if steps[0].CallID(1) != "call_1_1" || steps[1].Round != 2 {
+	if steps[0].CallID(1) != "airlock-r1-c1" || steps[1].Round != 2 {
 		t.Fatalf("call id / round: %q %d", steps[0].CallID(1), steps[1].Round)
 	}
 

@@ -10,4 +10,9 @@
 // Each assistant message is one step (Trace.Steps); the tool messages that follow it are the
 // recorded observations, matched to the calls by tool_call_id, or by position when the recorded
 // ids are null (Llama-3.3 traces).
+//
+// The replay core never reads traces: Trace.Recording adapts a trace to the neutral
+// internal/recording model (Recorded wraps a loader, RecordingTools adapts the tool
+// definitions), keeping each call's recorded id, or the fact that none was recorded, and
+// marking the calls AgentDojo's prompt-format pipelines read out of the text.
 package agentdojo

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/airlock-dev/airlock/internal/parse"
 )
 
 // Message roles used in AgentDojo traces.
@@ -76,8 +78,11 @@ type Call struct {
 	// Args is the recorded argument value, byte for byte as it appears in the trace file
 	// (including the file's indentation).
 	Args json.RawMessage
-	// ID is the recorded call id; "" when recorded as null (Llama-3.3 traces).
+	// ID is the recorded call id; "" when recorded as null (Llama-3.3 traces) or as "".
 	ID string
+	// IDRecorded reports that the call has a recorded string id (possibly ""); false when the
+	// id is null or absent.
+	IDRecorded bool
 }
 
 // Step is one assistant message of a trace and the tool results recorded after it.
@@ -106,15 +111,18 @@ type Result struct {
 	Content string
 	// Error is the recorded tool error, "" when none.
 	Error string
+
+	msg int // index of the tool message in Trace.Messages
 }
 
-// CallID returns the wire id of the step's i-th call: the recorded id, or "call_<round>_<i>"
-// (i 0-based) when the recorded id is empty, as the replay provider synthesizes it.
+// CallID returns the wire id of the step's i-th call: the recorded id, or the id Airlock's
+// parser assigns to a structured call without one (parse.AssignedCallID(round, i), i 0-based)
+// when the recorded id is empty.
 func (s Step) CallID(i int) string {
 	if i >= 0 && i < len(s.Assistant.ToolCalls) && s.Assistant.ToolCalls[i].ID != "" {
 		return s.Assistant.ToolCalls[i].ID
 	}
-	return fmt.Sprintf("call_%d_%d", s.Round, i)
+	return parse.AssignedCallID(s.Round, i)
 }
 
 type rawTrace struct {
@@ -220,7 +228,7 @@ func convertMessage(rm rawMessage) (Message, error) {
 		if rc.Function == "" {
 			return Message{}, fmt.Errorf("tool call %d: no function name", j)
 		}
-		m.ToolCalls = append(m.ToolCalls, Call{Function: rc.Function, Args: rc.Args, ID: deref(rc.ID)})
+		m.ToolCalls = append(m.ToolCalls, Call{Function: rc.Function, Args: rc.Args, ID: deref(rc.ID), IDRecorded: rc.ID != nil})
 	}
 	if rm.ToolCall != nil {
 		m.toolCallFunction = rm.ToolCall.Function
@@ -349,6 +357,7 @@ func matchResults(msgs []Message, i int) ([]Result, error) {
 			Function:  calls[k].Function,
 			Content:   tm.Content,
 			Error:     deref(tm.Error),
+			msg:       j,
 		})
 	}
 	return results, nil

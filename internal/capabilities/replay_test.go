@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/airlock-dev/airlock/internal/agentdojo"
+	"github.com/airlock-dev/airlock/internal/recording"
 	"github.com/airlock-dev/airlock/registry"
 )
 
@@ -27,8 +28,8 @@ func TestRecordedReplayTellsReusedCallIDsApart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	load := func(string) (*agentdojo.Trace, error) { return tr, nil }
-	tools := map[string][]agentdojo.Tool{"airline": {
+	load := agentdojo.Recorded(func(string) (*agentdojo.Trace, error) { return tr, nil })
+	tools := map[string][]recording.Tool{"airline": {
 		{Name: "think", Parameters: json.RawMessage(`{"type":"object","properties":{"thought":{"type":"string"}}}`)},
 		{Name: "search", Parameters: json.RawMessage(`{"type":"object","properties":{"origin":{"type":"string"},"destination":{"type":"string"}}}`)},
 	}}
@@ -71,5 +72,33 @@ func TestRecordedReplayTellsReusedCallIDsApart(t *testing.T) {
 	// Arguments the recording never had: no other call's result is served.
 	if out, err := search.Invoke(ctx, registry.Invocation{Session: "s", CallID: "call_A", Arguments: json.RawMessage(`{"origin":"SFO","destination":"JFK"}`)}); !errors.Is(err, ErrNoRecording) {
 		t.Errorf("unrecorded arguments = %s, %v; want ErrNoRecording", out.Data, err)
+	}
+}
+
+// The replay capabilities serve the recorded result of a call recorded without an id under the
+// id Airlock assigns it (round 1, index 1 of the step with three id-less calls).
+func TestRecordedReplayServesAssignedIDs(t *testing.T) {
+	dir := "../recording/testdata/idless"
+	all, err := agentdojo.LoadTools(dir + "/tools.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, err := agentdojo.RecordingTools(all["shop"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := []registry.Entry{{ID: "s.get", Version: 1, Airlock: registry.Airlock{ToolName: "get_item", SchemaRef: "agentdojo:shop/get_item"}}}
+	impls, err := AgentDojoReplay(entries, map[string][]recording.Tool{"shop": tools}, agentdojo.Recorded(agentdojo.SessionLoader(dir)))
+	if err != nil || len(impls) != 1 {
+		t.Fatalf("%d impls, %v", len(impls), err)
+	}
+	inv := registry.Invocation{Session: "my-model/shop/user_task_2/none/none", Round: 1, CallID: "airlock-r1-c1", Arguments: json.RawMessage(`{"id":"8"}`)}
+	out, err := impls[0].Invoke(context.Background(), inv)
+	if err != nil || string(out.Data) != `"item 8: a chair"` {
+		t.Fatalf("get_item = %s, %v", out.Data, err)
+	}
+	inv.CallID = "airlock-r1-c0"
+	if _, err := impls[0].Invoke(context.Background(), inv); !errors.Is(err, ErrNoRecording) {
+		t.Fatalf("other arguments: %v", err)
 	}
 }

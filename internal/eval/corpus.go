@@ -9,6 +9,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/agentdojo"
 	"github.com/airlock-dev/airlock/internal/capabilities"
+	"github.com/airlock-dev/airlock/internal/recording"
 	"github.com/airlock-dev/airlock/internal/taubench"
 	"github.com/airlock-dev/airlock/registry"
 )
@@ -27,7 +28,7 @@ type Corpus struct {
 func (c Corpus) Loader() capabilities.TraceLoader {
 	ad := agentdojo.SessionLoader(c.AgentDojoDir)
 	tb := taubench.SessionLoader(c.TauBenchDir)
-	return func(session string) (*agentdojo.Trace, error) {
+	return agentdojo.Recorded(func(session string) (*agentdojo.Trace, error) {
 		if taubench.IsSession(session) {
 			if c.TauBenchDir == "" {
 				return nil, fmt.Errorf("eval: session %s: no tau-bench folder configured", session)
@@ -38,7 +39,7 @@ func (c Corpus) Loader() capabilities.TraceLoader {
 			return nil, fmt.Errorf("eval: session %s: no AgentDojo folder configured", session)
 		}
 		return ad(session)
-	}
+	})
 }
 
 // Registry loads the registry one suite's turns run under: a layer generated from the suite's
@@ -92,7 +93,11 @@ func (c Corpus) Registry(bench, suite string, load capabilities.TraceLoader) (*r
 	if err != nil {
 		return nil, err
 	}
-	impls, err := capabilities.RecordedReplay(scheme, entries, map[string][]agentdojo.Tool{suite: tools}, load)
+	rtools, err := agentdojo.RecordingTools(tools)
+	if err != nil {
+		return nil, err
+	}
+	impls, err := capabilities.RecordedReplay(scheme, entries, map[string][]recording.Tool{suite: rtools}, load)
 	if err != nil {
 		return nil, err
 	}

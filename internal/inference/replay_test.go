@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/airlock-dev/airlock/internal/agentdojo"
+	"github.com/airlock-dev/airlock/internal/parse"
+	"github.com/airlock-dev/airlock/internal/recording"
 )
 
 // corpusDir is the shared AgentDojo corpus, read in place (never copied into the repo).
@@ -84,7 +86,7 @@ func complete(t *testing.T, p Provider, session string, round int) Response {
 
 func TestReplayGPT4o(t *testing.T) {
 	requireCorpus(t)
-	r := NewReplay(agentdojo.SessionLoader(corpusDir))
+	r := NewReplay(agentdojo.Recorded(agentdojo.SessionLoader(corpusDir)))
 	file, err := os.ReadFile(filepath.Join(corpusDir, "runs", gpt4oSession+".json"))
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +147,7 @@ func TestReplayGPT4o(t *testing.T) {
 
 func TestReplayLlama(t *testing.T) {
 	requireCorpus(t)
-	r := NewReplay(agentdojo.SessionLoader(corpusDir))
+	r := NewReplay(agentdojo.Recorded(agentdojo.SessionLoader(corpusDir)))
 
 	b := decodeBody(t, complete(t, r, llamaSession, 1).Raw)
 	c := b.Choices[0]
@@ -181,7 +183,7 @@ func TestReplayParallelCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	step := tr.Steps()[0]
-	b := decodeBody(t, complete(t, NewReplay(agentdojo.SessionLoader(corpusDir)), gpt4oParallel, 1).Raw)
+	b := decodeBody(t, complete(t, NewReplay(agentdojo.Recorded(agentdojo.SessionLoader(corpusDir))), gpt4oParallel, 1).Raw)
 	calls := b.Choices[0].Message.ToolCalls
 	if len(calls) != len(step.Assistant.ToolCalls) || len(calls) < 2 {
 		t.Fatalf("calls: %+v", calls)
@@ -203,12 +205,12 @@ func TestReplayWholeCorpusRoundTrip(t *testing.T) {
 		t.Fatalf("traces: %d, %v", len(paths), err)
 	}
 	byPath := map[string]*agentdojo.Trace{}
-	r := NewReplay(func(session string) (*agentdojo.Trace, error) {
+	r := NewReplay(agentdojo.Recorded(func(session string) (*agentdojo.Trace, error) {
 		if tr, ok := byPath[session]; ok {
 			return tr, nil
 		}
 		return agentdojo.LoadTrace(session)
-	})
+	}))
 	var calls int
 	for _, p := range paths {
 		tr, err := agentdojo.LoadTrace(p)
@@ -240,7 +242,7 @@ func TestReplayWholeCorpusRoundTrip(t *testing.T) {
 			}
 			for i, c := range got {
 				calls++
-				if c.Function.Arguments != string(s.Assistant.ToolCalls[i].Args) || c.ID != s.CallID(i) || c.ID == "" {
+				if c.Function.Arguments != string(s.Assistant.ToolCalls[i].Args) || c.ID != s.Assistant.ToolCalls[i].ID || c.ID == "" {
 					t.Fatalf("%s round %d call %d: %+v", p, s.Round, i, c)
 				}
 			}
@@ -259,10 +261,10 @@ func TestReplayCachesSessions(t *testing.T) {
 	requireCorpus(t)
 	var loads atomic.Int32
 	base := agentdojo.SessionLoader(corpusDir)
-	r := NewReplay(func(s string) (*agentdojo.Trace, error) {
+	r := NewReplay(agentdojo.Recorded(func(s string) (*agentdojo.Trace, error) {
 		loads.Add(1)
 		return base(s)
-	})
+	}))
 	complete(t, r, gpt4oSession, 1)
 	var wg sync.WaitGroup
 	for round := 1; round <= 6; round++ {
@@ -286,18 +288,20 @@ func TestReplayCachesSessions(t *testing.T) {
 }
 
 func TestReplayBodyHandBuilt(t *testing.T) {
-	step := agentdojo.Step{Index: 3, Round: 2, Assistant: agentdojo.Message{
+	step := recording.Round{Number: 2, Assistant: recording.Message{
 		Role:    "assistant",
 		Content: "a <b> & \"c\"",
-		ToolCalls: []agentdojo.Call{
-			{Function: "f", Args: json.RawMessage("{\n    \"x\": 1.0,\n    \"s\": \"\\u00e9<\"\n}"), ID: "call_A"},
-			{Function: "g", Args: json.RawMessage(`{"y":[1, 2]}`)},
+		Calls: []recording.Call{
+			{Name: "f", Args: json.RawMessage("{\n    \"x\": 1.0,\n    \"s\": \"\\u00e9<\"\n}"), ID: "call_A", IDRecorded: true},
+			{Name: "g", Args: json.RawMessage(`{"y":[1, 2]}`)},
+			{Name: "h", Args: json.RawMessage(`{}`), IDRecorded: true},
 		},
 	}}
 	got := string(ReplayBody("m", step))
 	want := `{"id":"replay-2","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"a <b> & \"c\"","tool_calls":[` +
 		`{"id":"call_A","type":"function","function":{"name":"f","arguments":"{\n    \"x\": 1.0,\n    \"s\": \"\\u00e9<\"\n}"}},` +
-		`{"id":"call_2_1","type":"function","function":{"name":"g","arguments":"{\"y\":[1, 2]}"}}]},"finish_reason":"tool_calls"}]}`
+		`{"type":"function","function":{"name":"g","arguments":"{\"y\":[1, 2]}"}},` +
+		`{"id":"","type":"function","function":{"name":"h","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
@@ -332,5 +336,78 @@ func TestScripted(t *testing.T) {
 	}
 	if reqs := s.Requests(); len(reqs) != 4 || reqs[0].Model != "m" || reqs[1].Round != 2 {
 		t.Fatalf("requests: %+v", reqs)
+	}
+}
+
+// idlessDir and unsupportedDir are the recording package's synthetic AgentDojo-shaped
+// recordings of structured calls without ids and of runs with extra exchanges.
+const (
+	idlessDir      = "../recording/testdata/idless"
+	unsupportedDir = "../recording/testdata/unsupported"
+)
+
+// Structured calls recorded with id "", without an id key, and several id-less calls in one
+// step are all served, as recorded (no id key or "id":""), and the strict parser turns every
+// one of them into a candidate with the id Airlock assigns. Before, a step whose first call had
+// no id was served without any call, so the turn ended "answered".
+func TestReplayServesIDlessCalls(t *testing.T) {
+	r := NewReplay(agentdojo.Recorded(agentdojo.SessionLoader(idlessDir)))
+	for _, c := range []struct {
+		session string
+		names   []string
+		idKeys  []string // the served call's raw id value; "" for no id key
+	}{
+		{"my-model/shop/user_task_0/none/none", []string{"get_item"}, []string{`""`}},
+		{"my-model/shop/user_task_1/none/none", []string{"get_item"}, []string{""}},
+		{"my-model/shop/user_task_2/none/none", []string{"get_item", "get_item", "buy_item"}, []string{"", `""`, ""}},
+	} {
+		resp := complete(t, r, c.session, 1)
+		var raw struct {
+			Choices []struct {
+				Message struct {
+					ToolCalls []map[string]json.RawMessage `json:"tool_calls"`
+				} `json:"message"`
+				FinishReason string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(resp.Raw, &raw); err != nil {
+			t.Fatal(err)
+		}
+		served := raw.Choices[0].Message.ToolCalls
+		if len(served) != len(c.names) || raw.Choices[0].FinishReason != "tool_calls" {
+			t.Fatalf("%s: served %d calls (%s), want %d", c.session, len(served), raw.Choices[0].FinishReason, len(c.names))
+		}
+		for i, call := range served {
+			if string(call["id"]) != c.idKeys[i] {
+				t.Errorf("%s call %d: id %s, want %q", c.session, i, call["id"], c.idKeys[i])
+			}
+		}
+		res, err := parse.Parse(parse.FormatOpenAI, resp.Raw, parse.Options{Round: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Calls) != len(c.names) {
+			t.Fatalf("%s: parsed %+v", c.session, res.Calls)
+		}
+		for i, pc := range res.Calls {
+			if !pc.Candidate() || !pc.IDAssigned || pc.CallID != parse.AssignedCallID(1, i) || pc.Name != c.names[i] {
+				t.Errorf("%s call %d: %+v", c.session, i, pc)
+			}
+		}
+	}
+}
+
+// A recording with an assistant message before the user's task (a defense pipeline's tool
+// filter) or a second user message is refused as unsupported from round 1: it is never
+// served as an answer.
+func TestReplayRefusesExtraExchanges(t *testing.T) {
+	r := NewReplay(agentdojo.Recorded(agentdojo.SessionLoader(unsupportedDir)))
+	for _, s := range []string{"my-model/shop/user_task_0/none/none", "my-model/shop/user_task_1/none/none"} {
+		for round := 1; round <= 2; round++ {
+			resp, err := r.Complete(context.Background(), Request{Session: s, Round: round})
+			if !errors.Is(err, recording.ErrUnsupported) || resp.Raw != nil {
+				t.Errorf("%s round %d: %s, %v; want ErrUnsupported", s, round, resp.Raw, err)
+			}
+		}
 	}
 }

@@ -28,8 +28,22 @@ const (
 // Options carries what the parser needs from the catalog of the request that produced the
 // response. Versions maps a wire tool name to the capability version the catalog advertised
 // for it; a name that is absent gets version 0 (resolve rejects it).
+//
+// Round is the 1-based inference round of the turn the response answers (0 when unknown, as in
+// `airlock parse`); it only enters ids Airlock assigns (AssignedCallID).
 type Options struct {
 	Versions map[string]int
+	Round    int
+}
+
+// AssignedCallID returns the id Airlock assigns to the structured call at 0-based index of the
+// response of 1-based round when the provider sent it with an empty id or none: "airlock-r<round>-c<index>",
+// e.g. "airlock-r3-c1" for the second call of round 3. Call ids are scoped to a turn (every
+// audit record, result and approval is keyed by the turn's workflow id too), so round and
+// index make it unique and deterministic: a replayed or retried round assigns the same ids.
+// Such calls carry IDAssigned, so the audit and evaluation show the id is not the model's.
+func AssignedCallID(round, index int) string {
+	return "airlock-r" + strconv.Itoa(round) + "-c" + strconv.Itoa(index)
 }
 
 // NamePattern is the wire-name grammar a call's name must match exactly: 1 to 64 ASCII
@@ -105,11 +119,15 @@ func detect(top object) Format {
 //     "input" likewise: object accepted verbatim; string (case B10), array, number →
 //     arguments_not_object; absent or null → arguments_missing.
 //   - The name must match NamePattern, else invalid_name.
-//   - OpenAI and Anthropic calls need a non-empty id, else missing_call_id. Ollama sends no
-//     ids: a call without one gets the synthetic id "call_<index>".
+//   - A structured OpenAI or Anthropic call sent with no id (key absent or null) or an empty
+//     id (Gemini and Command-R style, some OpenAI-compatible servers) is never dropped: it gets
+//     the id AssignedCallID(opts.Round, index) and IDAssigned, and is parsed like any other
+//     call. A non-string id, and the deprecated message.function_call (which has no id and is
+//     answered by another message shape), fail with missing_call_id. Ollama sends no ids: a
+//     call without one gets the synthetic id "call_<index>", also marked IDAssigned.
 //   - When two calls of the message share an id, every call of the message fails with
-//     duplicate_call_id, those with a unique id or no id included (cases B08, B27): the
-//     message was assembled wrongly. Ids are never renumbered.
+//     duplicate_call_id, those with a unique id or an assigned one included (cases B08, B27):
+//     the message was assembled wrongly. Ids are never renumbered.
 //   - A call is a candidate only when its message ended normally (normalFinish: OpenAI
 //     finish_reason "tool_calls", "stop" or "function_call", Ollama done_reason "stop",
 //     Anthropic stop_reason "tool_use" or "end_turn"). finish_reason/done_reason "length",
@@ -149,9 +167,9 @@ func Parse(format Format, raw []byte, opts Options) (Result, error) {
 	var res Result
 	switch format {
 	case FormatOpenAI:
-		res, err = parseOpenAI(top)
+		res, err = parseOpenAI(top, opts.Round)
 	case FormatAnthropic:
-		res, err = parseAnthropic(top)
+		res, err = parseAnthropic(top, opts.Round)
 	default:
 		return Result{}, fmt.Errorf("%w: unknown format %q", ErrUnrecognized, string(format))
 	}
@@ -191,7 +209,7 @@ func unrecognized(format string, args ...any) error {
 }
 
 // parseOpenAI reads an OpenAI chat.completion (choices[0]) or an Ollama /api/chat body.
-func parseOpenAI(top object) (Result, error) {
+func parseOpenAI(top object, round int) (Result, error) {
 	var (
 		msgRaw    json.RawMessage
 		finishRaw json.RawMessage
@@ -241,12 +259,12 @@ func parseOpenAI(top object) (Result, error) {
 			return Result{}, unrecognized("message.tool_calls is not an array")
 		}
 		for i, entry := range list {
-			props = append(props, openAICall(i, entry, ollama))
+			props = append(props, openAICall(i, entry, ollama, round))
 		}
 	} else if fc, ok := msg.get("function_call"); ok && kindOf(fc) != 'n' {
 		// The deprecated single function_call carries no id. It is surfaced as a parse
 		// failure rather than dropped (never silently lost, never executed).
-		p := openAICall(0, []byte(`{"function":`+string(fc)+`}`), false)
+		p := openAICall(0, []byte(`{"function":`+string(fc)+`}`), false, -1)
 		p.idNote = "legacy message.function_call has no call id"
 		props = append(props, p)
 	}
@@ -293,7 +311,7 @@ func openAIText(msg object) (string, error) {
 }
 
 // openAICall reads one entry of message.tool_calls.
-func openAICall(i int, entry json.RawMessage, ollama bool) proposal {
+func openAICall(i int, entry json.RawMessage, ollama bool, round int) proposal {
 	p := proposal{call: Call{Index: i}}
 	call, err := decodeObject(entry)
 	if err != nil {
@@ -302,10 +320,14 @@ func openAICall(i int, entry json.RawMessage, ollama bool) proposal {
 		p.broken = true
 		return p
 	}
-	readID(&p, call)
-	if ollama && !p.hasID && p.idNote != idNotString {
-		// Ollama's /api/chat has no call ids: synthesize a deterministic one.
-		p.call.CallID, p.hasID, p.idNote = "call_"+strconv.Itoa(i), true, ""
+	if ollama {
+		readID(&p, call, -1)
+		if !p.hasID && p.idNote != idNotString {
+			// Ollama's /api/chat has no call ids: synthesize a deterministic one.
+			p.call.CallID, p.hasID, p.idNote, p.call.IDAssigned = "call_"+strconv.Itoa(i), true, "", true
+		}
+	} else {
+		readID(&p, call, round)
 	}
 	// Function.
 	var fn object
@@ -355,12 +377,14 @@ func openAICall(i int, entry json.RawMessage, ollama bool) proposal {
 
 const idNotString = "id is not a valid JSON string"
 
-// readID sets p's call id from obj["id"], or notes why it is missing (absent, null, empty, or
-// not a string).
-func readID(p *proposal, obj object) {
+// readID sets p's call id from obj["id"]. A structured call sent with no id (key absent or
+// null) or an empty id gets AssignedCallID(round, index), marked IDAssigned, when round >= 0;
+// a non-string id, or a missing one with round < 0, is noted for missing_call_id.
+func readID(p *proposal, obj object, round int) {
 	idRaw, ok := obj.get("id")
 	if !ok || kindOf(idRaw) == 'n' {
 		p.idNote = "id is missing"
+		p.assign(round)
 		return
 	}
 	id, err := unquoteStrict(idRaw)
@@ -369,9 +393,18 @@ func readID(p *proposal, obj object) {
 		p.idNote = idNotString
 	case id == "":
 		p.idNote = "id is empty"
+		p.assign(round)
 	default:
 		p.call.CallID, p.hasID = id, true
 	}
+}
+
+// assign gives a call without an id the id Airlock assigns (round >= 0 only).
+func (p *proposal) assign(round int) {
+	if round < 0 {
+		return
+	}
+	p.call.CallID, p.call.IDAssigned, p.hasID, p.idNote = AssignedCallID(round, p.call.Index), true, true, ""
 }
 
 // readName sets p's name from fn["name"] and records invalid_name when it does not match
@@ -398,7 +431,7 @@ func readName(p *proposal, fn object) bool {
 
 // parseAnthropic reads an Anthropic message: text blocks are the prose, tool_use blocks the
 // calls; other block types (thinking, server tools, …) are neither.
-func parseAnthropic(top object) (Result, error) {
+func parseAnthropic(top object, round int) (Result, error) {
 	if t, ok := top.get("type"); ok {
 		if s, err := unquoteStrict(t); err != nil || s != "message" {
 			return Result{}, unrecognized("type is not \"message\"")
@@ -433,7 +466,7 @@ func parseAnthropic(top object) (Result, error) {
 			}
 			text.WriteString(s)
 		case "tool_use":
-			props = append(props, anthropicCall(len(props), block))
+			props = append(props, anthropicCall(len(props), block, round))
 		}
 	}
 	failReason, failDetail := classifyFinish(wireAnthropic, stop, len(stopRaw) > 0 && kindOf(stopRaw) != 'n')
@@ -441,9 +474,9 @@ func parseAnthropic(top object) (Result, error) {
 }
 
 // anthropicCall reads one tool_use block.
-func anthropicCall(i int, block object) proposal {
+func anthropicCall(i int, block object, round int) proposal {
 	p := proposal{call: Call{Index: i}}
-	readID(&p, block)
+	readID(&p, block, round)
 	nameOK := readName(&p, block)
 	in, present := block.get("input")
 	var reason Reason

@@ -289,8 +289,8 @@ func TestParseTable(t *testing.T) {
 		{"name missing", FormatOpenAI, openAI("null", `[{"id":"c","function":{"arguments":"{}"}}]`, "tool_calls"), "", []want{{reason: ReasonInvalidName}}},
 
 		// missing_call_id / duplicate_call_id.
-		{"id missing", FormatOpenAI, openAI("null", `[{"type":"function","function":{"name":"f","arguments":"{}"}}]`, "tool_calls"), "", []want{{reason: ReasonMissingCallID}}},
-		{"id empty", FormatOpenAI, openAI("null", `[{"id":"","type":"function","function":{"name":"f","arguments":"{}"}}]`, "tool_calls"), "", []want{{reason: ReasonMissingCallID}}},
+		{"id missing", FormatOpenAI, openAI("null", `[{"type":"function","function":{"name":"f","arguments":"{}"}}]`, "tool_calls"), "", []want{{name: "f", args: "{}", id: "airlock-r0-c0"}}},
+		{"id empty", FormatOpenAI, openAI("null", `[{"id":"","type":"function","function":{"name":"f","arguments":"{}"}}]`, "tool_calls"), "", []want{{name: "f", args: "{}", id: "airlock-r0-c0"}}},
 		{"id number", FormatOpenAI, openAI("null", `[{"id":7,"type":"function","function":{"name":"f","arguments":"{}"}}]`, "tool_calls"), "", []want{{reason: ReasonMissingCallID}}},
 		{"legacy function_call", FormatOpenAI, []byte(`{"choices":[{"message":{"role":"assistant","content":null,"function_call":{"name":"f","arguments":"{}"}},"finish_reason":"function_call"}]}`), "", []want{{reason: ReasonMissingCallID}}},
 		{"duplicate ids among three", FormatOpenAI, openAI("null", `[
@@ -320,7 +320,7 @@ func TestParseTable(t *testing.T) {
 		{"anthropic input missing", FormatAnthropic, anthropic(`[{"type":"tool_use","id":"toolu_1","name":"f"}]`, "tool_use"), "", []want{{reason: ReasonArgumentsMissing}}},
 		{"anthropic input duplicate key", FormatAnthropic, anthropic(`[{"type":"tool_use","id":"toolu_1","name":"f","input":{"a":1,"a":2}}]`, "tool_use"), "", []want{{reason: ReasonInvalidJSON}}},
 		{"anthropic input lone surrogate", FormatAnthropic, anthropic(`[{"type":"tool_use","id":"toolu_1","name":"f","input":{"a":"\udfff"}}]`, "tool_use"), "", []want{{reason: ReasonInvalidUnicode}}},
-		{"anthropic id missing", FormatAnthropic, anthropic(`[{"type":"tool_use","name":"f","input":{}}]`, "tool_use"), "", []want{{reason: ReasonMissingCallID}}},
+		{"anthropic id missing", FormatAnthropic, anthropic(`[{"type":"tool_use","name":"f","input":{}}]`, "tool_use"), "", []want{{name: "f", args: "{}", id: "airlock-r0-c0"}}},
 		{"anthropic duplicate ids", FormatAnthropic, anthropic(`[{"type":"tool_use","id":"t","name":"f","input":{}},{"type":"tool_use","id":"t","name":"g","input":{}}]`, "tool_use"),
 			"", []want{{reason: ReasonDuplicateCallID}, {reason: ReasonDuplicateCallID}}},
 		{"anthropic embedded text", FormatAnthropic, anthropic(`[{"type":"text","text":"<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>"}]`, "end_turn"),
@@ -578,4 +578,45 @@ func ExampleParse() {
 	// Output:
 	// candidate call_1 web.fetch@1 {"url": "https://example.com", "n": 12345678901234567890123}
 	// parse failure call_2 read_file: trailing_data
+}
+
+// Structured calls sent without an id (key absent, null or "") are never dropped: each gets
+// the id Airlock assigns from the round and its index, marked IDAssigned, and stays a
+// candidate; a model's own id is kept and not marked; a non-string id still fails.
+func TestParseAssignsMissingCallIDs(t *testing.T) {
+	body := openAI("null", `[{"type":"function","function":{"name":"a","arguments":"{}"}},`+
+		`{"id":"","type":"function","function":{"name":"b","arguments":"{\"x\":1}"}},`+
+		`{"id":null,"type":"function","function":{"name":"c","arguments":"{}"}},`+
+		`{"id":"call_own","type":"function","function":{"name":"d","arguments":"{}"}},`+
+		`{"id":7,"type":"function","function":{"name":"e","arguments":"{}"}}]`, "tool_calls")
+	res, err := Parse(FormatOpenAI, body, Options{Round: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantIDs := []string{"airlock-r3-c0", "airlock-r3-c1", "airlock-r3-c2", "call_own", ""}
+	if len(res.Calls) != len(wantIDs) {
+		t.Fatalf("calls: %+v", res.Calls)
+	}
+	for i, c := range res.Calls {
+		if c.CallID != wantIDs[i] {
+			t.Errorf("call %d id %q, want %q", i, c.CallID, wantIDs[i])
+		}
+		assigned := i < 3
+		if c.IDAssigned != assigned || c.Candidate() != (i < 4) {
+			t.Errorf("call %d: assigned %v candidate %v (%s %s)", i, c.IDAssigned, c.Candidate(), c.Reason, c.Detail)
+		}
+	}
+	if res.Calls[4].Reason != ReasonMissingCallID {
+		t.Errorf("non-string id: %s", res.Calls[4].Reason)
+	}
+	if AssignedCallID(3, 1) != "airlock-r3-c1" {
+		t.Errorf("scheme: %s", AssignedCallID(3, 1))
+	}
+	an, err := Parse(FormatAnthropic, anthropic(`[{"type":"tool_use","id":"","name":"f","input":{}},{"type":"tool_use","name":"g","input":{}}]`, "tool_use"), Options{Round: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(an.Calls) != 2 || an.Calls[0].CallID != "airlock-r2-c0" || an.Calls[1].CallID != "airlock-r2-c1" || !an.Calls[1].IDAssigned || !an.Calls[1].Candidate() {
+		t.Errorf("anthropic: %+v", an.Calls)
+	}
 }

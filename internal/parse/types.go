@@ -55,8 +55,9 @@ const (
 	// ReasonEmbeddedToolCallText: content holds tool-call-shaped text and there is no
 	// structured call (cases B11-B13); the text is never promoted to a call.
 	ReasonEmbeddedToolCallText Reason = "embedded_tool_call_text"
-	// ReasonMissingCallID: an OpenAI or Anthropic call has no id, an empty id, or a non-string
-	// id. (Ollama calls without ids get a synthetic "call_<index>".)
+	// ReasonMissingCallID: an OpenAI or Anthropic call has a non-string id, or is the legacy
+	// message.function_call. (Structured calls with no id or an empty id get an id assigned by
+	// Airlock, see AssignedCallID; Ollama calls without ids get a synthetic "call_<index>".)
 	ReasonMissingCallID Reason = "missing_call_id"
 )
 
@@ -67,16 +68,19 @@ const (
 // failures, whatever text was emitted (the argument text, or the whole content for
 // embedded_tool_call_text) for the audit, never for execution. Raw is a string so it survives
 // a JSON round trip byte-exact, whereas encoding/json compacts a json.RawMessage when
-// marshalling. Detail is a human-readable diagnostic for the failure.
+// marshalling. Detail is a human-readable diagnostic for the failure. IDAssigned reports that
+// CallID was assigned by Airlock (AssignedCallID, or Ollama's "call_<index>") because the
+// provider sent the call without an id: the id is not the model's own.
 type Call struct {
-	Index     int             `json:"index"`
-	CallID    string          `json:"call_id"`
-	Name      string          `json:"name"`
-	Version   int             `json:"version"`
-	Arguments json.RawMessage `json:"arguments,omitempty"`
-	Raw       string          `json:"raw,omitempty"`
-	Reason    Reason          `json:"reason,omitempty"`
-	Detail    string          `json:"detail,omitempty"`
+	Index      int             `json:"index"`
+	CallID     string          `json:"call_id"`
+	IDAssigned bool            `json:"id_assigned,omitempty"`
+	Name       string          `json:"name"`
+	Version    int             `json:"version"`
+	Arguments  json.RawMessage `json:"arguments,omitempty"`
+	Raw        string          `json:"raw,omitempty"`
+	Reason     Reason          `json:"reason,omitempty"`
+	Detail     string          `json:"detail,omitempty"`
 }
 
 // Candidate reports whether the call parsed into a (name, version, arguments) triple.

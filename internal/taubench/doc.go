@@ -1,7 +1,8 @@
 // Package taubench reads recorded tau-bench trajectories (../shared/corpus/tau-bench, from
 // sierra-research/tau-bench historical_trajectories) and turns them into per-turn AgentDojo
-// traces, so Airlock's existing replay machinery (inference.Replay for the model,
-// capabilities.AgentDojoReplay for the tool results) serves them unchanged.
+// traces, adapted like any AgentDojo trace into the neutral recording model
+// (RecordingLoader, agentdojo.Recorded), so the replay provider and the replay capabilities
+// serve them unchanged without knowing the benchmark.
 //
 // A tau-bench trajectory is a multi-turn conversation between a simulated user and the agent:
 // a system message (the domain policy), then user messages, each followed by the agent's

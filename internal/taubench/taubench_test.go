@@ -531,7 +531,6 @@ func TestMalformedFiles(t *testing.T) {
 		"unknown block":            strings.Replace(minimal, `"type": "thinking"`, `"type": "image"`, 1),
 		"arguments an object":      strings.Replace(minimal, `"arguments": "{}"`, `"arguments": {}`, 1),
 		"arguments missing":        strings.Replace(minimal, `, "arguments": "{}"`, ``, 1),
-		"call without id":          strings.Replace(minimal, `"id": "c2", `, ``, 1),
 		"call without name":        strings.Replace(minimal, `"name": "cancel_reservation", `, ``, 1),
 		"call type":                strings.Replace(minimal, `"id": "c2", "type": "function"`, `"id": "c2", "type": "code"`, 1),
 		"duplicate id in message":  strings.Replace(minimal, `"tool_calls": [{"id": "c2"`, `"tool_calls": [{"id": "c2", "function": {"name": "think", "arguments": "{}"}}, {"id": "c2"`, 1),
@@ -645,5 +644,41 @@ func TestLoadToolsAndConsequential(t *testing.T) {
 	}
 	if _, err := LoadTools(filepath.Join(t.TempDir(), "none.json")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing tools file: %v", err)
+	}
+}
+
+// A structured call recorded without an id, or with "", is kept (never dropped or refused):
+// its tool messages are matched by position, and the neutral recording tells "" from absent.
+func TestCallsWithoutIDsAreKept(t *testing.T) {
+	data := strings.Replace(minimal, `{"id": "c1", "type": "function", "function": {"name": "get_user_details", "arguments": "{\"user_id\" : 1,}"}}]},
+ {"role": "tool", "tool_call_id": "c1", "name": "get_user_details", "content": "{}"},`,
+		`{"type": "function", "function": {"name": "get_user_details", "arguments": "{}"}}, {"id": "", "type": "function", "function": {"name": "think", "arguments": "{}"}}]},
+ {"role": "tool", "name": "get_user_details", "content": "u"}, {"role": "tool", "tool_call_id": "", "name": "think", "content": "t"},`, 1)
+	data = strings.Replace(data, `"id": "c2", `, ``, 1)
+	if data == minimal {
+		t.Fatal("the edit did not apply")
+	}
+	trs, err := LoadFile(writeFile(t, "m-airline.sample.json", data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := trs[0].Turns[0].Trace.Recording()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rounds, err := s.Rounds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := rounds[0].Assistant.Calls
+	if len(calls) != 2 || calls[0].IDRecorded || !calls[1].IDRecorded || calls[0].Text || calls[1].Text {
+		t.Fatalf("calls: %+v", calls)
+	}
+	res := rounds[0].Results
+	if len(res) != 2 || res[0].CallIndex != 0 || res[0].Content != "u" || res[1].CallIndex != 1 || res[1].Content != "t" {
+		t.Fatalf("results: %+v", res)
+	}
+	if rounds[0].WireID(1) != "airlock-r1-c1" {
+		t.Fatalf("wire id: %s", rounds[0].WireID(1))
 	}
 }

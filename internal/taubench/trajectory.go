@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/airlock-dev/airlock/internal/agentdojo"
+	"github.com/airlock-dev/airlock/internal/recording"
 )
 
 // ErrMalformed reports input that does not have the tau-bench shape: a trajectory file, a file
@@ -276,13 +277,20 @@ func splitTurns(msgs []rawMessage, tr Trajectory) ([]Turn, error) {
 			}
 			id := deref(rm.ToolCallID)
 			k := -1
+			byID := true
+			for _, c := range pending {
+				byID = byID && c.ID != ""
+			}
 			for c := range pending {
-				if pending[c].ID == id && !answer[c] {
-					k = c
+				if !answer[c] && (!byID || pending[c].ID == id) {
+					k = c // by id; by position when a call of the message has no id
 					break
 				}
 			}
-			if id == "" || k < 0 {
+			if k >= 0 && !byID && id != "" && pending[k].ID != "" && pending[k].ID != id {
+				return nil, fmt.Errorf("message %d: tool_call_id %q differs from the id %q of the next unanswered call", i, id, pending[k].ID)
+			}
+			if (byID && id == "") || k < 0 {
 				return nil, fmt.Errorf("message %d: tool_call_id %q matches no unanswered call of the assistant message before it", i, id)
 			}
 			if rm.Name != nil && *rm.Name != "" && *rm.Name != pending[k].Function {
@@ -301,7 +309,9 @@ func splitTurns(msgs []rawMessage, tr Trajectory) ([]Turn, error) {
 }
 
 // convertCalls converts an assistant message's OpenAI tool_calls; Args are the exact bytes of
-// the decoded arguments string.
+// the decoded arguments string. A call recorded with an empty id or none is kept (IDRecorded
+// tells them apart); its tool messages are then matched by position. Non-empty ids must not
+// repeat within the message.
 func convertCalls(raws []rawCall) ([]agentdojo.Call, error) {
 	if len(raws) == 0 {
 		return nil, nil
@@ -310,10 +320,7 @@ func convertCalls(raws []rawCall) ([]agentdojo.Call, error) {
 	ids := make(map[string]bool, len(raws))
 	for j, rc := range raws {
 		id := deref(rc.ID)
-		if id == "" {
-			return nil, fmt.Errorf("tool call %d: no id", j)
-		}
-		if ids[id] {
+		if id != "" && ids[id] {
 			return nil, fmt.Errorf("tool call %d: id %q repeats another call of the message", j, id)
 		}
 		ids[id] = true
@@ -331,7 +338,7 @@ func convertCalls(raws []rawCall) ([]agentdojo.Call, error) {
 		if err := json.Unmarshal(a, &args); err != nil {
 			return nil, fmt.Errorf("tool call %d (%s): arguments: %w", j, rc.Function.Name, err)
 		}
-		calls = append(calls, agentdojo.Call{Function: rc.Function.Name, Args: json.RawMessage(args), ID: id})
+		calls = append(calls, agentdojo.Call{Function: rc.Function.Name, Args: json.RawMessage(args), ID: id, IDRecorded: rc.ID != nil})
 	}
 	return calls, nil
 }
@@ -424,6 +431,12 @@ func SessionLoader(dir string) func(session string) (*agentdojo.Trace, error) {
 		}
 		return t, nil
 	}
+}
+
+// RecordingLoader returns a loader of neutral recorded sessions (internal/recording) for the
+// turns of the trajectories in dir: SessionLoader adapted by agentdojo.Recorded.
+func RecordingLoader(dir string) func(session string) (*recording.Session, error) {
+	return agentdojo.Recorded(SessionLoader(dir))
 }
 
 func deref(s *string) string {
