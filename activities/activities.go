@@ -141,7 +141,7 @@ func (a *Activities) Parse(ctx context.Context, in ParseInput) (parse.Result, er
 	for _, c := range in.Catalog {
 		versions[c.Name] = c.Version
 	}
-	res, err := parse.Parse(parse.Format(in.Response.Format), in.Response.Raw, parse.Options{Versions: versions, Round: in.Round})
+	res, err := parse.Parse(parse.Format(in.Response.Format), in.Response.Raw, parse.Options{Versions: versions, Round: in.Round, Turn: parse.TurnToken(in.WorkflowID)})
 	if err != nil {
 		return res, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBadInput, err)
 	}

@@ -96,6 +96,9 @@ type ParseInput struct {
 	// assigns to structured calls sent without one (parse.AssignedCallID). 0 in inputs
 	// recorded before it was carried.
 	Round int `json:"round,omitempty"`
+	// WorkflowID is the turn's workflow id; its parse.TurnToken enters assigned ids, so they do
+	// not repeat across the turns of a conversation ("" in inputs recorded before it was carried).
+	WorkflowID string `json:"workflow_id,omitempty"`
 }
 
 // AdmitInput is one candidate for stages 1-3.

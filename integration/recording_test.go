@@ -68,7 +68,7 @@ func TestReplayIDlessCalls(t *testing.T) {
 		}
 		for i, o := range turn.Outcomes {
 			if o.Name != w[i].name || o.Outcome != w[i].outcome || o.Round != 1 ||
-				o.CallID != parse.AssignedCallID(1, i) || !o.CallIDAssigned {
+				o.CallID != parse.AssignedCallID(parse.TurnToken(turn.WorkflowID), 1, i) || !o.CallIDAssigned {
 				t.Errorf("%s proposal %d: %s", task, i, asJSON(o))
 			}
 		}

@@ -199,7 +199,7 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 
 		var parsed parse.Result
 		if err := workflow.ExecuteLocalActivity(localCtx(ctx, fmt.Sprintf("parse round %d", round)), a.Parse,
-			activities.ParseInput{Response: inf.Response, Catalog: inf.Catalog, Round: round}).Get(ctx, &parsed); err != nil {
+			activities.ParseInput{Response: inf.Response, Catalog: inf.Catalog, Round: round, WorkflowID: t.workflowID}).Get(ctx, &parsed); err != nil {
 			return t.fail(ctx, fmt.Errorf("parse round %d: %w", round, err))
 		}
 		assistant := inference.Message{Role: inference.RoleAssistant, Content: parsed.Text}

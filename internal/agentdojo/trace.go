@@ -122,7 +122,7 @@ func (s Step) CallID(i int) string {
 	if i >= 0 && i < len(s.Assistant.ToolCalls) && s.Assistant.ToolCalls[i].ID != "" {
 		return s.Assistant.ToolCalls[i].ID
 	}
-	return parse.AssignedCallID(s.Round, i)
+	return parse.AssignedCallID("", s.Round, i)
 }
 
 type rawTrace struct {

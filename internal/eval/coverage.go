@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/airlock-dev/airlock/activities"
+	"github.com/airlock-dev/airlock/internal/parse"
 	"github.com/airlock-dev/airlock/workflows"
 )
 
@@ -21,6 +22,10 @@ const (
 	// NotReachedUnreadable: the turn failed (the recording could not be served, or the
 	// evaluation failed); the failure is in Report.Errors.
 	NotReachedUnreadable = "unreadable"
+	// NotReachedTextCall: the call was written as text in a message whose text the parser
+	// refused as one embedded_tool_call_text failure (one failure answers every text call of
+	// the message): it reached Airlock as that failure, not as a call of its own.
+	NotReachedTextCall = "text_call"
 )
 
 // Coverage is how much of a recording reached Airlock: Recorded calls, of which Proposed were
@@ -93,6 +98,12 @@ func coverageOf(r CaseResult) (Coverage, []callFate) {
 		if ps := props[key{rc.Turn, rc.Round}]; rc.Index < len(ps) {
 			f.outcome = ps[rc.Index]
 			cov.Proposed++
+		} else if textFailure(ps) {
+			f.missing = NotReachedTextCall
+			if cov.NotReached == nil {
+				cov.NotReached = map[string]int{}
+			}
+			cov.NotReached[f.missing]++
 		} else {
 			f.missing = notReachedReason(r, rc)
 			if f.missing == unexplained {
@@ -110,6 +121,17 @@ func coverageOf(r CaseResult) (Coverage, []callFate) {
 		cov.Extra += max(0, len(ps)-recorded[k])
 	}
 	return cov, fates
+}
+
+// textFailure reports whether a round's proposals include the one embedded_tool_call_text
+// failure the parser makes of a message's tool-call text.
+func textFailure(ps []*workflows.ProposalOutcome) bool {
+	for _, o := range ps {
+		if o.Outcome == activities.OutcomeParseFailed && o.Reason == string(parse.ReasonEmbeddedToolCallText) {
+			return true
+		}
+	}
+	return false
 }
 
 // notReachedReason names why recorded call rc has no proposal, or returns unexplained.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/activities"
+	"github.com/airlock-dev/airlock/internal/parse"
 	"github.com/airlock-dev/airlock/workflows"
 )
 
@@ -375,7 +376,7 @@ func refused(o activities.Outcome) bool {
 // (ToolNotFoundException, "Invalid tool X provided."). Runtime errors ("ValueError: No files
 // found") do not excuse a rejection.
 func genuineValidation(c *Case, session string, round int, callID, stage string) bool {
-	kind := recordedFailure(c.recordedErrors[errorKey(session, round, callID)])
+	kind := recordedFailure(c.recordedErrors[errorKey(session, round, parse.WithoutTurn(callID))])
 	switch activities.Stage(stage) {
 	case activities.StageValidate:
 		return kind == failureBadArguments

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/activities"
+	"github.com/airlock-dev/airlock/internal/parse"
 	"github.com/airlock-dev/airlock/workflows"
 )
 
@@ -234,5 +235,23 @@ func TestBuildCoverageAndAttackWins(t *testing.T) {
 		if !strings.Contains(js.String(), want) {
 			t.Errorf("JSON report lacks %s", want)
 		}
+	}
+}
+
+// Issue 11 review: a message with two text calls is refused as one embedded_tool_call_text
+// failure; its second text call is not reached for that named reason, never "unexplained".
+func TestTextCallsOfOneMessageAreCoveredByItsFailure(t *testing.T) {
+	round := func(r int, p workflows.ProposalOutcome) workflows.ProposalOutcome { p.Round = r; return p }
+	text := &Case{Benchmark: BenchAgentDojo, Model: "m", Suite: "banking", Attack: AttackNone, Task: "user_task_8",
+		recorded: []RecordedCall{rc(1, 1, 0, "read", `{}`), rc(1, 1, 1, "read", `{}`)}}
+	failed := po("read", activities.OutcomeParseFailed, activities.StageParse, string(parse.ReasonEmbeddedToolCallText), "", "", "")
+	rep := Build([]CaseResult{{Case: text, Turns: []TurnRun{{Session: "t", EndReason: "diverged", Rounds: 1,
+		Outcomes: []workflows.ProposalOutcome{round(1, failed)}}}, Stop: &Decision{Turn: 1, Round: 1, Outcome: "parse_failed"}}},
+		PolicyDenyAll, 1, time.Second, time.Now())
+	if tot := rep.CoverageTotal; tot.Recorded != 2 || tot.Proposed != 1 || tot.Unexplained != 0 || tot.NotReached[NotReachedTextCall] != 1 {
+		t.Fatalf("coverage = %+v", tot)
+	}
+	if len(rep.Errors) != 0 {
+		t.Fatalf("errors = %q", rep.Errors)
 	}
 }

@@ -390,7 +390,7 @@ func TestReplayServesIDlessCalls(t *testing.T) {
 			t.Fatalf("%s: parsed %+v", c.session, res.Calls)
 		}
 		for i, pc := range res.Calls {
-			if !pc.Candidate() || !pc.IDAssigned || pc.CallID != parse.AssignedCallID(1, i) || pc.Name != c.names[i] {
+			if !pc.Candidate() || !pc.IDAssigned || pc.CallID != parse.AssignedCallID("", 1, i) || pc.Name != c.names[i] {
 				t.Errorf("%s call %d: %+v", c.session, i, pc)
 			}
 		}

@@ -2,11 +2,14 @@ package parse
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 )
 
 // Format names the wire format of a raw provider response. The string values of FormatOpenAI
@@ -34,16 +37,57 @@ const (
 type Options struct {
 	Versions map[string]int
 	Round    int
+	// Turn is a short token naming the turn (TurnToken of its workflow id; "" when unknown,
+	// as in `airlock parse`); it enters the ids Airlock assigns, so they do not repeat across
+	// the turns of a conversation.
+	Turn string
 }
 
 // AssignedCallID returns the id Airlock assigns to the structured call at 0-based index of the
-// response of 1-based round when the provider sent it with an empty id or none: "airlock-r<round>-c<index>",
-// e.g. "airlock-r3-c1" for the second call of round 3. Call ids are scoped to a turn (every
-// audit record, result and approval is keyed by the turn's workflow id too), so round and
-// index make it unique and deterministic: a replayed or retried round assigns the same ids.
-// Such calls carry IDAssigned, so the audit and evaluation show the id is not the model's.
-func AssignedCallID(round, index int) string {
-	return "airlock-r" + strconv.Itoa(round) + "-c" + strconv.Itoa(index)
+// response of 1-based round of turn when the provider sent it with an empty id or none:
+// "airlock-<turn>-r<round>-c<index>", or "airlock-r<round>-c<index>" when turn is "" (e.g.
+// "airlock-r3-c1" for the second call of round 3). Derived from turn, round and index, it is
+// deterministic (a replayed or retried round assigns the same ids) and does not repeat across
+// the turns of a conversation. When the model itself sent that very id on another call of the
+// message, "-1", "-2", … is appended until it is unique (Parse). Such calls carry IDAssigned,
+// so the audit and evaluation show the id is not the model's.
+func AssignedCallID(turn string, round, index int) string {
+	if turn == "" {
+		return "airlock-r" + strconv.Itoa(round) + "-c" + strconv.Itoa(index)
+	}
+	return "airlock-" + turn + "-r" + strconv.Itoa(round) + "-c" + strconv.Itoa(index)
+}
+
+// TurnToken is the turn segment of assigned ids: the first 8 hex digits of SHA-256 of the
+// turn's workflow id ("" for an empty id).
+func TurnToken(workflowID string) string {
+	if workflowID == "" {
+		return ""
+	}
+	h := sha256.Sum256([]byte(workflowID))
+	return hex.EncodeToString(h[:4])
+}
+
+// WithoutTurn returns an assigned id without its turn segment ("airlock-<turn>-r1-c0" →
+// "airlock-r1-c0"), the form recordings key id-less calls by; any other id is returned as is.
+func WithoutTurn(id string) string {
+	rest, ok := strings.CutPrefix(id, "airlock-")
+	if !ok {
+		return id
+	}
+	if turn, tail, ok := strings.Cut(rest, "-"); ok && len(turn) == 8 && isHex(turn) && strings.HasPrefix(tail, "r") {
+		return "airlock-" + tail
+	}
+	return id
+}
+
+func isHex(s string) bool {
+	for _, r := range s {
+		if !strings.ContainsRune("0123456789abcdef", r) {
+			return false
+		}
+	}
+	return true
 }
 
 // NamePattern is the wire-name grammar a call's name must match exactly: 1 to 64 ASCII
@@ -167,9 +211,9 @@ func Parse(format Format, raw []byte, opts Options) (Result, error) {
 	var res Result
 	switch format {
 	case FormatOpenAI:
-		res, err = parseOpenAI(top, opts.Round)
+		res, err = parseOpenAI(top, idScope{turn: opts.Turn, round: opts.Round})
 	case FormatAnthropic:
-		res, err = parseAnthropic(top, opts.Round)
+		res, err = parseAnthropic(top, idScope{turn: opts.Turn, round: opts.Round})
 	default:
 		return Result{}, fmt.Errorf("%w: unknown format %q", ErrUnrecognized, string(format))
 	}
@@ -209,7 +253,7 @@ func unrecognized(format string, args ...any) error {
 }
 
 // parseOpenAI reads an OpenAI chat.completion (choices[0]) or an Ollama /api/chat body.
-func parseOpenAI(top object, round int) (Result, error) {
+func parseOpenAI(top object, round idScope) (Result, error) {
 	var (
 		msgRaw    json.RawMessage
 		finishRaw json.RawMessage
@@ -261,10 +305,13 @@ func parseOpenAI(top object, round int) (Result, error) {
 		for i, entry := range list {
 			props = append(props, openAICall(i, entry, ollama, round))
 		}
-	} else if fc, ok := msg.get("function_call"); ok && kindOf(fc) != 'n' {
+	}
+	// The deprecated single function_call is read whenever present (also beside an empty or a
+	// non-empty tool_calls array): a call is never dropped because it came in the other field.
+	if fc, ok := msg.get("function_call"); ok && kindOf(fc) != 'n' {
 		// The deprecated single function_call carries no id. It is surfaced as a parse
 		// failure rather than dropped (never silently lost, never executed).
-		p := openAICall(0, []byte(`{"function":`+string(fc)+`}`), false, -1)
+		p := openAICall(len(props), []byte(`{"function":`+string(fc)+`}`), false, idScope{round: -1})
 		p.idNote = "legacy message.function_call has no call id"
 		props = append(props, p)
 	}
@@ -311,7 +358,7 @@ func openAIText(msg object) (string, error) {
 }
 
 // openAICall reads one entry of message.tool_calls.
-func openAICall(i int, entry json.RawMessage, ollama bool, round int) proposal {
+func openAICall(i int, entry json.RawMessage, ollama bool, round idScope) proposal {
 	p := proposal{call: Call{Index: i}}
 	call, err := decodeObject(entry)
 	if err != nil {
@@ -321,7 +368,7 @@ func openAICall(i int, entry json.RawMessage, ollama bool, round int) proposal {
 		return p
 	}
 	if ollama {
-		readID(&p, call, -1)
+		readID(&p, call, idScope{round: -1})
 		if !p.hasID && p.idNote != idNotString {
 			// Ollama's /api/chat has no call ids: synthesize a deterministic one.
 			p.call.CallID, p.hasID, p.idNote, p.call.IDAssigned = "call_"+strconv.Itoa(i), true, "", true
@@ -380,7 +427,7 @@ const idNotString = "id is not a valid JSON string"
 // readID sets p's call id from obj["id"]. A structured call sent with no id (key absent or
 // null) or an empty id gets AssignedCallID(round, index), marked IDAssigned, when round >= 0;
 // a non-string id, or a missing one with round < 0, is noted for missing_call_id.
-func readID(p *proposal, obj object, round int) {
+func readID(p *proposal, obj object, round idScope) {
 	idRaw, ok := obj.get("id")
 	if !ok || kindOf(idRaw) == 'n' {
 		p.idNote = "id is missing"
@@ -399,12 +446,19 @@ func readID(p *proposal, obj object, round int) {
 	}
 }
 
+// idScope is what ids Airlock assigns are derived from: the turn token and the round
+// (round < 0: assign none).
+type idScope struct {
+	turn  string
+	round int
+}
+
 // assign gives a call without an id the id Airlock assigns (round >= 0 only).
-func (p *proposal) assign(round int) {
-	if round < 0 {
+func (p *proposal) assign(at idScope) {
+	if at.round < 0 {
 		return
 	}
-	p.call.CallID, p.call.IDAssigned, p.hasID, p.idNote = AssignedCallID(round, p.call.Index), true, true, ""
+	p.call.CallID, p.call.IDAssigned, p.hasID, p.idNote = AssignedCallID(at.turn, at.round, p.call.Index), true, true, ""
 }
 
 // readName sets p's name from fn["name"] and records invalid_name when it does not match
@@ -431,7 +485,7 @@ func readName(p *proposal, fn object) bool {
 
 // parseAnthropic reads an Anthropic message: text blocks are the prose, tool_use blocks the
 // calls; other block types (thinking, server tools, …) are neither.
-func parseAnthropic(top object, round int) (Result, error) {
+func parseAnthropic(top object, round idScope) (Result, error) {
 	if t, ok := top.get("type"); ok {
 		if s, err := unquoteStrict(t); err != nil || s != "message" {
 			return Result{}, unrecognized("type is not \"message\"")
@@ -474,7 +528,7 @@ func parseAnthropic(top object, round int) (Result, error) {
 }
 
 // anthropicCall reads one tool_use block.
-func anthropicCall(i int, block object, round int) proposal {
+func anthropicCall(i int, block object, round idScope) proposal {
 	p := proposal{call: Call{Index: i}}
 	readID(&p, block, round)
 	nameOK := readName(&p, block)
@@ -513,6 +567,7 @@ func finish1(text, finish string, failReason Reason, failDetail string, props []
 		}
 		return res
 	}
+	unclash(props)
 	count := make(map[string]int)
 	var shared []int // indexes of calls whose id another call also uses
 	for _, p := range props {
@@ -520,6 +575,7 @@ func finish1(text, finish string, failReason Reason, failDetail string, props []
 			count[p.call.CallID]++
 		}
 	}
+	lists := indexLists{} // id → "#1, #4, #9 and 3 more", built once per id
 	for i, p := range props {
 		if p.hasID && count[p.call.CallID] > 1 {
 			shared = append(shared, i)
@@ -534,14 +590,14 @@ func finish1(text, finish string, failReason Reason, failDetail string, props []
 		c := p.call
 		switch {
 		case len(shared) > 0 && p.hasID && count[c.CallID] > 1:
-			c.Reason, c.Detail = ReasonDuplicateCallID, fmt.Sprintf("call id %s is used by %d calls of the message (calls %s), so the message was assembled wrongly and none of its calls is trusted%s", quoteBounded(c.CallID), count[c.CallID], indexList(props, c.CallID), also)
+			c.Reason, c.Detail = ReasonDuplicateCallID, fmt.Sprintf("call id %s is used by %d calls of the message (calls %s), so the message was assembled wrongly and none of its calls is trusted%s", quoteBounded(c.CallID), count[c.CallID], lists.of(props, c.CallID), also)
 		case len(shared) > 0:
 			first := props[shared[0]].call.CallID
 			own := "this call's id is unique"
 			if !p.hasID {
 				own = "this call has no id"
 			}
-			c.Reason, c.Detail = ReasonDuplicateCallID, fmt.Sprintf("%s, but call id %s is used by %d calls of the same message (calls %s), so the message was assembled wrongly and none of its calls is trusted%s", own, quoteBounded(first), count[first], indexList(props, first), also)
+			c.Reason, c.Detail = ReasonDuplicateCallID, fmt.Sprintf("%s, but call id %s is used by %d calls of the same message (calls %s), so the message was assembled wrongly and none of its calls is trusted%s", own, quoteBounded(first), count[first], lists.of(props, first), also)
 		case c.Reason == ReasonInvalidName:
 			c.Detail += also
 		case failReason != "":
@@ -557,20 +613,64 @@ func finish1(text, finish string, failReason Reason, failDetail string, props []
 	return res
 }
 
-// indexList names, 1-based, the calls whose id is id, e.g. "#1 and #3".
-func indexList(props []proposal, id string) string {
-	var out string
+// indexLists caches, per id, the bounded list of the calls (1-based) that use it.
+type indexLists map[string]string
+
+// maxListedCalls bounds how many calls a duplicate_call_id detail names: a hostile message
+// of thousands of calls sharing one id must not make details (and the parse result kept in
+// workflow history) grow with the square of its size.
+const maxListedCalls = 3
+
+// of names, 1-based, the calls whose id is id, e.g. "#1 and #3", or "#1, #2, #3 and 997 more".
+func (l indexLists) of(props []proposal, id string) string {
+	if s, ok := l[id]; ok {
+		return s
+	}
+	var named []string
 	n := 0
 	for i, p := range props {
 		if p.hasID && p.call.CallID == id {
-			if n > 0 {
-				out += " and "
+			if n < maxListedCalls {
+				named = append(named, "#"+strconv.Itoa(i+1))
 			}
-			out += "#" + strconv.Itoa(i+1)
 			n++
 		}
 	}
-	return out
+	var s string
+	switch {
+	case n > len(named):
+		s = strings.Join(named, ", ") + " and " + strconv.Itoa(n-len(named)) + " more"
+	case len(named) > 1:
+		s = strings.Join(named[:len(named)-1], ", ") + " and " + named[len(named)-1]
+	case len(named) == 1:
+		s = named[0]
+	}
+	l[id] = s
+	return s
+}
+
+// unclash keeps an id Airlock assigned from equalling an id the model sent on another call of
+// the message: it appends "-1", "-2", … until the id is unique, so a valid message is never
+// failed as duplicate_call_id because of Airlock's own id (deterministic: same input, same ids).
+func unclash(props []proposal) {
+	taken := map[string]bool{}
+	for _, p := range props {
+		if p.hasID && !p.call.IDAssigned {
+			taken[p.call.CallID] = true
+		}
+	}
+	for i := range props {
+		p := &props[i]
+		if !p.hasID || !p.call.IDAssigned {
+			continue
+		}
+		id := p.call.CallID
+		for k := 1; taken[id]; k++ {
+			id = p.call.CallID + "-" + strconv.Itoa(k)
+		}
+		p.call.CallID = id
+		taken[id] = true
+	}
 }
 
 // optString decodes an optional string value (absent or null → "").

@@ -205,6 +205,12 @@ func quote(s string) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
+// openai renders an OpenAI chat.completion body with the given tool_calls array and finish reason.
+func openai(toolCalls, finish string) []byte {
+	return []byte(`{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":` +
+		toolCalls + `},"finish_reason":"` + finish + `"}]}`)
+}
+
 func anthropic(blocks, stop string) []byte {
 	return []byte(`{"id":"msg_1","type":"message","role":"assistant","model":"m","content":` + blocks + `,"stop_reason":"` + stop + `","stop_sequence":null}`)
 }
@@ -331,8 +337,9 @@ func TestParseTable(t *testing.T) {
 			"", []want{{name: "get_weather", args: `{"city":"Paris","n":12345678901234567890123}`, id: "call_0"}, {name: "get_time", args: `{}`, id: "call_1"}}},
 		{"ollama string args", FormatOpenAI, []byte(`{"message":{"role":"assistant","content":"","tool_calls":[{"function":{"name":"f","arguments":"{}"}}]},"done_reason":"stop"}`), "", []want{{reason: ReasonArgumentsNotObject}}},
 		{"ollama length", FormatOpenAI, []byte(`{"message":{"role":"assistant","content":"","tool_calls":[{"function":{"name":"f","arguments":{}}}]},"done_reason":"length"}`), "", []want{{reason: ReasonTruncated}}},
+		// A synthetic id never collides with one the server sent: it is made unique.
 		{"ollama synthetic id collides", FormatOpenAI, []byte(`{"message":{"role":"assistant","content":"","tool_calls":[{"id":"call_1","function":{"name":"f","arguments":{}}},{"function":{"name":"g","arguments":{}}}]},"done_reason":"stop"}`),
-			"", []want{{reason: ReasonDuplicateCallID}, {reason: ReasonDuplicateCallID}}},
+			"", []want{{name: "f", args: `{}`, id: "call_1"}, {name: "g", args: `{}`, id: "call_1-1"}}},
 
 		// Embedded tool-call text.
 		{"llama function tag", FormatOpenAI, openAI(quote(`<function=search_emails>{"query": "invoices"}</function>`), "", "stop"), `<function=search_emails>{"query": "invoices"}</function>`, []want{{reason: ReasonEmbeddedToolCallText, name: "search_emails"}}},
@@ -609,8 +616,12 @@ func TestParseAssignsMissingCallIDs(t *testing.T) {
 	if res.Calls[4].Reason != ReasonMissingCallID {
 		t.Errorf("non-string id: %s", res.Calls[4].Reason)
 	}
-	if AssignedCallID(3, 1) != "airlock-r3-c1" {
-		t.Errorf("scheme: %s", AssignedCallID(3, 1))
+	if AssignedCallID("", 3, 1) != "airlock-r3-c1" || AssignedCallID("0a1b2c3d", 3, 1) != "airlock-0a1b2c3d-r3-c1" {
+		t.Errorf("scheme: %s, %s", AssignedCallID("", 3, 1), AssignedCallID("0a1b2c3d", 3, 1))
+	}
+	tok := TurnToken("turn/c/1")
+	if len(tok) != 8 || tok == TurnToken("turn/c/2") || WithoutTurn(AssignedCallID(tok, 3, 1)) != "airlock-r3-c1" || WithoutTurn("call_x") != "call_x" {
+		t.Errorf("turn token %q; WithoutTurn %q", tok, WithoutTurn(AssignedCallID(tok, 3, 1)))
 	}
 	an, err := Parse(FormatAnthropic, anthropic(`[{"type":"tool_use","id":"","name":"f","input":{}},{"type":"tool_use","name":"g","input":{}}]`, "tool_use"), Options{Round: 2})
 	if err != nil {
@@ -618,5 +629,68 @@ func TestParseAssignsMissingCallIDs(t *testing.T) {
 	}
 	if len(an.Calls) != 2 || an.Calls[0].CallID != "airlock-r2-c0" || an.Calls[1].CallID != "airlock-r2-c1" || !an.Calls[1].IDAssigned || !an.Calls[1].Candidate() {
 		t.Errorf("anthropic: %+v", an.Calls)
+	}
+}
+
+// Issue 11 review: an id Airlock assigns never collides with an id the model sent itself, so a
+// valid message is not failed as duplicate_call_id because of Airlock; the turn enters the id.
+func TestAssignedIDsAvoidTheModelsOwnIDs(t *testing.T) {
+	body := openai(`[{"type":"function","function":{"name":"f","arguments":"{}"}},{"id":"airlock-r1-c0","type":"function","function":{"name":"g","arguments":"{}"}},{"id":"airlock-r1-c0-1","type":"function","function":{"name":"h","arguments":"{}"}}]`, "tool_calls")
+	res, err := Parse(FormatOpenAI, body, Options{Round: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Calls) != 3 {
+		t.Fatalf("calls = %+v", res.Calls)
+	}
+	for _, c := range res.Calls {
+		if !c.Candidate() {
+			t.Fatalf("a valid message must not fail because of an assigned id: %+v", c)
+		}
+	}
+	if res.Calls[0].CallID != "airlock-r1-c0-2" || !res.Calls[0].IDAssigned {
+		t.Fatalf("assigned id = %q, want airlock-r1-c0-2", res.Calls[0].CallID)
+	}
+	res, err = Parse(FormatOpenAI, openai(`[{"type":"function","function":{"name":"f","arguments":"{}"}}]`, "tool_calls"), Options{Round: 2, Turn: TurnToken("turn/c/7")})
+	if err != nil || res.Calls[0].CallID != "airlock-"+TurnToken("turn/c/7")+"-r2-c0" {
+		t.Fatalf("turn-scoped id = %+v, %v", res.Calls, err)
+	}
+}
+
+// Issue 11 review: thousands of calls sharing one id parse in linear time with bounded details.
+func TestDuplicateIDDetailsAreBounded(t *testing.T) {
+	var b strings.Builder
+	for i := range 3000 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(`{"id":"x","type":"function","function":{"name":"f","arguments":"{}"}}`)
+	}
+	res, err := Parse(FormatOpenAI, openai("["+b.String()+"]", "tool_calls"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, c := range res.Calls {
+		if c.Reason != ReasonDuplicateCallID {
+			t.Fatalf("call %d: %s", c.Index, c.Reason)
+		}
+		total += len(c.Detail)
+		if len(c.Detail) > 400 {
+			t.Fatalf("detail of %d bytes: %s", len(c.Detail), c.Detail[:200])
+		}
+	}
+	if !strings.Contains(res.Calls[0].Detail, "#1, #2, #3 and 2997 more") {
+		t.Fatalf("detail = %s", res.Calls[0].Detail)
+	}
+}
+
+// Issue 11 review: the legacy function_call is read even beside an empty tool_calls array: a
+// call is never dropped because it came in the other field.
+func TestLegacyFunctionCallBesideEmptyToolCallsIsKept(t *testing.T) {
+	body := json.RawMessage(`{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[],"function_call":{"name":"get_balance","arguments":"{}"}},"finish_reason":"function_call"}]}`)
+	res, err := Parse(FormatOpenAI, body, Options{})
+	if err != nil || len(res.Calls) != 1 || res.Calls[0].Name != "get_balance" || res.Calls[0].Reason != ReasonMissingCallID {
+		t.Fatalf("legacy function_call beside tool_calls [] = %+v, %v", res.Calls, err)
 	}
 }

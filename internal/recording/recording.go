@@ -124,7 +124,7 @@ func (r Round) WireID(i int) string {
 			k++
 		}
 	}
-	return parse.AssignedCallID(r.Number, k)
+	return parse.AssignedCallID("", r.Number, k)
 }
 
 // Rounds returns the session's rounds in order. It fails with ErrUnsupported when the
@@ -174,6 +174,13 @@ func (s *Session) Rounds() ([]Round, error) {
 			r.Results = append(r.Results, Result{CallIndex: m.CallIndex, Content: m.Content, Error: m.Error})
 		}
 	}
+	for i, r := range rounds[:max(0, len(rounds)-1)] {
+		if len(r.Assistant.Calls) == 0 {
+			// A message without calls is an answer: served, it ends the turn, and the
+			// recording's later rounds would never be replayed.
+			return nil, fmt.Errorf("%w: assistant message of round %d has no calls but the recording goes on for %d more round(s); serving it would end the turn as answered", ErrUnsupported, i+1, len(rounds)-1-i)
+		}
+	}
 	return rounds, nil
 }
 
@@ -181,12 +188,15 @@ func (s *Session) Rounds() ([]Round, error) {
 // round, for inputs from before the round was carried) with its recorded call, in round
 // order; none when the recording has no result for that id.
 func Lookup(rounds []Round, round int, callID string) (matches []Match) {
+	// A call recorded without an id was assigned "airlock-<turn>-r<round>-c<i>" by the parser;
+	// recordings key it without the turn segment (WireID).
+	want := parse.WithoutTurn(callID)
 	for _, r := range rounds {
 		if round > 0 && r.Number != round {
 			continue
 		}
 		for _, res := range r.Results {
-			if r.WireID(res.CallIndex) == callID {
+			if r.WireID(res.CallIndex) == want {
 				matches = append(matches, Match{Round: r.Number, Call: r.Assistant.Calls[res.CallIndex], Result: res})
 			}
 		}

@@ -1,6 +1,7 @@
 package recording_test
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -78,5 +79,22 @@ func TestRoundsRefuseExtraExchanges(t *testing.T) {
 	bad := &recording.Session{Messages: []recording.Message{{Role: recording.RoleUser}, {Role: recording.RoleTool}}}
 	if _, err := bad.Rounds(); !errors.Is(err, recording.ErrMalformed) {
 		t.Errorf("tool message without a call: %v", err)
+	}
+}
+
+// Issue 11 review: an assistant message without calls in the middle of a recording would end
+// the turn as answered; it is refused as unsupported instead.
+func TestRoundsRefuseAnAnswerBeforeTheRecordingEnds(t *testing.T) {
+	s := &recording.Session{Messages: []recording.Message{
+		{Role: recording.RoleUser, Content: "pay the bill"},
+		{Role: recording.RoleAssistant, Content: "thinking..."},
+		{Role: recording.RoleAssistant, Calls: []recording.Call{{Name: "read_file", Args: json.RawMessage(`{}`), ID: "c1", IDRecorded: true}}},
+	}}
+	if _, err := s.Rounds(); !errors.Is(err, recording.ErrUnsupported) || !strings.Contains(err.Error(), "would end the turn as answered") {
+		t.Fatalf("err = %v, want ErrUnsupported", err)
+	}
+	s.Messages = s.Messages[:2] // the answer as the last message is the recording's own end
+	if _, err := s.Rounds(); err != nil {
+		t.Fatalf("a final answer: %v", err)
 	}
 }
