@@ -154,13 +154,7 @@ func (e *durEnv) row(id string) store.Confirmation {
 
 // reissues lists the reasons of the token_reissued audit rows of a turn.
 func (e *durEnv) reissues(workflowID string) []string {
-	var out []string
-	for _, r := range e.audit(workflowID) {
-		if r.Outcome == activities.AuditTokenReissued {
-			out = append(out, r.Reason)
-		}
-	}
-	return out
+	return e.auditReasons(workflowID, activities.AuditTokenReissued)
 }
 
 // waitRefusals waits until the turn has audited n refused decisions and returns their codes;

@@ -416,9 +416,14 @@ func (e *durEnv) audit(workflowID string) []store.AuditEvent {
 }
 
 func (e *durEnv) refusals(workflowID string) []string {
+	return e.auditReasons(workflowID, activities.AuditConfirmationRefused)
+}
+
+// auditReasons lists the reasons of a turn's audit rows of kind outcome, in order.
+func (e *durEnv) auditReasons(workflowID, outcome string) []string {
 	var out []string
 	for _, r := range e.audit(workflowID) {
-		if r.Outcome == activities.AuditConfirmationRefused {
+		if r.Outcome == outcome {
 			out = append(out, r.Reason)
 		}
 	}

@@ -27,11 +27,7 @@ import (
 // workflows/testdata/, where workflows' replay test checks that every later change of the
 // workflow code still replays it (changes go behind workflow.GetVersion).
 func TestMixedTurnHistory(t *testing.T) {
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html")
-		io.WriteString(w, "<title>status</title><p>all systems nominal</p>")
-	}))
-	defer target.Close()
+	target := statusPage(t)
 	model := newFakeModel(t,
 		calls(call("c1", "system_health", `{}`), call("c2", "web_fetch", fmt.Sprintf(`{"url":"%s/ok"}`, target.URL))),
 		calls(call("c3", "web_fetch", fmt.Sprintf(`{"url":"%s/no"}`, target.URL)), call("c4", "run_shell", `{"cmd":"id"}`), call("c5", "system_health", `{"x":`)),
@@ -84,11 +80,7 @@ func TestReplayedSessionHistory(t *testing.T) {
 // written like TestMixedTurnHistory's; the two older histories stay as recorded, so the wait
 // that predates the marker keeps replaying too.
 func TestDecisionProtocolHistory(t *testing.T) {
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html")
-		io.WriteString(w, "<title>status</title><p>all systems nominal</p>")
-	}))
-	defer target.Close()
+	target := statusPage(t)
 	model := newFakeModel(t,
 		calls(call("c1", "web_fetch", fmt.Sprintf(`{"url":"%s/a"}`, target.URL))),
 		calls(call("c2", "web_fetch", fmt.Sprintf(`{"url":"%s/b"}`, target.URL))),
@@ -133,6 +125,16 @@ func TestDecisionProtocolHistory(t *testing.T) {
 		t.Fatalf("outcomes = %s", got)
 	}
 	writeHistory(t, c, run.GetID(), "turn-decisions.history.json")
+}
+
+// statusPage serves a small HTML status page for web_fetch, closed with the test.
+func statusPage(t *testing.T) *httptest.Server {
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, "<title>status</title><p>all systems nominal</p>")
+	}))
+	t.Cleanup(target.Close)
+	return target
 }
 
 // writeHistory writes the workflow's history to workflows/testdata/name when
