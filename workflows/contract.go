@@ -140,6 +140,11 @@ type Decision struct {
 	MAC string `json:"mac"`
 }
 
+// EndIncomplete is the TurnResult.EndReason of a turn whose last message had no call and did
+// not end normally (parse.Result.Incomplete: truncated or abnormal_finish): its prose is not
+// a finished answer.
+const EndIncomplete = "incomplete"
+
 // ErrTypeNotPending is the application error type with which the decide update's validator
 // refuses a decision for a confirmation that is not pending in the turn.
 const ErrTypeNotPending = "NotPending"
@@ -217,7 +222,8 @@ type CapabilityResult struct {
 type TurnResult struct {
 	WorkflowID string `json:"workflow_id"`
 	Status     string `json:"status"`
-	// EndReason says why the loop stopped: answered, max_rounds, session_ended, diverged.
+	// EndReason says why the loop stopped: answered, incomplete (EndIncomplete), max_rounds,
+	// session_ended, diverged.
 	EndReason string              `json:"end_reason"`
 	Prose     string              `json:"prose"`
 	Citations []registry.Citation `json:"citations"`

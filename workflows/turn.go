@@ -218,6 +218,11 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 		}
 		t.result.Prose = parsed.Text
 		if len(parsed.Calls) == 0 {
+			if parsed.Incomplete != "" {
+				// The provider marked the message as not a finished answer (cut off, filtered,
+				// refused, paused): its prose is kept, never reported as the answer.
+				return t.finish(ctx, EndIncomplete)
+			}
 			return t.finish(ctx, "answered")
 		}
 		diverged := false

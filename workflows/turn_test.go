@@ -744,3 +744,20 @@ func TestExecuteRunsAConfirmedCallOnlyWithAnApprovalOnRecord(t *testing.T) {
 		t.Fatalf("approved: Execute = %+v, %v, sends %d", out, err, f.sends.Load())
 	}
 }
+
+// A message without calls that did not end normally (cut off, filtered, refused) is not a
+// finished answer: the turn keeps its prose and ends "incomplete", never "answered".
+func TestAnAbnormallyEndedMessageIsNotAnAnswer(t *testing.T) {
+	for _, finish := range []string{"length", "content_filter", ""} {
+		body := json.RawMessage(`{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"The transfer is don"},"finish_reason":"` + finish + `"}]}`)
+		f := newFixture(t, body)
+		res := f.run(workflows.TurnRequest{})
+		if res.EndReason != workflows.EndIncomplete || res.Prose != "The transfer is don" {
+			t.Errorf("finish %q: end %q, prose %q; want incomplete with the prose kept", finish, res.EndReason, res.Prose)
+		}
+	}
+	f := newFixture(t, answer("done"))
+	if res := f.run(workflows.TurnRequest{}); res.EndReason != "answered" {
+		t.Fatalf("a normal end: %q", res.EndReason)
+	}
+}

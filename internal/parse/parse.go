@@ -554,7 +554,7 @@ func anthropicCall(i int, block object, round idScope) proposal {
 // those with a unique id or no id included: the message was assembled wrongly, so none of its
 // calls can be trusted.
 func finish1(text, finish string, failReason Reason, failDetail string, props []proposal) Result {
-	res := Result{Text: text, FinishReason: finish}
+	res := Result{Text: text, FinishReason: finish, Incomplete: failReason}
 	if len(props) == 0 {
 		if name, how, ok := detectEmbedded(text); ok {
 			res.Calls = []Call{{

@@ -92,6 +92,10 @@ type Result struct {
 	Text         string `json:"text"`
 	FinishReason string `json:"finish_reason"`
 	Calls        []Call `json:"calls"`
+	// Incomplete is set when the message did not end normally: ReasonTruncated or
+	// ReasonAbnormalFinish ("" for a normal end). With no call it tells the turn that the
+	// prose is not a finished answer (cut off, filtered, refused, paused).
+	Incomplete Reason `json:"incomplete,omitempty"`
 }
 
 // ErrUnrecognized means the body is not a provider response in any known shape (not even a
