@@ -46,6 +46,23 @@ func TestParseCommandPrintsCandidatesAndFailures(t *testing.T) {
 	}
 }
 
+// A text-only message that did not end normally is not shown as a plain reply: the output
+// names its finish reason and marks it incomplete.
+func TestParseCommandShowsAnIncompleteMessage(t *testing.T) {
+	in := `{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"cut"},"finish_reason":"content_filter"}]}`
+	out, err := run(t, in, "parse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got parseOutput
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.FinishReason != "content_filter" || got.Incomplete != "abnormal_finish" || len(got.Candidates)+len(got.Failures) != 0 {
+		t.Fatalf("output = %s", out)
+	}
+}
+
 func TestParseCommandRejectsNonResponses(t *testing.T) {
 	if _, err := run(t, "not json", "parse"); err == nil || !strings.Contains(err.Error(), "unrecognized") {
 		t.Fatalf("err = %v", err)

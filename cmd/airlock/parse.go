@@ -27,6 +27,10 @@ type parseFailure struct {
 type parseOutput struct {
 	Candidates []parseCandidate `json:"candidates"`
 	Failures   []parseFailure   `json:"failures"`
+	// FinishReason is the response's own; Incomplete is set (truncated or abnormal_finish)
+	// when the message did not end normally, calls or not: its prose is no finished answer.
+	FinishReason string       `json:"finish_reason"`
+	Incomplete   parse.Reason `json:"incomplete,omitempty"`
 }
 
 func newParseCmd() *cobra.Command {
@@ -37,7 +41,9 @@ func newParseCmd() *cobra.Command {
 		Long: `Read one raw provider response (an OpenAI chat.completion body, an Ollama chat body or an
 Anthropic message) from stdin and print what Airlock's strict parser makes of it:
 
-  {"candidates":[{"call_id","name","version","arguments"}],"failures":[{"call_id","reason"}]}
+  {"candidates":[{"call_id","name","version","arguments"}],
+   "failures":[{"call_id","name","reason","detail"}],
+   "finish_reason":"…", "incomplete":"truncated|abnormal_finish" (only when it did not end normally)}
 
 Nothing is repaired: empty or missing arguments, invalid or double-encoded JSON, trailing data,
 names outside the grammar, duplicate call ids (every call of such a message fails), truncated
@@ -45,7 +51,8 @@ output, a message that did not end normally (abnormal_finish: any finish or stop
 than tool_calls, stop or function_call for OpenAI, stop for Ollama, tool_use or end_turn for
 Anthropic, including a missing one) and tool calls written as text are failures with a reason
 code. Names are not checked against the registry here (the executor
-does that at resolve), so version is the one the base registry advertises, or 0.
+does that at resolve), so version is the one the base registry advertises, or 0. --format
+auto (the default) detects the format.
 Useful for debugging a model server. Exit status 1 if the input is not a provider response.`,
 		Example: `  curl -s $BASE/v1/chat/completions -d @req.json | airlock parse
   airlock parse --format anthropic < message.json`,
@@ -73,7 +80,7 @@ Useful for debugging a model server. Exit status 1 if the input is not a provide
 			if err != nil {
 				return err
 			}
-			out := parseOutput{Candidates: []parseCandidate{}, Failures: []parseFailure{}}
+			out := parseOutput{Candidates: []parseCandidate{}, Failures: []parseFailure{}, FinishReason: res.FinishReason, Incomplete: res.Incomplete}
 			for _, c := range res.Calls {
 				if c.Candidate() {
 					out.Candidates = append(out.Candidates, parseCandidate{CallID: c.CallID, Name: c.Name, Version: c.Version, Arguments: c.Arguments})
@@ -86,6 +93,6 @@ Useful for debugging a model server. Exit status 1 if the input is not a provide
 			return enc.Encode(out)
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", "", "response format: openai (also Ollama) or anthropic (default: detect)")
+	cmd.Flags().StringVar(&format, "format", "", "response format: openai (also Ollama), anthropic or auto (default: auto, detect)")
 	return cmd
 }
