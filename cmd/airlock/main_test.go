@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-dev/airlock/registry"
 )
@@ -142,5 +146,17 @@ func TestEvalRefusesBadInput(t *testing.T) {
 		if _, err := run(t, "", c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("airlock %s: %v, want an error containing %q", strings.Join(c.args, " "), err, c.want)
 		}
+	}
+}
+
+// A failed turn's error names its cause once, not once per Temporal wrapper.
+func TestRootCauseIsTheInnermostApplicationError(t *testing.T) {
+	inner := temporal.NewNonRetryableApplicationError("this worker is not configured for a live model", "BadInput", nil)
+	err := fmt.Errorf("workflow failed: %w", temporal.NewApplicationErrorWithCause("inference round 1: "+inner.Error(), "Wrapper", inner))
+	if got := rootCause(err); got != "this worker is not configured for a live model" {
+		t.Fatalf("rootCause = %q", got)
+	}
+	if got := rootCause(errors.New("plain")); got != "plain" {
+		t.Fatalf("rootCause of a plain error = %q", got)
 	}
 }

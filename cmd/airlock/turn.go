@@ -18,6 +18,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	"golang.org/x/term"
 
 	"github.com/airlock-dev/airlock/internal/config"
@@ -157,7 +158,7 @@ func watchTurn(ctx context.Context, out io.Writer, c client.Client, st *store.St
 		select {
 		case err := <-done:
 			if err != nil {
-				return res, fmt.Errorf("turn %s failed: %w", id, err)
+				return res, fmt.Errorf("turn %s failed: %s", id, rootCause(err))
 			}
 			return res, nil
 		case <-ctx.Done():
@@ -440,3 +441,17 @@ func askTerminal(in io.Reader, out io.Writer) decider {
 
 // isTerminal reports whether f is an interactive terminal (not /dev/null or a pipe).
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+// rootCause is the innermost application error's message of a failed turn (the Temporal
+// wrappers around it repeat it: workflow, activity, application), or err's own text.
+func rootCause(err error) string {
+	var app *temporal.ApplicationError
+	msg := err.Error()
+	for e := err; errors.As(e, &app); e = app.Unwrap() {
+		msg = app.Message()
+		if app.Unwrap() == nil {
+			break
+		}
+	}
+	return msg
+}
