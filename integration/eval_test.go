@@ -28,7 +28,9 @@ var evalSubset = []string{
 // reuses call ids within a turn and runs past the round budget.
 var tauSubset = []string{"task_0/trial_0", "task_2/trial_1"}
 
-func runEval(t *testing.T, corpus eval.Corpus, policy eval.Policy, cases []*eval.Case) eval.Report {
+// evalRun replays cases as real turns on a fresh PostgreSQL schema, 4 at once, and returns the
+// results and the wall time.
+func evalRun(t *testing.T, corpus eval.Corpus, policy eval.Policy, cases []*eval.Case) ([]eval.CaseResult, time.Duration) {
 	t.Helper()
 	st, err := store.Open(context.Background(), freshDB(t))
 	if err != nil {
@@ -41,6 +43,12 @@ func runEval(t *testing.T, corpus eval.Corpus, policy eval.Policy, cases []*eval
 	if err != nil {
 		t.Fatal(err)
 	}
+	return results, elapsed
+}
+
+func runEval(t *testing.T, corpus eval.Corpus, policy eval.Policy, cases []*eval.Case) eval.Report {
+	t.Helper()
+	results, elapsed := evalRun(t, corpus, policy, cases)
 	rep := eval.Build(results, policy, 4, elapsed, time.Now())
 	if len(rep.Errors) > 0 {
 		t.Fatalf("evaluation errors: %v", rep.Errors)

@@ -125,6 +125,20 @@ func startWorker(t *testing.T, c client.Client, cfg config.Config) *workers.Deps
 	return deps
 }
 
+// liveModelStack starts a worker serving model as the live (OpenAI-compatible) model, with
+// web.fetch allowed to reach loopback test servers, and returns a client, the worker's config
+// and its store.
+func liveModelStack(t *testing.T, model *modelServer) (client.Client, config.Config, *store.Store) {
+	t.Helper()
+	t.Setenv("AIRLOCK_OPENAI_BASE_URL", model.URL+"/v1")
+	t.Setenv("AIRLOCK_OPENAI_API_KEY", "test")
+	c := dial(t)
+	cfg := testConfig(t)
+	cfg.FetchAllow = []string{"127.0.0.0/8"}
+	startWorker(t, c, cfg)
+	return c, cfg, openStore(t, cfg)
+}
+
 func openStore(t *testing.T, cfg config.Config) *store.Store {
 	st, err := store.Open(context.Background(), cfg.StoreURL())
 	if err != nil {

@@ -32,13 +32,7 @@ func TestMixedTurnHistory(t *testing.T) {
 		calls(call("c1", "system_health", `{}`), call("c2", "web_fetch", fmt.Sprintf(`{"url":"%s/ok"}`, target.URL))),
 		calls(call("c3", "web_fetch", fmt.Sprintf(`{"url":"%s/no"}`, target.URL)), call("c4", "run_shell", `{"cmd":"id"}`), call("c5", "system_health", `{"x":`)),
 	)
-	t.Setenv("AIRLOCK_OPENAI_BASE_URL", model.URL+"/v1")
-	t.Setenv("AIRLOCK_OPENAI_API_KEY", "test")
-	c := dial(t)
-	cfg := testConfig(t)
-	cfg.FetchAllow = []string{"127.0.0.0/8"}
-	startWorker(t, c, cfg)
-	st := openStore(t, cfg)
+	c, cfg, st := liveModelStack(t, model)
 	run := startTurn(t, c, cfg, workflows.TurnRequest{Conversation: "mixed", Principal: "ops", Message: "check the host and the status page"})
 	seen := map[string]bool{}
 	decide(t, c, cfg, st, waitPending(t, c, run.GetID(), seen).ConfirmationID, workflows.DecisionApprove, "alice")
@@ -85,13 +79,7 @@ func TestDecisionProtocolHistory(t *testing.T) {
 		calls(call("c1", "web_fetch", fmt.Sprintf(`{"url":"%s/a"}`, target.URL))),
 		calls(call("c2", "web_fetch", fmt.Sprintf(`{"url":"%s/b"}`, target.URL))),
 	)
-	t.Setenv("AIRLOCK_OPENAI_BASE_URL", model.URL+"/v1")
-	t.Setenv("AIRLOCK_OPENAI_API_KEY", "test")
-	c := dial(t)
-	cfg := testConfig(t)
-	cfg.FetchAllow = []string{"127.0.0.0/8"}
-	startWorker(t, c, cfg)
-	st := openStore(t, cfg)
+	c, cfg, st := liveModelStack(t, model)
 	key, err := workers.ApproverKey(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -1,16 +1,13 @@
 package integration
 
 import (
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/eval"
 	"github.com/airlock-dev/airlock/internal/parse"
-	"github.com/airlock-dev/airlock/internal/store"
 )
 
 // runRecordings replays every recording of a synthetic AgentDojo-shaped corpus under
@@ -22,18 +19,7 @@ func runRecordings(t *testing.T, corpus string) []eval.CaseResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(context.Background(), freshDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	results, _, err := eval.Run(ctx, eval.Options{Client: dial(t), Store: st, Corpus: eval.Corpus{AgentDojoDir: dir},
-		Policy: eval.PolicyDenyAll, Concurrency: 3}, cases)
-	if err != nil {
-		t.Fatal(err)
-	}
+	results, _ := evalRun(t, eval.Corpus{AgentDojoDir: dir}, eval.PolicyDenyAll, cases)
 	if len(results) != len(cases) {
 		t.Fatalf("%d results for %d cases", len(results), len(cases))
 	}

@@ -221,13 +221,7 @@ func TestEveryOutcomeKindAuditedOnceOnPostgres(t *testing.T) {
 		call("c5", "web_fetch", fmt.Sprintf(`{"url":"%s/expire"}`, target.URL)), // expired
 		call("c6", "system_health", `{}`),                                       // budget_exhausted (MaxCalls 4)
 	))
-	t.Setenv("AIRLOCK_OPENAI_BASE_URL", model.URL+"/v1")
-	t.Setenv("AIRLOCK_OPENAI_API_KEY", "test")
-	c := dial(t)
-	cfg := testConfig(t)
-	cfg.FetchAllow = []string{"127.0.0.0/8"}
-	startWorker(t, c, cfg)
-	st := openStore(t, cfg)
+	c, cfg, st := liveModelStack(t, model)
 	run := startTurn(t, c, cfg, workflows.TurnRequest{Conversation: "every-outcome", Message: "go", MaxCalls: 4, ConfirmationTTL: 3 * time.Second})
 	p := waitPending(t, c, run.GetID(), map[string]bool{})
 	decide(t, c, cfg, st, p.ConfirmationID, workflows.DecisionDeny, "carol")

@@ -21,7 +21,7 @@ const (
 
 // FormatOpenAI is the response format the replay provider synthesizes for a session whose
 // Format is empty: an OpenAI chat.completion body.
-const FormatOpenAI = "openai"
+const FormatOpenAI = string(parse.FormatOpenAI)
 
 // ErrMalformed reports a Session whose messages are inconsistent (a tool message that answers
 // no call, a call index out of range, an unknown role).

@@ -211,24 +211,7 @@ func (s *Store) PresentToken(ctx context.Context, id, presentation string, at ti
 	if presentation == "" {
 		return Confirmation{}, fmt.Errorf("store: present token of %q: a presentation needs an identity", id)
 	}
-	var r confirmationRow
-	err := s.db.GetContext(ctx, &r, s.q(`UPDATE confirmations SET consumed_at = ?, consumed_by = ?
-		WHERE id = ? AND consumed_at IS NULL AND decision = ''
-		RETURNING `+confirmationCols), tsArg(orNow(at)), presentation, id)
-	if err == nil {
-		return r.confirmation(), nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return Confirmation{}, fmt.Errorf("store: present token of %q: %w", id, err)
-	}
-	got, err := s.GetConfirmation(ctx, id)
-	if err != nil {
-		return Confirmation{}, err
-	}
-	if got.ConsumedBy == presentation {
-		return got, nil
-	}
-	return got, fmt.Errorf("%w: confirmation %q", ErrTokenConsumed, id)
+	return s.consumeAs(ctx, "present token", id, presentation, `consumed_at IS NULL`, tsArg(orNow(at)), presentation, id)
 }
 
 // TakeOverToken moves the consumption of confirmation id's current token from presentation
@@ -240,22 +223,30 @@ func (s *Store) TakeOverToken(ctx context.Context, id, from, to string, at time.
 	if from == "" || to == "" {
 		return Confirmation{}, fmt.Errorf("store: take over token of %q: both presentations need an identity", id)
 	}
+	return s.consumeAs(ctx, "take over token", id, to, `consumed_by = ?`, tsArg(orNow(at)), to, id, from)
+}
+
+// consumeAs marks confirmation id, if undecided and cond holds, consumed by presentation by;
+// args are consumed_at, by, id and then cond's own arguments. It
+// returns the row; a retry by the same presentation (the row already consumed by it) gets the
+// row without an error; any other miss is the row with ErrTokenConsumed, or ErrNotFound.
+func (s *Store) consumeAs(ctx context.Context, op, id, by, cond string, args ...any) (Confirmation, error) {
 	var r confirmationRow
 	err := s.db.GetContext(ctx, &r, s.q(`UPDATE confirmations SET consumed_at = ?, consumed_by = ?
-		WHERE id = ? AND consumed_by = ? AND decision = ''
-		RETURNING `+confirmationCols), tsArg(orNow(at)), to, id, from)
+		WHERE id = ? AND decision = '' AND `+cond+`
+		RETURNING `+confirmationCols), args...)
 	if err == nil {
 		return r.confirmation(), nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
-		return Confirmation{}, fmt.Errorf("store: take over token of %q: %w", id, err)
+		return Confirmation{}, fmt.Errorf("store: %s of %q: %w", op, id, err)
 	}
 	got, err := s.GetConfirmation(ctx, id)
 	if err != nil {
 		return Confirmation{}, err
 	}
-	if got.ConsumedBy == to {
-		return got, nil // a retry of this take-over
+	if got.ConsumedBy == by {
+		return got, nil
 	}
 	return got, fmt.Errorf("%w: confirmation %q", ErrTokenConsumed, id)
 }
