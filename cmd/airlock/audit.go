@@ -7,6 +7,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/airlock-dev/airlock/internal/display"
 )
 
 func newAuditCmd() *cobra.Command {
@@ -43,12 +45,12 @@ func newAuditCmd() *cobra.Command {
 				if r.CapabilityID != "" {
 					capKey = fmt.Sprintf("%s@%d", r.CapabilityID, r.Version)
 				}
-				detail := strings.Join(strings.Fields(r.Detail), " ")
+				detail := display.Visible(strings.Join(strings.Fields(r.Detail), " "))
 				if r := []rune(detail); len(r) > 60 {
 					detail = string(r[:57]) + "..."
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.At.Local().Format("15:04:05"), r.WorkflowID, r.Seq, r.Outcome,
-					capKey, r.Stage, r.Reason, r.Approver, detail)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.At.Local().Format("15:04:05"), display.Visible(r.WorkflowID), r.Seq, display.Visible(r.Outcome),
+					display.Visible(capKey), r.Stage, display.Visible(r.Reason), display.Visible(r.Approver), detail)
 			}
 			return tw.Flush()
 		},

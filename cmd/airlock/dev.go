@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/redact"
 	"github.com/airlock-dev/airlock/workflows"
 )
@@ -86,7 +87,7 @@ func runDev(cmd *cobra.Command, trace, message, decision string) error {
 			return err
 		}
 		step("replaying the recorded session %s", trace)
-		fmt.Fprintf(out, "  user: %s\n", req.Message)
+		fmt.Fprintf(out, "  user: %s\n", display.Text(req.Message))
 	}
 
 	var decide decider

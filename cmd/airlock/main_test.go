@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-dev/airlock/registry"
+	"github.com/airlock-dev/airlock/workflows"
 )
 
 // run executes the CLI in process with args and stdin, returning stdout and the error.
@@ -158,5 +159,28 @@ func TestRootCauseIsTheInnermostApplicationError(t *testing.T) {
 	}
 	if got := rootCause(errors.New("plain")); got != "plain" {
 		t.Fatalf("rootCause of a plain error = %q", got)
+	}
+}
+
+// What approvers and operators read in the terminal is shown faithfully: control characters
+// (terminal escapes, bells) and bidi or invisible characters from a model, a recording or a
+// signal sender are printed visibly, never acted on.
+func TestTerminalSurfacesShowHostileTextVisibly(t *testing.T) {
+	hostile := "m\x1b[31mallory\u202eTXT\a"
+	var b bytes.Buffer
+	printPending(&b, workflows.PendingConfirmation{ConfirmationID: "cf-1", WorkflowID: "turn/c/1", CallID: "c\u200b1",
+		ToolName: "send\x1b]0;x\a", Arguments: json.RawMessage(`{"to":"` + "\u202e" + `NABI","note":"\u001b[2J"}`)})
+	printResult(&b, workflows.TurnResult{WorkflowID: "turn/c/1", Status: "completed", EndReason: "answered", Prose: "done\x1b[0m\nnext",
+		Outcomes: []workflows.ProposalOutcome{{Seq: 1, Name: "send_money", Outcome: "denied", Approver: hostile, Detail: "no\x1b[2J"}}})
+	out := b.String()
+	for _, raw := range []string{"\x1b", "\a", "\u202e", "\u200b"} {
+		if strings.Contains(out, raw) {
+			t.Fatalf("raw %q reached the terminal:\n%s", raw, out)
+		}
+	}
+	for _, want := range []string{"m<U+001B>[31mallory<U+202E>TXT<U+0007>", "<U+202E>NABI", "done<U+001B>[0m\nnext", "c<U+200B>1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/workers"
@@ -232,8 +233,8 @@ func queryPending(ctx context.Context, c client.Client, id string) []workflows.P
 
 func printPending(out io.Writer, p workflows.PendingConfirmation) {
 	fmt.Fprintf(out, "\n⏸  confirmation needed  %s\n", p.ConfirmationID)
-	fmt.Fprintf(out, "   turn:        %s (proposal #%d, call %s)\n", p.WorkflowID, p.Seq, p.CallID)
-	fmt.Fprintf(out, "   capability:  %s@%d (tool %s)\n", p.CapabilityID, p.Version, p.ToolName)
+	fmt.Fprintf(out, "   turn:        %s (proposal #%d, call %s)\n", display.Visible(p.WorkflowID), p.Seq, display.Visible(p.CallID))
+	fmt.Fprintf(out, "   capability:  %s@%d (tool %s)\n", p.CapabilityID, p.Version, display.Visible(p.ToolName))
 	fmt.Fprintf(out, "   arguments:   %s\n", prettyArgs(p.Arguments))
 	fmt.Fprintf(out, "   expires at:  %s\n", p.ExpiresAt.Local().Format(time.RFC3339))
 	fmt.Fprintf(out, "   approve:     %s approve %s\n", self(), p.ConfirmationID)
@@ -243,7 +244,7 @@ func printPending(out io.Writer, p workflows.PendingConfirmation) {
 func prettyArgs(raw json.RawMessage) string {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil || len(m) == 0 {
-		return string(raw)
+		return display.Visible(string(raw))
 	}
 	keys := slices.Sorted(maps.Keys(m))
 	var b strings.Builder
@@ -251,7 +252,7 @@ func prettyArgs(raw json.RawMessage) string {
 		if i > 0 {
 			b.WriteString("\n                ")
 		}
-		fmt.Fprintf(&b, "%s = %s", k, m[k])
+		fmt.Fprintf(&b, "%s = %s", display.Visible(k), display.Visible(string(m[k])))
 	}
 	return b.String()
 }
@@ -259,18 +260,18 @@ func prettyArgs(raw json.RawMessage) string {
 func printResult(out io.Writer, res workflows.TurnResult) {
 	fmt.Fprintf(out, "\nturn %s %s (%s) after %d round(s)\n", res.WorkflowID, res.Status, res.EndReason, res.Rounds)
 	for _, o := range res.Outcomes {
-		line := fmt.Sprintf("  #%d %-28s %-16s", o.Seq, o.Name, o.Outcome)
+		line := fmt.Sprintf("  #%d %-28s %-16s", o.Seq, display.Visible(o.Name), o.Outcome)
 		if o.Stage != "" && o.Outcome != "executed" {
 			line += " at " + string(o.Stage)
 		}
 		if o.Reason != "" {
-			line += ": " + o.Reason
+			line += ": " + display.Visible(o.Reason)
 		}
 		if o.Approver != "" {
-			line += " (by " + o.Approver + ")"
+			line += " (by " + display.Visible(o.Approver) + ")"
 		}
 		if o.Outcome == "denied" && o.Detail != "" {
-			line += ": " + o.Detail
+			line += ": " + display.Visible(o.Detail)
 		}
 		fmt.Fprintln(out, strings.TrimRight(line, " "))
 		if o.Reason == "unknown_capability" && strings.HasPrefix(res.WorkflowID, "turn/replay-") {
@@ -278,13 +279,13 @@ func printResult(out io.Writer, res workflows.TurnResult) {
 		}
 	}
 	if res.EndReason == "diverged" {
-		fmt.Fprintln(out, "  diverged: Airlock decided differently from the recording (rejected, denied or expired a call),\n  so the replay stopped there: the recording's later steps assume the call ran.")
+		fmt.Fprintln(out, "  diverged: a call did not run as the recording shows (rejected, denied, expired, or its outcome\n  unknown after a crash), so the replay stopped there: the recording's later steps assume it ran.")
 	}
 	for _, c := range res.Citations {
-		fmt.Fprintf(out, "  cited: %s (%s)\n", c.FinalURL, c.Title)
+		fmt.Fprintf(out, "  cited: %s (%s)\n", display.Visible(c.FinalURL), display.Visible(c.Title))
 	}
 	if res.Prose != "" {
-		fmt.Fprintf(out, "assistant: %s\n", res.Prose)
+		fmt.Fprintf(out, "assistant: %s\n", display.Text(res.Prose))
 	}
 }
 
@@ -372,9 +373,9 @@ func showTranscript(ctx context.Context, out io.Writer, id string) error {
 		if r := []rune(text); len(r) > 200 {
 			text = string(r[:197]) + "..."
 		}
-		fmt.Fprintf(out, "%-9s %s\n", m.Role, text)
+		fmt.Fprintf(out, "%-9s %s\n", m.Role, display.Visible(text))
 		for _, tc := range m.ToolCalls {
-			fmt.Fprintf(out, "%-9s → %s %s (%s)\n", "", tc.Name, tc.Arguments, tc.ID)
+			fmt.Fprintf(out, "%-9s → %s %s (%s)\n", "", display.Visible(tc.Name), display.Visible(tc.Arguments), display.Visible(tc.ID))
 		}
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
 	"github.com/airlock-dev/airlock/workflows"
@@ -55,9 +56,9 @@ func (e *NotPendingError) Error() string {
 	case e.Decision == store.DecisionExpired:
 		return fmt.Sprintf("confirmation %s is not pending: it expired", e.ConfirmationID)
 	case e.Decision != "":
-		return fmt.Sprintf("confirmation %s is not pending: it was already %s by %s", e.ConfirmationID, e.Decision, e.Approver)
+		return fmt.Sprintf("confirmation %s is not pending: it was already %s by %s", display.Visible(e.ConfirmationID), e.Decision, display.Visible(e.Approver))
 	case e.Detail != "":
-		return fmt.Sprintf("confirmation %s is not pending: %s", e.ConfirmationID, e.Detail)
+		return fmt.Sprintf("confirmation %s is not pending: %s", display.Visible(e.ConfirmationID), display.Visible(e.Detail))
 	}
 	return fmt.Sprintf("confirmation %s is not pending", e.ConfirmationID)
 }
@@ -80,7 +81,7 @@ type RefusedError struct {
 func (e *RefusedError) Error() string {
 	s := fmt.Sprintf("the turn refused the decision on %s: %s", e.ConfirmationID, e.Code)
 	if e.Detail != "" {
-		s += " (" + e.Detail + ")"
+		s += " (" + display.Visible(e.Detail) + ")"
 	}
 	return s
 }
