@@ -101,7 +101,8 @@ func runDev(cmd *cobra.Command, trace, message, decision string) error {
 		if isTerminal(os.Stdin) {
 			decide = askTerminal(os.Stdin, out)
 		} else {
-			fmt.Fprintln(out, "  (stdin is not a terminal: decide from another shell with the commands shown)")
+			fmt.Fprintf(out, "  (stdin is not a terminal: decide from another shell with the commands shown, or rerun with\n"+
+				"   AIRLOCK_DEMO_DECISION=deny or =approve; an undecided confirmation expires after %s and the call never runs)\n", workflows.DefaultConfirmationTTL)
 		}
 	default:
 		return fmt.Errorf("--decision must be approve or deny, not %q", decision)
