@@ -6,9 +6,9 @@
 function tick() {
   const now = Date.now();
   document.querySelectorAll("time.countdown").forEach(function (t) {
-    const left = Math.floor((Date.parse(t.getAttribute("datetime")) - now) / 1000);
+    const ms = Date.parse(t.getAttribute("datetime")) - now;
     const card = t.closest(".card");
-    if (left <= 0) {
+    if (!(ms > 0)) { // past the expiry (or an unreadable time): expired
       t.textContent = "expired";
       if (card && !card.classList.contains("expired")) {
         card.classList.add("expired");
@@ -16,7 +16,7 @@ function tick() {
       }
       return;
     }
-    const m = Math.floor(left / 60), s = left % 60;
+    const left = Math.ceil(ms / 1000), m = Math.floor(left / 60), s = left % 60;
     t.textContent = (m > 0 ? m + " min " : "") + s + " s left";
   });
 }
