@@ -109,7 +109,9 @@ func newWebEnv(t *testing.T, routes map[string][]string) *webEnv {
 func (e *webEnv) startWebTmp() string {
 	srv, err := web.New(web.Options{Store: e.st, Temporal: e.c, Approvers: func() (web.Authenticator, error) { return tmpUsers{}, nil },
 		Decide: func(ctx context.Context, r approval.Request) error { return approval.Decide(ctx, e.c, e.st, e.key, r) },
-		WorkflowURL: func(id string) string { return devServer.UIAddress + "/namespaces/" + devServer.Namespace + "/workflows/" + url.PathEscape(id) }})
+		WorkflowURL: func(id string) string {
+			return devServer.UIAddress + "/namespaces/" + devServer.Namespace + "/workflows/" + url.PathEscape(id)
+		}})
 	if err != nil {
 		e.t.Fatal(err)
 	}
