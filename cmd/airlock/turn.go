@@ -191,7 +191,12 @@ func watchTurn(ctx context.Context, out io.Writer, c client.Client, st *store.St
 			if approve {
 				decision = workflows.DecisionApprove
 			}
-			if err := sendDecision(ctx, out, c, st, p.ConfirmationID, decision, approverName(""), reason); err != nil {
+			cred, approver, err := loadCredential("")
+			if err != nil {
+				fmt.Fprintln(out, "  could not decide here:", err)
+				continue
+			}
+			if err := sendDecision(ctx, out, c, st, p.ConfirmationID, decision, approver, cred, reason); err != nil {
 				fmt.Fprintln(out, "  could not send the decision:", err)
 			}
 		}
