@@ -618,7 +618,7 @@ func TestApprovalRefusedDecisionsConsumeAndReissue(t *testing.T) {
 	if got := e.rec.of("pay"); len(got) != 1 {
 		t.Fatalf("pay ran %d times, want once", len(got))
 	}
-	if r := e.row(p.ConfirmationID); r.Decision != store.DecisionApproved || r.Approver != "bob" || r.Generation != 3 {
+	if r := e.row(p.ConfirmationID); r.Decision != store.DecisionApproved || r.Approver != "bob" || r.Generation != 4 {
 		t.Fatalf("confirmation = decision %q approver %q generation %d", r.Decision, r.Approver, r.Generation)
 	}
 }
