@@ -191,7 +191,12 @@ func watchTurn(ctx context.Context, out io.Writer, c client.Client, st *store.St
 			if approve {
 				decision = workflows.DecisionApprove
 			}
-			if err := sendDecision(ctx, out, c, st, p.ConfirmationID, decision, approverName(""), reason); err != nil {
+			cred, approver, err := loadCredential("")
+			if err != nil {
+				fmt.Fprintln(out, "  could not decide here:", err)
+				continue
+			}
+			if err := sendDecision(ctx, out, c, st, p.ConfirmationID, decision, approver, cred, reason); err != nil {
 				fmt.Fprintln(out, "  could not send the decision:", err)
 			}
 		}
@@ -237,8 +242,14 @@ func printPending(out io.Writer, p workflows.PendingConfirmation) {
 	fmt.Fprintf(out, "   capability:  %s@%d (tool %s)\n", p.CapabilityID, p.Version, display.Visible(p.ToolName))
 	fmt.Fprintf(out, "   arguments:   %s\n", prettyArgs(p.Arguments))
 	fmt.Fprintf(out, "   expires at:  %s\n", p.ExpiresAt.Local().Format(time.RFC3339))
-	fmt.Fprintf(out, "   approve:     %s approve %s\n", self(), p.ConfirmationID)
-	fmt.Fprintf(out, "   deny:        %s deny %s --reason \"…\"\n", self(), p.ConfirmationID)
+	// Decisions are made with an approver credential; name the one this process decides with
+	// when it is not the default (airlock dev's demo approver).
+	cred := ""
+	if cfg.Credential != "" {
+		cred = "AIRLOCK_CREDENTIAL=" + cfg.Credential + " "
+	}
+	fmt.Fprintf(out, "   approve:     %s%s approve %s\n", cred, self(), p.ConfirmationID)
+	fmt.Fprintf(out, "   deny:        %s%s deny %s --reason \"…\"\n", cred, self(), p.ConfirmationID)
 }
 
 func prettyArgs(raw json.RawMessage) string {
