@@ -6,6 +6,7 @@ package integration
 // with a scripted model (a real OpenAI-compatible HTTP server) proposing the calls.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -29,8 +30,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/airlock-dev/airlock/activities"
-	"github.com/airlock-dev/airlock/internal/approval"
-	"github.com/airlock-dev/airlock/internal/web"
+	"github.com/airlock-dev/airlock/internal/approvers"
+	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/registry"
 	"github.com/airlock-dev/airlock/workers"
 	"github.com/airlock-dev/airlock/workflows"
@@ -100,33 +101,78 @@ func newWebEnv(t *testing.T, routes map[string][]string) *webEnv {
 		t.Fatal(err)
 	}
 	e.reg = reg
+	e.approvers = filepath.Join(e.home, "approvers.json")
+	for _, n := range []string{"alice", "bob"} {
+		h, err := approvers.HashPassword(webPassword)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := approvers.Add(e.approvers, approvers.Approver{Name: n, PasswordBcrypt: h}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	e.model = newRoutedModel(t, routes)
-	e.startWorker(e.openAI(e.model.URL))
-	e.url = e.startWebTmp()
+	e.startWebWorker()
+	e.url = e.startWeb()
 	return e
 }
 
-func (e *webEnv) startWebTmp() string {
-	srv, err := web.New(web.Options{Store: e.st, Temporal: e.c, Approvers: func() (web.Authenticator, error) { return tmpUsers{}, nil },
-		Decide: func(ctx context.Context, r approval.Request) error { return approval.Decide(ctx, e.c, e.st, e.key, r) },
-		WorkflowURL: func(id string) string {
-			return devServer.UIAddress + "/namespaces/" + devServer.Namespace + "/workflows/" + url.PathEscape(id)
-		}})
+// startWebWorker runs an in-process worker that authenticates decisions against the env's
+// approvers file (re-read when `airlock web` registers its surface key in it).
+func (e *webEnv) startWebWorker() {
+	st, err := store.Open(context.Background(), e.dbURL)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	ts := httptest.NewServer(srv)
-	e.t.Cleanup(ts.Close)
-	return ts.URL
+	src := approvers.NewSource(e.approvers)
+	acts := &activities.Activities{Registry: e.reg, Store: st, Live: e.openAI(e.model.URL), ApproverKey: e.key, Approvers: src.Current}
+	w := workers.New(e.c, acts, e.queue)
+	if err := w.Start(); err != nil {
+		st.Close()
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { w.Stop(); st.Close() })
 }
 
-type tmpUsers struct{}
-
-func (tmpUsers) Authenticate(n, p string) (string, error) {
-	if p == webPassword && (n == "alice" || n == "bob") {
-		return n, nil
+// startWeb runs `airlock web` on a free loopback port against the env's store, approver key,
+// approvers file and the test Temporal server, and returns its URL once it listens.
+func (e *webEnv) startWeb() string {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, airlockBin, "web", "--addr", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "AIRLOCK_HOME="+e.home, "AIRLOCK_DATABASE_URL="+e.dbURL, "AIRLOCK_APPROVERS="+e.approvers,
+		"TEMPORAL_ADDRESS="+devServer.Address, "TEMPORAL_NAMESPACE="+devServer.Namespace, "AIRLOCK_TEMPORAL_UI="+devServer.UIAddress)
+	cmd.Stderr = &syncBuffer{}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	return "", fmt.Errorf("bad")
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() {
+		cancel()
+		cmd.Wait()
+		if e.t.Failed() {
+			e.t.Logf("airlock web stderr:\n%s", cmd.Stderr)
+		}
+	})
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "approver page: http://"); ok {
+				urls <- "http://" + strings.Fields(rest)[0]
+			}
+		}
+	}()
+	select {
+	case u := <-urls:
+		return strings.TrimRight(u, "/")
+	case <-time.After(60 * time.Second):
+		e.t.Fatalf("airlock web did not print its URL; stderr:\n%s", cmd.Stderr)
+	}
+	return ""
 }
 
 // startTurn starts turn 1 of conversation conv (made unique to the test) with the options

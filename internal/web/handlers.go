@@ -433,7 +433,10 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, me signedIn, a a
 func verdictText(id string, req approval.Request, err error) (bool, string) {
 	var np *approval.NotPendingError
 	var ref *approval.RefusedError
+	var stale *approval.StaleError
 	switch {
+	case errors.As(err, &stale):
+		return false, "Not sent: the arguments changed since this page showed them (stale page). Reload and decide on what it asks now."
 	case err == nil:
 		switch req.Decision {
 		case workflows.DecisionApprove:

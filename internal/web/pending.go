@@ -2,7 +2,6 @@ package web
 
 import (
 	"encoding/json"
-	"errors"
 
 	"github.com/airlock-dev/airlock/internal/approval"
 )
@@ -11,12 +10,21 @@ import (
 func editRequest(req *approval.Request, args json.RawMessage) error {
 	_ = req
 	_ = args
-	return errors.New("editing is not available in this build: approve or deny")
+	return formError("Editing is not available in this build: approve or deny.")
 }
 
-// setDigest binds req to the argument digest the form displayed.
+// setDigest binds req to the argument digest the form displayed: a decision made on a page
+// that showed other arguments is refused (approval.StaleError here, stale_digest by the turn).
+// A form without one is refused: every form of this page carries it.
 func setDigest(req *approval.Request, digest string) error {
-	_ = req
-	_ = digest
+	if digest == "" {
+		return formError("The form carried no argument digest: nothing was sent (reload the page).")
+	}
+	req.ArgsDigest = digest
 	return nil
 }
+
+// formError is a refusal of a form before anything is sent, worded for the approver.
+type formError string
+
+func (e formError) Error() string { return string(e) }

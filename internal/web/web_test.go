@@ -241,7 +241,7 @@ func TestTheApproverIsTheSignedInOneNeverAFormField(t *testing.T) {
 	e.confirmation("cf-b", "turn/c/1", "pay", `{"amount":5}`, time.Minute)
 	b := e.browser()
 	b.login("alice", "correct horse")
-	b.post("/decide", url.Values{"csrf": {b.csrf()}, "confirmation_id": {"cf-b"}, "decision": {"deny"}, "reason": {"no"},
+	b.post("/decide", url.Values{"csrf": {b.csrf()}, "confirmation_id": {"cf-b"}, "decision": {"deny"}, "reason": {"no"}, "args_digest": {"sha256:cf-b"},
 		"approver": {"mallory"}, "Approver": {"mallory"}})
 	if len(e.rec.reqs) != 1 || e.rec.reqs[0].Approver != "alice" || e.rec.reqs[0].Reason != "no" {
 		t.Fatalf("decisions = %+v, want one by alice", e.rec.reqs)
