@@ -480,7 +480,8 @@ func TestWebExpiredCannotBeApproved(t *testing.T) {
 	}
 }
 
-// TestWebRefusesForgedRequests: a signed-in browser whose form lost its CSRF token is refused
+// TestWebRefusesForgedRequests: an approval from a stale page (its argument digest is not the
+// proposal's) is not sent and says so; a signed-in browser whose form lost its CSRF token is refused
 // 403; a page on another origin posting an approval to the approver page (cross-site form,
 // the session cookie is SameSite=Strict) is refused; a browser without a session is sent to
 // the sign-in page and its POST is refused 401. The proposal stays pending throughout.
@@ -492,6 +493,19 @@ func TestWebRefusesForgedRequests(t *testing.T) {
 	c := card(p.ConfirmationID)
 	b := newTab(t)
 	b.signIn(e.url, "bob")
+	b.waitCard(e.url, p.ConfirmationID)
+
+	// A page that displayed other arguments (its digest differs from the bound proposal's):
+	// nothing is sent, the answer says the page is stale, the token is untouched.
+	b.do("approve from a stale page",
+		chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).value = "0000"`, c+` form.approve input[name=args_digest]`)),
+		chromedp.Click(css(c+` button.approve`)), chromedp.WaitVisible(css(`#answer`)))
+	if got := b.text(`#answer`); !strings.Contains(got, "stale page") {
+		t.Fatalf("answer to a stale page = %q", got)
+	}
+	if row := e.row(p.ConfirmationID); row.Decision != "" || row.ConsumedAt != nil {
+		t.Fatalf("a stale decision touched %s: %+v", p.ConfirmationID, row)
+	}
 	b.waitCard(e.url, p.ConfirmationID)
 
 	b.do("POST without CSRF token",
