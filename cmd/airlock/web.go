@@ -14,7 +14,6 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/config"
-	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/web"
 	"github.com/airlock-dev/airlock/workers"
 )
@@ -36,7 +35,9 @@ accepted or why not (expired, decided by someone else, four-eyes, stale argument
 
 The signed-in approver is the one recorded; the page attests each decision with its own key
 ($AIRLOCK_HOME/credentials/surface-web.json, created and registered in the approvers file on
-first start). Sessions are in memory (a restart signs everyone out) and use Secure cookies:
+first start). Every POST needs the session's CSRF token and a same-origin Origin header;
+failed sign-ins are limited to 5 a minute per name and per client address (answered 429).
+Sessions are in memory (a restart signs everyone out) and use Secure cookies:
 browsers keep them on http://127.0.0.1 and http://localhost only, so serve any other address
 with --tls-cert/--tls-key or behind a TLS proxy.`,
 		Example: `  airlock approvers add alice && airlock web
@@ -90,10 +91,12 @@ func runWeb(ctx context.Context, out, errOut io.Writer, addr, certFile, keyFile 
 	if err != nil {
 		return err
 	}
-	return serveWeb(ctx, out, srv, st, addr, certFile, keyFile, ready)
+	return serveWeb(ctx, out, srv, addr, certFile, keyFile, ready)
 }
 
-func serveWeb(ctx context.Context, out io.Writer, h http.Handler, _ *store.Store, addr, certFile, keyFile string, ready chan<- string) error {
+// serveWeb serves h on addr (HTTPS with certFile and keyFile) until ctx ends, then shuts down
+// gracefully; ready, if set, receives the URL once it listens.
+func serveWeb(ctx context.Context, out io.Writer, h http.Handler, addr, certFile, keyFile string, ready chan<- string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("approver page: listen on %s: %w", addr, err)
