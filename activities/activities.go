@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/canonical"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/parse"
@@ -44,6 +45,10 @@ type Activities struct {
 	Replay inference.Provider
 	// ApproverKey seals tokens for approver surfaces.
 	ApproverKey token.Key
+	// Approvers returns the approvers file decisions are authenticated against
+	// (approvers.NewSource(path).Current, or approvers.Static). Nil, or an error from it,
+	// refuses every decision approver_unauthenticated: nobody is proven, nothing is approved.
+	Approvers func() (*approvers.Set, error)
 	// Now is the clock (time.Now when nil); tests may fix it.
 	Now func() time.Time
 }
@@ -323,6 +328,9 @@ func (a *Activities) judge(row store.Confirmation, in ConsumeInput, now time.Tim
 		row.CapabilityID != in.CapabilityID || row.Version != in.Version || row.ArgsDigest != in.ArgsDigest {
 		return TokenBindingMismatch, "the confirmation is not bound to this proposal"
 	}
+	if in.DisplayedDigest != "" && in.DisplayedDigest != row.ArgsDigest {
+		return StaleDigest, "the approver was shown other arguments than this proposal's (a stale page); decide again on what it asks now"
+	}
 	plain, err := token.Open(a.ApproverKey, row.SealedToken, token.SealAAD(row.ID, row.Generation))
 	if err != nil || !token.Equal(token.Hash(plain), row.TokenHash) {
 		return DecisionMACInvalid, "the worker's approver key does not open this confirmation's token"
@@ -339,6 +347,12 @@ func (a *Activities) judge(row store.Confirmation, in ConsumeInput, now time.Tim
 		return ApproverMissing, "a decision must name its approver"
 	case in.Decision != DecisionApprove && in.Decision != DecisionDeny:
 		return BadDecision, fmt.Sprintf("decision %q is not approve or deny", in.Decision)
+	}
+	// The approver is proven before any rule compares it (four-eyes).
+	if err := a.authenticate(in); err != nil {
+		return ApproverUnauthenticated, err.Error()
+	}
+	switch {
 	case in.DistinctApprover && in.Decision == DecisionApprove && in.Approver == in.Principal:
 		return ApproverIsRequester, fmt.Sprintf("%s requires an approver other than the requester %q", keyOf(in.CapabilityID, in.Version), in.Principal)
 	case !now.Before(row.ExpiresAt):
@@ -349,6 +363,18 @@ func (a *Activities) judge(row store.Confirmation, in ConsumeInput, now time.Tim
 		return TokenRegistryChanged, "the registry changed since the confirmation was issued"
 	}
 	return "", ""
+}
+
+// authenticate verifies the decision's attestation against the approvers file.
+func (a *Activities) authenticate(in ConsumeInput) error {
+	if a.Approvers == nil {
+		return errors.New("this worker has no approvers file, so no decision can be authenticated")
+	}
+	set, err := a.Approvers()
+	if err != nil {
+		return fmt.Errorf("the worker cannot read its approvers file: %w", err)
+	}
+	return set.Verify(in.Approver, in.ConfirmationID, in.MAC, in.Attestation)
 }
 
 // refuseEarly answers a presentation refused before it could be judged (no token of the

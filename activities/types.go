@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/parse"
 	"github.com/airlock-dev/airlock/registry"
@@ -177,6 +178,10 @@ type ConsumeInput struct {
 	Reason   string `json:"reason,omitempty"`
 	Nonce    string `json:"nonce,omitempty"`
 	MAC      string `json:"mac,omitempty"`
+	// DisplayedDigest is the argument digest the approver was shown ("" from surfaces that
+	// predate it: then the bound digest is assumed); Attestation proves the approver.
+	DisplayedDigest string                `json:"displayed_digest,omitempty"`
+	Attestation     approvers.Attestation `json:"attestation,omitzero"`
 	// Principal is the turn's requester; DistinctApprover is the capability's four-eyes rule.
 	Principal        string `json:"principal,omitempty"`
 	DistinctApprover bool   `json:"distinct_approver,omitempty"`
@@ -208,6 +213,11 @@ const (
 	ApproverMissing     = "approver_missing"
 	BadDecision         = "bad_decision"
 	ApproverIsRequester = "approver_is_requester"
+	// ApproverUnauthenticated: the decision's attestation does not prove its approver
+	// (missing, unknown signer, bad signature, approver not in the approvers file).
+	ApproverUnauthenticated = "approver_unauthenticated"
+	// StaleDigest: the approver was shown other arguments than the proposal is bound to.
+	StaleDigest = "stale_digest"
 )
 
 // AuditTokenReissued is the audit kind of a fresh token issued to a proposal whose token a

@@ -193,7 +193,15 @@ func (e *durEnv) update(workflowID string, d workflows.Decision) (workflows.Deci
 func (e *durEnv) approveUpdate(id, decision, approver string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	return approval.Decide(ctx, e.c, e.st, e.key, approval.Request{ConfirmationID: id, Decision: decision, Approver: approver, Reason: "test decision"})
+	return approval.Decide(ctx, e.c, e.st, e.key, approval.Request{ConfirmationID: id, Decision: decision, Approver: approver, Reason: "test decision", Signer: signer(e.t, approver)})
+}
+
+// approveUpdateAs is approveUpdate with the decision attested by credential's owner.
+func (e *durEnv) approveUpdateAs(id, decision, approver, credential string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return approval.Decide(ctx, e.c, e.st, e.key, approval.Request{ConfirmationID: id, Decision: decision, Approver: approver,
+		Reason: "test decision", Signer: signer(e.t, credential)})
 }
 
 // historyBytes returns every event of the turn's history both as protojson and in the proto
@@ -304,7 +312,7 @@ func TestApprovalTokenNeverInHistoryOrStore(t *testing.T) {
 	}
 	// Approved through the signal.
 	d, err := approval.Send(context.Background(), e.c, e.st, e.key, approval.Request{ConfirmationID: p.ConfirmationID,
-		Decision: workflows.DecisionApprove, Approver: "alice"})
+		Decision: workflows.DecisionApprove, Approver: "alice", Signer: signer(t, "alice")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,8 +466,10 @@ func TestApprovalDecisionFromHistoryIsUseless(t *testing.T) {
 		t.Fatalf("re-aimed copy as an update = %+v, %v; want refusal %s with a reissued token", res, err, activities.NonceReplayed)
 	}
 	stillWaits(a2, 4, "copy re-aimed as an update")
+	// The re-aimed copy with a fresh nonce carries A1's argument digest: refused as made on
+	// other arguments (stale_digest) before its MAC is even checked.
 	wantA := []string{activities.RefusalNotPending, activities.NonceReplayed, activities.NonceReplayed,
-		activities.DecisionMACInvalid, activities.RefusalNotPending, activities.NonceReplayed}
+		activities.StaleDigest, activities.RefusalNotPending, activities.NonceReplayed}
 	if got := e.waitRefusals(wfA, len(wantA)); !slices.Equal(got, wantA) {
 		t.Fatalf("refusals on A = %v, want %v", got, wantA)
 	}
@@ -468,7 +478,7 @@ func TestApprovalDecisionFromHistoryIsUseless(t *testing.T) {
 			t.Fatalf("a refusal must be audited against the waiting proposal #%d: %+v", a2.Seq, r)
 		}
 	}
-	if got, want := e.reissues(wfA), []string{activities.NonceReplayed, activities.NonceReplayed, activities.DecisionMACInvalid, activities.NonceReplayed}; !slices.Equal(got, want) {
+	if got, want := e.reissues(wfA), []string{activities.NonceReplayed, activities.NonceReplayed, activities.StaleDigest, activities.NonceReplayed}; !slices.Equal(got, want) {
 		t.Fatalf("token_reissued on A = %v, want %v", got, want)
 	}
 
@@ -482,7 +492,11 @@ func TestApprovalDecisionFromHistoryIsUseless(t *testing.T) {
 	e.signal(wfB, toB)
 	e.waitRefusals(wfB, 2, ran)
 	stillWaits(b1, 1, "copy re-aimed at B")
-	e.signal(wfB, fresh(toB))
+	// With B's own argument digest (readable from the pending query), so the MAC is what
+	// refuses it: it was made with A1's token.
+	toBDigest := fresh(toB)
+	toBDigest.ArgsDigest = b1.ArgsDigest
+	e.signal(wfB, toBDigest)
 	e.waitRefusals(wfB, 3, ran)
 	stillWaits(b1, 2, "copy re-aimed at B with a fresh nonce")
 	wantNotPendingUpdate(wfB, hist, "copy unchanged to B as an update")
@@ -550,14 +564,17 @@ func TestApprovalRefusedDecisionsConsumeAndReissue(t *testing.T) {
 	}
 	var reissued []string
 	for i, c := range []struct {
-		decision, approver, code string
+		decision, approver, credential, code string
 	}{
-		{workflows.DecisionApprove, "", activities.ApproverMissing},
-		{"maybe", "alice", activities.BadDecision},
-		{workflows.DecisionApprove, "mallory", activities.ApproverIsRequester},
+		{workflows.DecisionApprove, "", "", activities.ApproverMissing},
+		{"maybe", "alice", "alice", activities.BadDecision},
+		{workflows.DecisionApprove, "mallory", "mallory", activities.ApproverIsRequester},
+		// The requester holds the approver key and her own credential, and types bob's name:
+		// the name is not proven, so it is not bob's approval.
+		{workflows.DecisionApprove, "bob", "mallory", activities.ApproverUnauthenticated},
 	} {
 		before := e.tokenOf(p.ConfirmationID)
-		err := e.approveUpdate(p.ConfirmationID, c.decision, c.approver)
+		err := e.approveUpdateAs(p.ConfirmationID, c.decision, c.approver, c.credential)
 		var ref *approval.RefusedError
 		if !errors.As(err, &ref) || ref.Code != c.code || !ref.Reissued || ref.ConfirmationID != p.ConfirmationID {
 			t.Fatalf("%q by %q = %v, want a reissued refusal %s", c.decision, c.approver, err, c.code)
@@ -574,19 +591,19 @@ func TestApprovalRefusedDecisionsConsumeAndReissue(t *testing.T) {
 	typo := e.sign(p, workflows.DecisionApprove, "bob")
 	typo.ConfirmationID = p.ConfirmationID[:len(p.ConfirmationID)-1] + map[bool]string{true: "1", false: "0"}[strings.HasSuffix(p.ConfirmationID, "0")]
 	e.signal(wf, typo)
-	e.waitRefusals(wf, 4)
-	check(3, reissued, "mistyped id (signal)")
+	e.waitRefusals(wf, 5)
+	check(4, reissued, "mistyped id (signal)")
 	if _, err := e.update(wf, typo); !hasAppErrorType(err, workflows.ErrTypeNotPending) {
 		t.Fatalf("mistyped id as an update = %v, want the validator's %s refusal", err, workflows.ErrTypeNotPending)
 	}
-	check(3, reissued, "mistyped id (update)")
+	check(4, reissued, "mistyped id (update)")
 	err := e.approveUpdate(typo.ConfirmationID, workflows.DecisionApprove, "bob")
 	var np *approval.NotPendingError
 	if !errors.As(err, &np) || np.Detail != "no such confirmation" {
 		t.Fatalf("approval.Decide on a mistyped id = %v, want NotPendingError(no such confirmation)", err)
 	}
-	check(3, reissued, "mistyped id (approval.Decide)")
-	want := []string{activities.ApproverMissing, activities.BadDecision, activities.ApproverIsRequester, activities.RefusalNotPending}
+	check(4, reissued, "mistyped id (approval.Decide)")
+	want := []string{activities.ApproverMissing, activities.BadDecision, activities.ApproverIsRequester, activities.ApproverUnauthenticated, activities.RefusalNotPending}
 	if got := e.refusals(wf); !slices.Equal(got, want) {
 		t.Fatalf("refusals = %v, want %v", got, want)
 	}
@@ -601,7 +618,7 @@ func TestApprovalRefusedDecisionsConsumeAndReissue(t *testing.T) {
 	if got := e.rec.of("pay"); len(got) != 1 {
 		t.Fatalf("pay ran %d times, want once", len(got))
 	}
-	if r := e.row(p.ConfirmationID); r.Decision != store.DecisionApproved || r.Approver != "bob" || r.Generation != 3 {
+	if r := e.row(p.ConfirmationID); r.Decision != store.DecisionApproved || r.Approver != "bob" || r.Generation != 4 {
 		t.Fatalf("confirmation = decision %q approver %q generation %d", r.Decision, r.Approver, r.Generation)
 	}
 }
@@ -782,7 +799,7 @@ func TestApprovalConcurrentDecideWhileExecuting(t *testing.T) {
 	if err := errs[1-w]; !errors.As(err, &np) || np.Decision != store.DecisionApproved || np.Approver != winner {
 		t.Fatalf("while the approved call executes, the loser got %v (%+v), want a NotPendingError naming approved by %s", err, np, winner)
 	}
-	cmd := exec.Command(airlockBin, "approve", p.ConfirmationID, "--approver", "carol")
+	cmd := exec.Command(airlockBin, "approve", p.ConfirmationID, "--credential", itCredentials["carol"])
 	cmd.Env = append(os.Environ(), "AIRLOCK_HOME="+e.home, "AIRLOCK_DATABASE_URL="+e.dbURL, "AIRLOCK_APPROVER_KEY=",
 		"AIRLOCK_APPROVER_KEY_FILE=", "TEMPORAL_ADDRESS="+devServer.Address, "TEMPORAL_NAMESPACE="+devServer.Namespace)
 	out, err := cmd.CombinedOutput()
@@ -812,7 +829,7 @@ func TestApprovalConcurrentCLIApprove(t *testing.T) {
 		cmds := make([]*exec.Cmd, 2)
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		for k, name := range names {
-			cmd := exec.CommandContext(ctx, airlockBin, "approve", p.ConfirmationID, "--approver", name)
+			cmd := exec.CommandContext(ctx, airlockBin, "approve", p.ConfirmationID, "--credential", itCredentials[name])
 			cmd.Env = append(os.Environ(), "AIRLOCK_HOME="+e.home, "AIRLOCK_DATABASE_URL="+e.dbURL, "AIRLOCK_APPROVER_KEY=",
 				"AIRLOCK_APPROVER_KEY_FILE=", "TEMPORAL_ADDRESS="+devServer.Address, "TEMPORAL_NAMESPACE="+devServer.Namespace)
 			cmd.Stdout, cmd.Stderr = &outs[k], &outs[k]

@@ -37,8 +37,12 @@ import (
 // token (opened with the approver key; the token itself is never sent) and signals the turn,
 // which stays durable while no worker runs.
 func sendDecision(ctx context.Context, c client.Client, st *store.Store, key token.Key, confirmationID, decision, approver string) error {
-	_, err := approval.Send(ctx, c, st, key, approval.Request{ConfirmationID: confirmationID, Decision: decision,
-		Approver: approver, Reason: "chaos harness"})
+	cred, err := credentialFor(approver)
+	if err != nil {
+		return err
+	}
+	_, err = approval.Send(ctx, c, st, key, approval.Request{ConfirmationID: confirmationID, Decision: decision,
+		Approver: approver, Reason: "chaos harness", Signer: cred})
 	if err != nil {
 		return fmt.Errorf("send %s on %s: %w", decision, confirmationID, err)
 	}

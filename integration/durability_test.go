@@ -333,7 +333,7 @@ func (e *durEnv) startWorker(p inference.Provider) (stop func()) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	acts := &activities.Activities{Registry: e.reg, Store: st, Live: p, ApproverKey: e.key}
+	acts := &activities.Activities{Registry: e.reg, Store: st, Live: p, ApproverKey: e.key, Approvers: testApprovers()}
 	w := workers.New(e.c, acts, e.queue)
 	if err := w.Start(); err != nil {
 		st.Close()
@@ -391,7 +391,7 @@ func (e *durEnv) sign(p workflows.PendingConfirmation, decision, approver string
 		e.t.Fatal(err)
 	}
 	d, err := approval.Sign(e.key, row, approval.Request{ConfirmationID: p.ConfirmationID, Decision: decision,
-		Approver: approver, Reason: "test decision"}, time.Now())
+		Approver: approver, Reason: "test decision", Signer: signer(e.t, approver)}, time.Now())
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -1124,7 +1124,7 @@ func TestB30UndeliveredApprovalLeavesConfirmationActionable(t *testing.T) {
 	}
 	dead := l.Addr().String()
 	l.Close()
-	out, err := approve(dead, "approve", p.ConfirmationID, "--approver", "alice")
+	out, err := approve(dead, "approve", p.ConfirmationID, "--credential", itCredentials["alice"])
 	if err == nil {
 		t.Fatalf("`airlock approve` against an unreachable workflow service must fail, got success:\n%s", out)
 	}
@@ -1139,7 +1139,7 @@ func TestB30UndeliveredApprovalLeavesConfirmationActionable(t *testing.T) {
 	stillActionable("after a signal to a stale run")
 
 	// 3. The approval, retried when the service is back, goes through; the call runs once.
-	out, err = approve(devServer.Address, "approve", p.ConfirmationID, "--approver", "alice")
+	out, err = approve(devServer.Address, "approve", p.ConfirmationID, "--credential", itCredentials["alice"])
 	if err != nil || !strings.Contains(out, "approved by alice") {
 		t.Fatalf("approve: %v\n%s", err, out)
 	}
@@ -1150,7 +1150,7 @@ func TestB30UndeliveredApprovalLeavesConfirmationActionable(t *testing.T) {
 	if got := e.rec.of("record_value"); len(got) != 1 || got[0] != canon(t, args) {
 		t.Fatalf("record_value invocations = %v", got)
 	}
-	if out, err := approve(devServer.Address, "approve", p.ConfirmationID, "--approver", "alice"); err == nil || !strings.Contains(out, "already approved") {
+	if out, err := approve(devServer.Address, "approve", p.ConfirmationID, "--credential", itCredentials["alice"]); err == nil || !strings.Contains(out, "already approved") {
 		t.Fatalf("a second approve must be refused: %v\n%s", err, out)
 	}
 	if n := len(e.rec.of("record_value")); n != 1 {

@@ -107,7 +107,7 @@ func answer(text string) string {
 // testConfig is a worker configuration on a fresh PostgreSQL schema and a private task queue.
 func testConfig(t *testing.T, layers ...string) config.Config {
 	return config.Config{Home: t.TempDir(), DatabaseURL: freshDB(t), CorpusDir: corpusDir, Layers: layers,
-		TaskQueue: taskQueue(t), TemporalUI: "http://localhost:8233"}
+		TaskQueue: taskQueue(t), TemporalUI: "http://localhost:8233", ApproversFile: itApprovers}
 }
 
 // startWorker runs an in-process worker for cfg until the test ends.
@@ -202,7 +202,7 @@ func decide(t *testing.T, c client.Client, cfg config.Config, st *store.Store, c
 		t.Fatal(err)
 	}
 	if _, err := approval.Send(context.Background(), c, st, key, approval.Request{ConfirmationID: confirmationID,
-		Decision: decision, Approver: approver, Reason: "test decision"}); err != nil {
+		Decision: decision, Approver: approver, Reason: "test decision", Signer: signer(t, approver)}); err != nil {
 		t.Fatal(err)
 	}
 }

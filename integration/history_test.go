@@ -93,7 +93,7 @@ func TestDecisionProtocolHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad, err := approval.Sign(key, row, approval.Request{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove}, time.Now())
+	bad, err := approval.Sign(key, row, approval.Request{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove, Signer: signer(t, "nobody")}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestDecisionProtocolHistory(t *testing.T) {
 		r, err := st.GetConfirmation(ctx, p.ConfirmationID)
 		return err == nil && r.Generation == 1
 	})
-	if err := approval.Decide(ctx, c, st, key, approval.Request{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove, Approver: "alice"}); err != nil {
+	if err := approval.Decide(ctx, c, st, key, approval.Request{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove, Approver: "alice", Signer: signer(t, "alice")}); err != nil {
 		t.Fatal(err)
 	}
 	res := result(t, run) // the second fetch waits out its 4 s

@@ -16,17 +16,23 @@ import (
 	_ "github.com/lib/pq"
 	"go.temporal.io/sdk/client"
 
+	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/stack"
 	"github.com/airlock-dev/airlock/workflows"
 )
 
 var (
-	devServer  *stack.Temporal
-	pgURL      string
-	airlockBin string
-	repoRoot   string
-	corpusDir  string
+	devServer *stack.Temporal
+	// itApprovers is the approvers file every worker of these tests authenticates decisions
+	// against (AIRLOCK_APPROVERS, inherited by subprocesses); itCredentials are the
+	// approvers' CLI credential files.
+	itApprovers   string
+	itCredentials = map[string]string{}
+	pgURL         string
+	airlockBin    string
+	repoRoot      string
+	corpusDir     string
 )
 
 func TestMain(m *testing.M) {
@@ -60,6 +66,10 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(tmp)
 
+	if err := writeApprovers(tmp, "alice", "bob", "carol", "mallory", "chaos-approver"); err != nil {
+		return fail("approvers: %v", err)
+	}
+
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	airlockBin = filepath.Join(tmp, "airlock")
@@ -77,6 +87,57 @@ func run(m *testing.M) int {
 	}
 	defer devServer.Stop(context.Background())
 	return m.Run()
+}
+
+// writeApprovers writes the approvers file and one CLI credential per name under dir, and
+// exports AIRLOCK_APPROVERS so every worker (in-process or not) authenticates against it.
+func writeApprovers(dir string, names ...string) error {
+	itApprovers = filepath.Join(dir, "approvers.json")
+	for _, n := range names {
+		cred, err := approvers.NewCredential("approver:" + n)
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(dir, "credentials", n+".json")
+		if err := approvers.SaveCredential(path, cred); err != nil {
+			return err
+		}
+		if err := approvers.Add(itApprovers, approvers.Approver{Name: n, PublicKey: cred.Public()}); err != nil {
+			return err
+		}
+		itCredentials[n] = path
+	}
+	return os.Setenv("AIRLOCK_APPROVERS", itApprovers)
+}
+
+// signer is approver's credential; for a name the approvers file does not list, a fresh
+// credential no worker knows (its decisions are refused approver_unauthenticated).
+func signer(t testing.TB, approver string) approvers.Credential {
+	t.Helper()
+	c, err := credentialFor(approver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// credentialFor is signer for code without a testing.TB (the chaos harness).
+func credentialFor(approver string) (approvers.Credential, error) {
+	if path, ok := itCredentials[approver]; ok {
+		return approvers.LoadCredential(path)
+	}
+	return approvers.NewCredential("approver:" + approver)
+}
+
+// testApprovers is the Approvers source of in-process workers built without workers.Build.
+// A chaos worker (this binary re-executed) finds the file through the AIRLOCK_APPROVERS it
+// inherited.
+func testApprovers() func() (*approvers.Set, error) {
+	path := itApprovers
+	if path == "" {
+		path = os.Getenv("AIRLOCK_APPROVERS")
+	}
+	return approvers.NewSource(path).Current
 }
 
 // dial connects a client to the test server.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/agentdojo"
+	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/capabilities"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/inference"
@@ -55,7 +56,7 @@ func Build(ctx context.Context, cfg config.Config, temporalProbe capabilities.Pr
 		st.Close()
 		return nil, err
 	}
-	acts := &activities.Activities{Registry: reg, Store: st, ApproverKey: key}
+	acts := &activities.Activities{Registry: reg, Store: st, ApproverKey: key, Approvers: approvers.NewSource(cfg.ApproversPath()).Current}
 	if cfg.CorpusDir != "" {
 		acts.Replay = inference.NewReplay(agentdojo.Recorded(agentdojo.SessionLoader(cfg.CorpusDir)))
 	}

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-dev/airlock/activities"
+	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/registry"
 )
@@ -134,10 +135,19 @@ type Decision struct {
 	Approver string `json:"approver"`
 	// Reason is shown to the model as the refusal detail of a denial.
 	Reason string `json:"reason,omitempty"`
+	// ArgsDigest is the digest of the arguments the approver was shown (the form's hidden
+	// field on the approver page): a decision whose digest differs from the bound proposal's
+	// is refused stale_digest, so a stale page never approves changed arguments.
+	ArgsDigest string `json:"args_digest,omitempty"`
 	// Nonce is fresh per decision (token.NewNonce); the worker records it.
 	Nonce string `json:"nonce"`
 	// MAC binds every field above and the proposal's argument digest to the current token.
 	MAC string `json:"mac"`
+	// Attestation proves Approver made this decision: an ed25519 signature over the MAC by the
+	// approver's own credential (CLI) or by an approver page's surface key, verified by the
+	// worker against the approvers file (internal/approvers); without one the decision is
+	// refused approver_unauthenticated.
+	Attestation approvers.Attestation `json:"attestation"`
 }
 
 // EndIncomplete is the TurnResult.EndReason of a turn whose last message had no call and did

@@ -562,6 +562,7 @@ func (t *turn) consume(ctx workflow.Context, p PendingConfirmation, adm activiti
 		CapabilityID: adm.CapabilityID, Version: adm.Version, ArgsDigest: adm.ArgsDigest,
 		Presentation: fmt.Sprintf("%s/%s/%d/%d", t.workflowID, t.runID, p.Seq, t.presentations),
 		Decision:     d.Decision, Approver: d.Approver, Reason: d.Reason, Nonce: d.Nonce, MAC: d.MAC,
+		DisplayedDigest: d.ArgsDigest, Attestation: d.Attestation,
 		Principal: t.req.Principal, DistinctApprover: adm.DistinctApprover,
 	}).Get(ctx, &cons)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/approval"
+	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
@@ -110,11 +111,35 @@ func newFixture(t *testing.T, responses ...json.RawMessage) *fixture {
 		t.Fatal(err)
 	}
 	f.provider = inference.NewScripted(responses...)
-	f.acts = &activities.Activities{Registry: reg, Store: st, Live: f.provider, ApproverKey: f.key}
+	f.acts = &activities.Activities{Registry: reg, Store: st, Live: f.provider, ApproverKey: f.key,
+		Approvers: approvers.Static(testApprovers)}
 	var s testsuite.WorkflowTestSuite
 	f.env = s.NewTestWorkflowEnvironment()
 	workers.Register(f.env, f.acts)
 	return f
+}
+
+// testApprovers are the approvers the tests' workers authenticate; testCredentials their
+// CLI credentials.
+var testApprovers, testCredentials = func() (*approvers.Set, map[string]approvers.Credential) {
+	set, creds, err := approvers.Ephemeral("a", "b", "alice", "bob", "carol")
+	if err != nil {
+		panic(err)
+	}
+	return set, creds
+}()
+
+// credentialOf is approver's credential; for a name that is not a test approver, a credential
+// the workers do not know (its decisions are refused approver_unauthenticated).
+func credentialOf(t *testing.T, approver string) approvers.Credential {
+	if c, ok := testCredentials[approver]; ok {
+		return c
+	}
+	c, err := approvers.NewCredential("approver:" + approver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func rand32(k *token.Key) (int, error) {
@@ -164,7 +189,8 @@ func (f *fixture) decision(id, decision, approver, reason string) workflows.Deci
 	if err != nil {
 		f.t.Fatalf("confirmation %s: %v", id, err)
 	}
-	d, err := approval.Sign(f.key, row, approval.Request{ConfirmationID: id, Decision: decision, Approver: approver, Reason: reason}, time.Time{})
+	d, err := approval.Sign(f.key, row, approval.Request{ConfirmationID: id, Decision: decision, Approver: approver, Reason: reason,
+		Signer: credentialOf(f.t, approver)}, time.Time{})
 	if err != nil {
 		f.t.Fatalf("sign a decision on %s: %v", id, err)
 	}
@@ -759,5 +785,54 @@ func TestAnAbnormallyEndedMessageIsNotAnAnswer(t *testing.T) {
 	f := newFixture(t, answer("done"))
 	if res := f.run(workflows.TurnRequest{}); res.EndReason != "answered" {
 		t.Fatalf("a normal end: %q", res.EndReason)
+	}
+}
+
+// An approver name is never a claim: a decision must be attested by the named approver's own
+// credential or by a surface of the approvers file. A holder of the approver key who signs
+// "alice" with their own credential, with a credential the file does not list, or with no
+// attestation at all is refused approver_unauthenticated and nothing runs; a decision on other
+// arguments than the proposal's (a stale page) is refused stale_digest; alice's own decision
+// then decides. Four-eyes compares the proven identity.
+func TestDecisionsMustBeAttestedByTheirApprover(t *testing.T) {
+	f := newFixture(t, calls(call("c1", "test_send", `{"to":"a","amount":1}`)), answer("ok"))
+	sign := func(r approval.Request) workflows.Decision {
+		id := f.pending()[0].ConfirmationID
+		row, err := f.store.GetConfirmation(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.ConfirmationID, r.Decision = id, workflows.DecisionApprove
+		d, err := approval.Sign(f.key, row, r, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	stranger, err := approvers.NewCredential("approver:alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.at(time.Minute, func() { f.signal(sign(approval.Request{Approver: "alice", Signer: testCredentials["bob"]})) })
+	f.at(time.Minute+time.Second, func() { f.signal(sign(approval.Request{Approver: "alice", Signer: stranger})) })
+	f.at(time.Minute+2*time.Second, func() {
+		d := sign(approval.Request{Approver: "alice", Signer: testCredentials["alice"]})
+		d.Attestation = approvers.Attestation{}
+		f.signal(d)
+	})
+	f.at(time.Minute+3*time.Second, func() {
+		d := sign(approval.Request{Approver: "alice", Signer: testCredentials["alice"]})
+		d.ArgsDigest = strings.Repeat("0", 64) // what a stale page displayed
+		f.signal(d)
+	})
+	f.at(time.Minute+4*time.Second, func() { f.signal(sign(approval.Request{Approver: "alice", Signer: testCredentials["alice"]})) })
+	res := f.run(workflows.TurnRequest{Principal: "someone"})
+	wantOutcomes(t, res, "executed")
+	if f.sends.Load() != 1 || res.Outcomes[0].Approver != "alice" {
+		t.Fatalf("sends %d, outcome %+v", f.sends.Load(), res.Outcomes[0])
+	}
+	want := "approver_unauthenticated approver_unauthenticated approver_unauthenticated stale_digest"
+	if got := strings.Join(f.refusals(), " "); got != want {
+		t.Fatalf("refusals = %s, want %s", got, want)
 	}
 }

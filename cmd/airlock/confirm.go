@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/user"
+	"io/fs"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,27 +14,36 @@ import (
 
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/approval"
+	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
 	"github.com/airlock-dev/airlock/workers"
 	"github.com/airlock-dev/airlock/workflows"
 )
 
-func approverName(flag string) string {
-	if flag != "" {
-		return flag
+// loadCredential reads the CLI approver's credential (--credential, AIRLOCK_CREDENTIAL or
+// ~/.config/airlock/credential.json): the approver identity of approve and deny is its owner's,
+// never a typed name.
+func loadCredential(flag string) (approvers.Credential, string, error) {
+	path := flag
+	if path == "" {
+		path = cfg.CredentialPath()
 	}
-	if u := os.Getenv("AIRLOCK_APPROVER"); u != "" {
-		return u
+	cred, err := approvers.LoadCredential(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return cred, "", fmt.Errorf("no approver credential at %s: an administrator creates one with `airlock approvers add NAME`; "+
+			"pass it with --credential PATH or AIRLOCK_CREDENTIAL: %w", path, err)
 	}
-	if u := os.Getenv("USER"); u != "" {
-		return u
+	if err != nil {
+		return cred, "", err
 	}
-	if u, err := user.Current(); err == nil {
-		return u.Username
+	name, ok := strings.CutPrefix(cred.Signer, "approver:")
+	if !ok || !approvers.NamePattern.MatchString(name) {
+		return cred, "", fmt.Errorf("%s is not an approver credential (signer %s)", path, display.Visible(cred.Signer))
 	}
-	return "unknown"
+	return cred, name, nil
 }
 
 func newPendingCmd() *cobra.Command {
@@ -82,56 +91,89 @@ func toolOf(display string) string {
 	return display
 }
 
+// decisionFlags are the flags approve and deny share.
+type decisionFlags struct {
+	credential, removedApprover string
+}
+
+func (f *decisionFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.credential, "credential", "", "approver credential file (AIRLOCK_CREDENTIAL; default ~/.config/airlock/credential.json); its owner is the approver")
+	cmd.Flags().StringVar(&f.removedApprover, "approver", "", "removed: the approver is the credential's owner")
+	_ = cmd.Flags().MarkHidden("approver")
+}
+
+func (f *decisionFlags) check() error {
+	if f.removedApprover != "" {
+		return errors.New("--approver was removed: a typed name proves nothing. The approver is the owner of the credential " +
+			"(--credential PATH or AIRLOCK_CREDENTIAL), created by `airlock approvers add NAME`")
+	}
+	return nil
+}
+
 func newApproveCmd() *cobra.Command {
-	var approver string
+	var f decisionFlags
 	cmd := &cobra.Command{
 		Use:   "approve CONFIRMATION-ID",
 		Short: "Approve a pending confirmation: the call runs once, with exactly the arguments shown",
 		Long: `Approve a pending confirmation. The approver surface opens the confirmation's sealed token
-with the approver key and signals the turn; the workflow consumes the token (single use) and
-checks it is bound to this turn, proposal, capability and argument digest before executing.`,
-		Example: "  airlock approve cf-1a2b3c4d5e6f70819203 --approver alice",
+with the approver key, signs the decision with it (the token never leaves this process) and
+attests it with your approver credential; the worker checks the credential against the
+approvers file, consumes the token (single use) and checks it is bound to this turn, proposal,
+capability and argument digest before executing. Four-eyes rules compare the credential's
+owner with the turn's requesting principal.`,
+		Example: "  airlock approve cf-1a2b3c4d5e6f70819203\n  AIRLOCK_CREDENTIAL=~/alice.json airlock approve cf-1a2b3c4d5e6f70819203",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return decideCmd(cmd, args[0], workflows.DecisionApprove, approver, "")
+			if err := f.check(); err != nil {
+				return err
+			}
+			return decideCmd(cmd, args[0], workflows.DecisionApprove, f.credential, "")
 		},
 	}
-	cmd.Flags().StringVar(&approver, "approver", "", "approver identity recorded in the audit (default $AIRLOCK_APPROVER or $USER)")
+	f.register(cmd)
 	return cmd
 }
 
 func newDenyCmd() *cobra.Command {
-	var approver, reason string
+	var f decisionFlags
+	var reason string
 	cmd := &cobra.Command{
 		Use:     "deny CONFIRMATION-ID --reason R",
 		Short:   "Deny a pending confirmation: the call never runs and is not retried",
 		Example: `  airlock deny cf-1a2b3c4d5e6f70819203 --reason "not our account"`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if reason == "" {
-				return errors.New("--reason is required: it is shown to the model and kept in the audit")
+			if err := f.check(); err != nil {
+				return err
 			}
-			return decideCmd(cmd, args[0], workflows.DecisionDeny, approver, reason)
+			if reason == "" {
+				return errors.New("--reason is required: the model is told why its call was denied")
+			}
+			return decideCmd(cmd, args[0], workflows.DecisionDeny, f.credential, reason)
 		},
 	}
-	cmd.Flags().StringVar(&approver, "approver", "", "approver identity recorded in the audit (default $AIRLOCK_APPROVER or $USER)")
+	f.register(cmd)
 	cmd.Flags().StringVar(&reason, "reason", "", "why the call is denied (required)")
 	return cmd
 }
 
-func decideCmd(cmd *cobra.Command, id, decision, approver, reason string) error {
+func decideCmd(cmd *cobra.Command, id, decision, credential, reason string) error {
 	ctx := cmd.Context()
 	st, err := openExistingStore(ctx)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	cred, approver, err := loadCredential(credential)
+	if err != nil {
+		return err
+	}
 	c, err := config.DialTemporal(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	return sendDecision(ctx, cmd.OutOrStdout(), c, st, id, decision, approverName(approver), reason)
+	return sendDecision(ctx, cmd.OutOrStdout(), c, st, id, decision, approver, cred, reason)
 }
 
 // sendDecision signs the decision on confirmation id with its token (opened with the approver
@@ -139,12 +181,12 @@ func decideCmd(cmd *cobra.Command, id, decision, approver, reason string) error 
 // waits up to 10 s for the turn's verdict. Only a decision that decided the proposal prints
 // success; a decision that lost to another approver's, was refused, or was not judged in time
 // is an error that says so.
-func sendDecision(ctx context.Context, out io.Writer, c client.Client, st *store.Store, id, decision, approver, reason string) error {
+func sendDecision(ctx context.Context, out io.Writer, c client.Client, st *store.Store, id, decision, approver string, cred approvers.Credential, reason string) error {
 	key, err := workers.ApproverKey(cfg)
 	if err != nil {
 		return err
 	}
-	req := approval.Request{ConfirmationID: id, Decision: decision, Approver: approver, Reason: reason}
+	req := approval.Request{ConfirmationID: id, Decision: decision, Approver: approver, Reason: reason, Signer: cred}
 	var ref *approval.RefusedError
 	for attempt := 1; ; attempt++ {
 		d, err := approval.Send(ctx, c, st, key, req)

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/redact"
@@ -76,9 +78,16 @@ func runDev(cmd *cobra.Command, trace, message, decision string) error {
 		return ctx.Err()
 	}
 
+	demo, err := ensureDemoApprover()
+	if err != nil {
+		return err
+	}
+	step("approver %s decides with %s (page password in %s)", demo.name, demo.credential, demo.passwordFile)
+	cfg.Credential = demo.credential
+
 	var req workflows.TurnRequest
 	if live {
-		req = workflows.TurnRequest{Conversation: fmt.Sprintf("dev-%d", time.Now().Unix()), Principal: approverName(""), Message: message,
+		req = workflows.TurnRequest{Conversation: fmt.Sprintf("dev-%d", time.Now().Unix()), Principal: devPrincipal, Message: message,
 			Scope: []string{"system.health", "web.fetch"}}
 		step("live model at %s: %q", os.Getenv("AIRLOCK_OPENAI_BASE_URL"), message)
 	} else {
@@ -120,4 +129,52 @@ func runDev(cmd *cobra.Command, trace, message, decision string) error {
 		return err
 	}
 	return nil
+}
+
+// devPrincipal is the requesting principal of live dev turns: never the demo approver, so
+// four-eyes rules hold in the demo too.
+const devPrincipal = "dev-user"
+
+// demoApprover is the approver `airlock dev` creates on first run.
+type demoApprover struct{ name, credential, passwordFile string }
+
+// demoApproverName is the approver `airlock dev` decides as.
+const demoApproverName = "demo-approver"
+
+// ensureDemoApprover makes sure the approvers file lists demoApproverName with a CLI credential
+// and a page password under <home>/credentials (both mode 0600), creating them on first run.
+func ensureDemoApprover() (demoApprover, error) {
+	d := demoApprover{name: demoApproverName,
+		credential:   filepath.Join(cfg.CredentialsDir(), demoApproverName+".json"),
+		passwordFile: filepath.Join(cfg.CredentialsDir(), demoApproverName+".password")}
+	_, found, err := approvers.Find(cfg.ApproversPath(), d.name)
+	if err != nil {
+		return d, err
+	}
+	if found {
+		if _, err := approvers.LoadCredential(d.credential); err != nil {
+			return d, fmt.Errorf("the approvers file lists %s but its credential is unusable (airlock approvers rotate %s): %w", d.name, d.name, err)
+		}
+		return d, nil
+	}
+	password, err := readOrGeneratePassword(nil, false)
+	if err != nil {
+		return d, err
+	}
+	hash, err := approvers.HashPassword(password)
+	if err != nil {
+		return d, err
+	}
+	cred, err := approvers.NewCredential("approver:" + d.name)
+	if err != nil {
+		return d, err
+	}
+	_ = os.Remove(d.credential) // a leftover of an approvers file that was deleted
+	if err := approvers.SaveCredential(d.credential, cred); err != nil {
+		return d, err
+	}
+	if err := os.WriteFile(d.passwordFile, []byte(password+"\n"), 0o600); err != nil {
+		return d, fmt.Errorf("write %s: %w", d.passwordFile, err)
+	}
+	return d, approvers.Add(cfg.ApproversPath(), approvers.Approver{Name: d.name, PasswordBcrypt: hash, PublicKey: cred.Public()})
 }

@@ -49,7 +49,10 @@ Configuration comes from the environment, overridden by flags:
   AIRLOCK_TASK_QUEUE          Temporal task queue (default airlock-turns)
   AIRLOCK_APPROVER_KEY_FILE   approver key sealing tokens (default $AIRLOCK_HOME/approver.key;
                               or AIRLOCK_APPROVER_KEY as 64 hex characters)
-  AIRLOCK_APPROVER            approver name for approve/deny (default $USER)
+  AIRLOCK_APPROVERS           approvers file: who may decide (default $AIRLOCK_HOME/approvers.json;
+                              see airlock approvers --help)
+  AIRLOCK_CREDENTIAL          your approver credential for approve/deny (default
+                              ~/.config/airlock/credential.json)
   AIRLOCK_FETCH_ALLOW         private addresses web.fetch may reach: CIDRs and IP:port pairs,
                               e.g. 10.0.0.0/8,127.0.0.1:8080 (default none; Airlock's own
                               services are never reachable)
@@ -67,6 +70,6 @@ Configuration comes from the environment, overridden by flags:
 	pf.Lookup("database-url").DefValue = redact.URL(cfg.DatabaseURL) // --help shows the default: never its password
 	pf.StringVar(&cfg.CorpusDir, "corpus", cfg.CorpusDir, "AgentDojo corpus folder with tools.json and runs/ (AIRLOCK_CORPUS)")
 	root.AddCommand(newWorkerCmd(), newTurnCmd(), newPendingCmd(), newApproveCmd(), newDenyCmd(), newAuditCmd(),
-		newParseCmd(), newReplayCmd(), newRegistryCmd(), newStackCmd(), newDevCmd(), newEvalCmd())
+		newParseCmd(), newReplayCmd(), newRegistryCmd(), newStackCmd(), newDevCmd(), newEvalCmd(), newApproversCmd())
 	return root
 }

@@ -190,7 +190,12 @@ func watchTurn(ctx context.Context, out io.Writer, c client.Client, st *store.St
 			if approve {
 				decision = workflows.DecisionApprove
 			}
-			if err := sendDecision(ctx, out, c, st, p.ConfirmationID, decision, approverName(""), reason); err != nil {
+			cred, approver, err := loadCredential("")
+			if err != nil {
+				fmt.Fprintln(out, "  could not decide here:", err)
+				continue
+			}
+			if err := sendDecision(ctx, out, c, st, p.ConfirmationID, decision, approver, cred, reason); err != nil {
 				fmt.Fprintln(out, "  could not send the decision:", err)
 			}
 		}
@@ -257,8 +262,14 @@ func printPendingLimit(out io.Writer, p workflows.PendingConfirmation, limit int
 		fmt.Fprintf(out, "                (values cut; %s pending --full shows them whole)\n", self())
 	}
 	fmt.Fprintf(out, "   expires at:  %s\n", p.ExpiresAt.Local().Format(time.RFC3339))
-	fmt.Fprintf(out, "   approve:     %s approve %s\n", self(), display.Visible(p.ConfirmationID))
-	fmt.Fprintf(out, "   deny:        %s deny %s --reason \"…\"\n", self(), display.Visible(p.ConfirmationID))
+	// Decisions are made with an approver credential; name the one this process decides with
+	// when it is not the default (airlock dev's demo approver).
+	cred := ""
+	if cfg.Credential != "" {
+		cred = "AIRLOCK_CREDENTIAL=" + cfg.Credential + " "
+	}
+	fmt.Fprintf(out, "   approve:     %s%s approve %s\n", cred, self(), display.Visible(p.ConfirmationID))
+	fmt.Fprintf(out, "   deny:        %s%s deny %s --reason \"…\"\n", cred, self(), display.Visible(p.ConfirmationID))
 }
 
 // prettyArgs shows a call's arguments one leaf a line (display.Arguments: hidden runes

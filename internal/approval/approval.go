@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
@@ -33,6 +34,28 @@ type Request struct {
 	Approver string
 	// Reason is the deny reason the model receives.
 	Reason string
+	// ArgsDigest is the digest of the arguments the surface displayed ("" when it displayed
+	// none: the bound digest is used). A digest that is not the proposal's is refused
+	// here (*StaleError) and by the worker (stale_digest).
+	ArgsDigest string
+	// Signer attests the decision: the approver's own credential, or the approver page's
+	// surface credential vouching for Approver. Required (ErrNoCredential).
+	Signer approvers.Credential
+}
+
+// ErrNoCredential reports a Request without a Signer: a decision must prove its approver.
+var ErrNoCredential = errors.New("approval: a decision needs an approver credential (airlock approvers add NAME creates one)")
+
+// StaleError reports a decision made on other arguments than the proposal is bound to (a
+// stale page): nothing was sent, the token is untouched.
+type StaleError struct {
+	ConfirmationID, Shown, Bound string
+}
+
+// Error says the page was stale.
+func (e *StaleError) Error() string {
+	return fmt.Sprintf("confirmation %s is bound to arguments with digest %s, but the decision was made on %s: reload and decide on what it asks now",
+		e.ConfirmationID, e.Bound, display.Visible(e.Shown))
 }
 
 // ErrNotPending reports a confirmation that cannot be decided any more: unknown, expired, or
@@ -101,6 +124,12 @@ func Sign(key token.Key, row store.Confirmation, r Request, now time.Time) (work
 	if err := pendingAt(row, now); err != nil {
 		return workflows.Decision{}, err
 	}
+	if !r.Signer.Valid() {
+		return workflows.Decision{}, ErrNoCredential
+	}
+	if r.ArgsDigest != "" && r.ArgsDigest != row.ArgsDigest {
+		return workflows.Decision{}, &StaleError{ConfirmationID: row.ID, Shown: r.ArgsDigest, Bound: row.ArgsDigest}
+	}
 	plain, err := token.Open(key, row.SealedToken, token.SealAAD(row.ID, row.Generation))
 	if err != nil {
 		return workflows.Decision{}, fmt.Errorf("approval: open the token of %s with the approver key: %w", row.ID, err)
@@ -109,9 +138,11 @@ func Sign(key token.Key, row store.Confirmation, r Request, now time.Time) (work
 	if err != nil {
 		return workflows.Decision{}, err
 	}
-	d := workflows.Decision{ConfirmationID: row.ID, Decision: r.Decision, Approver: r.Approver, Reason: r.Reason, Nonce: nonce}
+	d := workflows.Decision{ConfirmationID: row.ID, Decision: r.Decision, Approver: r.Approver, Reason: r.Reason,
+		ArgsDigest: row.ArgsDigest, Nonce: nonce}
 	d.MAC = token.SignDecision(plain, token.Decision{ConfirmationID: d.ConfirmationID, Decision: d.Decision,
 		Approver: d.Approver, Reason: d.Reason, ArgsDigest: row.ArgsDigest, Nonce: d.Nonce})
+	d.Attestation = r.Signer.Attest(d.ConfirmationID, d.MAC)
 	return d, nil
 }
 

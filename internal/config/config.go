@@ -56,6 +56,13 @@ type Config struct {
 	// value: a worker then refuses to start (ErrFetchAllowPrivateRemoved) rather than silently
 	// ignore it.
 	RetiredFetchAllowPrivate bool
+	// ApproversFile lists the approvers, their bcrypt password hashes and public keys, and the
+	// approver pages' surface keys (AIRLOCK_APPROVERS, default <Home>/approvers.json;
+	// internal/approvers). Workers authenticate every decision against it.
+	ApproversFile string
+	// Credential is the CLI approver's credential file (AIRLOCK_CREDENTIAL; default
+	// <user config dir>/airlock/credential.json), created by `airlock approvers add`.
+	Credential string
 	// WebAddr is the approver page's listen address, host:port (AIRLOCK_WEB_ADDR, default
 	// 127.0.0.1:8780); web.fetch never connects to it.
 	WebAddr string
@@ -77,6 +84,8 @@ func FromEnv() Config {
 		TemporalUI:      env("AIRLOCK_TEMPORAL_UI", "http://localhost:8233"),
 		FetchAllow:      SplitList(os.Getenv("AIRLOCK_FETCH_ALLOW")),
 		WebAddr:         env("AIRLOCK_WEB_ADDR", "127.0.0.1:8780"),
+		ApproversFile:   os.Getenv("AIRLOCK_APPROVERS"),
+		Credential:      os.Getenv("AIRLOCK_CREDENTIAL"),
 		TaskQueue:       env("AIRLOCK_TASK_QUEUE", "airlock-turns"),
 	}
 	if c.CorpusDir == "" {
@@ -90,8 +99,8 @@ func FromEnv() Config {
 // database URL through redact.URL), so printing a Config with %v or %+v, or logging it, never
 // shows a password.
 func (c Config) String() string {
-	return fmt.Sprintf("{Home:%s DatabaseURL:%s CorpusDir:%s RegistryFile:%s Layers:%v ApproverKeyFile:%s TemporalUI:%s TaskQueue:%s FetchAllow:%v WebAddr:%s}",
-		c.Home, redact.URL(c.DatabaseURL), c.CorpusDir, c.RegistryFile, c.Layers, c.ApproverKeyFile, redact.URL(c.TemporalUI), c.TaskQueue, c.FetchAllow, c.WebAddr)
+	return fmt.Sprintf("{Home:%s DatabaseURL:%s CorpusDir:%s RegistryFile:%s Layers:%v ApproverKeyFile:%s ApproversFile:%s Credential:%s TemporalUI:%s TaskQueue:%s FetchAllow:%v WebAddr:%s}",
+		c.Home, redact.URL(c.DatabaseURL), c.CorpusDir, c.RegistryFile, c.Layers, c.ApproverKeyFile, c.ApproversPath(), c.CredentialPath(), redact.URL(c.TemporalUI), c.TaskQueue, c.FetchAllow, c.WebAddr)
 }
 
 // StoreURL is the store URL to open: DatabaseURL, or the SQLite file under Home.
@@ -109,6 +118,31 @@ func (c Config) KeyFile() string {
 	}
 	return filepath.Join(c.Home, "approver.key")
 }
+
+// ApproversPath is the approvers file path.
+func (c Config) ApproversPath() string {
+	if c.ApproversFile != "" {
+		return c.ApproversFile
+	}
+	return filepath.Join(c.Home, "approvers.json")
+}
+
+// CredentialPath is the CLI approver credential path: Credential, else
+// <user config dir>/airlock/credential.json.
+func (c Config) CredentialPath() string {
+	if c.Credential != "" {
+		return c.Credential
+	}
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		dir = filepath.Join(c.Home, "config")
+	}
+	return filepath.Join(dir, "airlock", "credential.json")
+}
+
+// CredentialsDir is where `airlock approvers add` writes new credentials (<Home>/credentials,
+// mode 0700) for the administrator to hand over.
+func (c Config) CredentialsDir() string { return filepath.Join(c.Home, "credentials") }
 
 // WorkflowURL links a workflow in the Temporal Web UI.
 func (c Config) WorkflowURL(namespace, workflowID string) string {

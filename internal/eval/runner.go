@@ -16,6 +16,7 @@ import (
 
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/approval"
+	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
@@ -135,6 +136,12 @@ func Run(ctx context.Context, opts Options, cases []*Case) (results []CaseResult
 	if _, err := rand.Read(key[:]); err != nil {
 		return nil, 0, fmt.Errorf("eval: approver key: %w", err)
 	}
+	// The evaluation's approver is in-process: an approvers set of its own, with one
+	// credential, that only the evaluation's workers authenticate against.
+	approverSet, creds, err := approvers.Ephemeral(Approver)
+	if err != nil {
+		return nil, 0, fmt.Errorf("eval: approver credential: %w", err)
+	}
 	// One loader for the replay provider and every suite's replay capabilities.
 	load := opts.Corpus.Loader()
 	replay := inference.NewReplay(load)
@@ -169,7 +176,8 @@ func Run(ctx context.Context, opts Options, cases []*Case) (results []CaseResult
 		for _, c := range reg.Capabilities() {
 			scopes[k] = append(scopes[k], c.ID)
 		}
-		acts := &activities.Activities{Registry: reg, Store: opts.Store, ApproverKey: key, Replay: replay}
+		acts := &activities.Activities{Registry: reg, Store: opts.Store, ApproverKey: key, Replay: replay,
+			Approvers: approvers.Static(approverSet)}
 		w := workers.New(opts.Client, acts, queues[k])
 		if err := w.Start(); err != nil {
 			return nil, 0, fmt.Errorf("eval: start worker for %s: %w", k, err)
@@ -183,7 +191,7 @@ func Run(ctx context.Context, opts Options, cases []*Case) (results []CaseResult
 	prefix = prefix[:len(prefix)-len("/0")]
 	go func() {
 		defer close(approverDone)
-		approve(actx, opts, key, prefix)
+		approve(actx, opts, key, creds[Approver], prefix)
 	}()
 	defer func() {
 		stopApprover()
@@ -320,7 +328,7 @@ func terminateIfInterrupted(ctx context.Context, c client.Client, id string) {
 // approve is the evaluation's approver: it polls the store for confirmations of this run's
 // turns and decides each once by policy, exactly as an approver surface does (it opens the
 // sealed token with the approver key, signs the decision and signals the turn).
-func approve(ctx context.Context, opts Options, key token.Key, prefix string) {
+func approve(ctx context.Context, opts Options, key token.Key, cred approvers.Credential, prefix string) {
 	decided := map[string]bool{}
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -339,7 +347,7 @@ func approve(ctx context.Context, opts Options, key token.Key, prefix string) {
 				continue
 			}
 			req := approval.Request{ConfirmationID: r.ID, Decision: workflows.DecisionDeny, Approver: Approver,
-				Reason: "denied by the evaluation approver (deny-all)"}
+				Reason: "denied by the evaluation approver (deny-all)", Signer: cred}
 			if opts.Policy == PolicyApproveAll {
 				req.Decision, req.Reason = workflows.DecisionApprove, ""
 			}

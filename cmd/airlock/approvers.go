@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/airlock-dev/airlock/internal/approvers"
+)
+
+func newApproversCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "approvers",
+		Short: "Manage who may decide confirmations (the approvers file, passwords, CLI credentials)",
+		Long: `The approvers file (AIRLOCK_APPROVERS, default $AIRLOCK_HOME/approvers.json, mode 0600) lists
+every approver: a bcrypt hash of the password they sign in to the approver page with, and the
+public key of the credential the CLI's approve and deny decide with. Workers authenticate every
+decision against it, so an approver name is never a claim anybody can type: a decision carries
+an ed25519 signature by the approver's own credential, or by the approver page that signed the
+approver in. Changes take effect at once, without restarting workers.`,
+	}
+	cmd.AddCommand(newApproversAddCmd(), newApproversListCmd(), newApproversPasswdCmd(), newApproversRotateCmd())
+	return cmd
+}
+
+func newApproversAddCmd() *cobra.Command {
+	var passwordStdin, noPassword bool
+	var credOut string
+	cmd := &cobra.Command{
+		Use:   "add NAME",
+		Short: "Add an approver: a page password and a CLI credential (written owner-only)",
+		Long: `Add an approver to the approvers file.
+
+The approver page password is read from the first line of stdin with --password-stdin; otherwise
+a random one is generated and printed once. The CLI credential (a private ed25519 key) is written
+with mode 0600 to --credential-out (default $AIRLOCK_HOME/credentials/NAME.json): hand it to the
+approver, who keeps it at ~/.config/airlock/credential.json or points AIRLOCK_CREDENTIAL at it.`,
+		Example: "  airlock approvers add alice\n  printf '%s\\n' \"$PASSWORD\" | airlock approvers add bob --password-stdin",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			if !approvers.NamePattern.MatchString(name) {
+				return fmt.Errorf("approver name %q: use a letter, then letters, digits, '.', '_', '-' or '@' (64 at most)", name)
+			}
+			path := cfg.ApproversPath()
+			if _, found, err := approvers.Find(path, name); err != nil {
+				return err
+			} else if found {
+				return fmt.Errorf("%s already lists approver %q (airlock approvers passwd / rotate change an existing one)", path, name)
+			}
+			a := approvers.Approver{Name: name}
+			password := ""
+			if !noPassword {
+				var err error
+				if password, err = readOrGeneratePassword(cmd.InOrStdin(), passwordStdin); err != nil {
+					return err
+				}
+				if a.PasswordBcrypt, err = approvers.HashPassword(password); err != nil {
+					return err
+				}
+			}
+			if credOut == "" {
+				credOut = filepath.Join(cfg.CredentialsDir(), name+".json")
+			}
+			cred, err := approvers.NewCredential("approver:" + name)
+			if err != nil {
+				return err
+			}
+			if err := approvers.SaveCredential(credOut, cred); err != nil {
+				if errors.Is(err, fs.ErrExist) {
+					return fmt.Errorf("%s exists; choose another --credential-out or remove it: %w", credOut, err)
+				}
+				return err
+			}
+			a.PublicKey = cred.Public()
+			if err := approvers.Add(path, a); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "added approver %s to %s\n", name, path)
+			fmt.Fprintf(out, "CLI credential: %s (mode 0600; give it to %s: AIRLOCK_CREDENTIAL=%s)\n", credOut, name, credOut)
+			if password != "" && !passwordStdin {
+				fmt.Fprintf(out, "approver page password (shown once): %s\n", password)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&passwordStdin, "password-stdin", false, "read the approver page password from the first line of stdin")
+	cmd.Flags().BoolVar(&noPassword, "no-password", false, "no approver page sign-in (CLI credential only)")
+	cmd.Flags().StringVar(&credOut, "credential-out", "", "where to write the CLI credential (default $AIRLOCK_HOME/credentials/NAME.json)")
+	return cmd
+}
+
+func readOrGeneratePassword(in io.Reader, fromStdin bool) (string, error) {
+	if !fromStdin {
+		b := make([]byte, 18)
+		if _, err := rand.Read(b); err != nil {
+			return "", err
+		}
+		return base64.RawURLEncoding.EncodeToString(b), nil
+	}
+	line, err := bufio.NewReader(in).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("read the password from stdin: %w", err)
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if line == "" {
+		return "", errors.New("--password-stdin: stdin has no password on its first line")
+	}
+	return line, nil
+}
+
+func newApproversListCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List approvers and how each may decide (page password, CLI credential)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := approvers.ReadFile(cfg.ApproversPath())
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if len(f.Approvers) == 0 {
+				fmt.Fprintf(out, "no approvers in %s (airlock approvers add NAME)\n", cfg.ApproversPath())
+			}
+			for _, a := range f.Approvers {
+				fmt.Fprintf(out, "%-24s page:%-4s cli:%s\n", a.Name, yesNo(a.PasswordBcrypt != ""), yesNo(a.PublicKey != ""))
+			}
+			for _, s := range f.Surfaces {
+				fmt.Fprintf(out, "surface %s\n", s.Name)
+			}
+			return nil
+		},
+	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func newApproversPasswdCmd() *cobra.Command {
+	var passwordStdin bool
+	cmd := &cobra.Command{
+		Use:   "passwd NAME",
+		Short: "Set an approver's page password (from stdin, or generated and printed once)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := cfg.ApproversPath()
+			a, found, err := approvers.Find(path, args[0])
+			if err != nil {
+				return err
+			}
+			if !found {
+				return fmt.Errorf("%s has no approver %q (airlock approvers add)", path, args[0])
+			}
+			password, err := readOrGeneratePassword(cmd.InOrStdin(), passwordStdin)
+			if err != nil {
+				return err
+			}
+			if a.PasswordBcrypt, err = approvers.HashPassword(password); err != nil {
+				return err
+			}
+			if err := approvers.Update(path, a); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "password of %s changed\n", a.Name)
+			if !passwordStdin {
+				fmt.Fprintf(cmd.OutOrStdout(), "approver page password (shown once): %s\n", password)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&passwordStdin, "password-stdin", false, "read the password from the first line of stdin")
+	return cmd
+}
+
+func newApproversRotateCmd() *cobra.Command {
+	var credOut string
+	cmd := &cobra.Command{
+		Use:   "rotate NAME",
+		Short: "Give an approver a new CLI credential; the old one stops working at once",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := cfg.ApproversPath()
+			a, found, err := approvers.Find(path, args[0])
+			if err != nil {
+				return err
+			}
+			if !found {
+				return fmt.Errorf("%s has no approver %q (airlock approvers add)", path, args[0])
+			}
+			if credOut == "" {
+				return errors.New("--credential-out is required: where to write the new credential (a new path; it is never overwritten)")
+			}
+			cred, err := approvers.NewCredential("approver:" + a.Name)
+			if err != nil {
+				return err
+			}
+			if err := approvers.SaveCredential(credOut, cred); err != nil {
+				return err
+			}
+			a.PublicKey = cred.Public()
+			if err := approvers.Update(path, a); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "new CLI credential for %s: %s (mode 0600); the old one no longer decides\n", a.Name, credOut)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&credOut, "credential-out", "", "where to write the new credential (required)")
+	return cmd
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/airlock-dev/airlock/internal/approvers"
+)
+
+// `airlock approvers add` writes a bcrypt hash and a public key into the approvers file and the
+// private credential owner-only; the password given on stdin signs in, and a second add of the
+// same name is refused.
+func TestApproversAddCreatesAnOwnerOnlyCredential(t *testing.T) {
+	old := cfg
+	t.Cleanup(func() { cfg = old })
+	home := t.TempDir()
+	t.Setenv("AIRLOCK_APPROVERS", "")
+	t.Setenv("AIRLOCK_CREDENTIAL", "")
+	cfg.Home, cfg.ApproversFile, cfg.Credential = home, "", ""
+	out, err := run(t, "a long enough password\n", "approvers", "add", "alice", "--password-stdin")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	credPath := filepath.Join(home, "credentials", "alice.json")
+	if !strings.Contains(out, credPath) || strings.Contains(out, "a long enough password") {
+		t.Fatalf("output = %s", out)
+	}
+	fi, err := os.Stat(credPath)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("credential mode = %v, %v", fi.Mode().Perm(), err)
+	}
+	set, err := approvers.Load(filepath.Join(home, "approvers.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name, err := set.Authenticate("alice", "a long enough password"); err != nil || name != "alice" {
+		t.Fatalf("sign-in with the stdin password: %q %v", name, err)
+	}
+	cred, err := approvers.LoadCredential(credPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Verify("alice", "cf-1", "mac", cred.Attest("cf-1", "mac")); err != nil {
+		t.Fatalf("the new credential does not attest alice: %v", err)
+	}
+	if _, err := run(t, "", "approvers", "add", "alice", "--no-password"); err == nil || !strings.Contains(err.Error(), "already lists") {
+		t.Fatalf("second add: %v", err)
+	}
+	if _, err := run(t, "", "approvers", "add", "ali\u202ece", "--no-password"); err == nil {
+		t.Fatal("a name with a bidi control was accepted")
+	}
+}
+
+// approve and deny decide as the credential's owner: a typed --approver name is refused with
+// what to do instead, and a missing credential says how to get one.
+func TestApproveRefusesATypedApproverName(t *testing.T) {
+	old := cfg
+	t.Cleanup(func() { cfg = old })
+	cfg.Home, cfg.Credential = t.TempDir(), filepath.Join(t.TempDir(), "none.json")
+	if _, err := run(t, "", "approve", "cf-x", "--approver", "alice"); err == nil || !strings.Contains(err.Error(), "--approver was removed") {
+		t.Fatalf("approve --approver: %v", err)
+	}
+	if _, _, err := loadCredential(""); err == nil || !strings.Contains(err.Error(), "airlock approvers add") {
+		t.Fatalf("approve without a credential: %v", err)
+	}
+}

@@ -1,0 +1,525 @@
+// Package approvers is who may decide a confirmation, and how a decision proves who made it.
+//
+// The approvers file (default <AIRLOCK_HOME>/approvers.json, AIRLOCK_APPROVERS) lists every
+// approver: a name, a bcrypt hash of the password they sign in to the approver page with, and
+// the ed25519 public key of the credential the CLI decides with. It also lists surfaces: an
+// approver page's own ed25519 key, with which it vouches for the approver it signed in.
+//
+// Every decision carries an Attestation: an ed25519 signature over the decision MAC (which
+// binds the confirmation, the decision, the approver, the reason, the argument digest and a
+// nonce) by the approver's own credential or a surface's. The worker verifies it against the
+// approvers file before it judges anything else, so an approver name is never a claim: a
+// holder of the approver key (who can open tokens) still cannot decide as someone else, and a
+// four-eyes rule compares identities that were proven, not typed (issue 8, item 2).
+//
+// The file holds only public material and bcrypt hashes; private keys live in credential
+// files readable by their owner alone (LoadCredential refuses any other mode).
+package approvers
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// File is the approvers file's JSON shape.
+type File struct {
+	// Approvers are the people who may decide confirmations.
+	Approvers []Approver `json:"approvers"`
+	// Surfaces are approver pages that vouch for the approvers they sign in.
+	Surfaces []Surface `json:"surfaces,omitempty"`
+}
+
+// Approver is one person who may decide confirmations.
+type Approver struct {
+	// Name is the identity recorded in the audit and compared by four-eyes rules (NamePattern).
+	Name string `json:"name"`
+	// PasswordBcrypt is the bcrypt hash of the approver page password; empty: no web sign-in.
+	PasswordBcrypt string `json:"password_bcrypt,omitempty"`
+	// PublicKey is the base64 (standard) ed25519 public key of the approver's CLI credential;
+	// empty: no CLI credential.
+	PublicKey string `json:"public_key,omitempty"`
+}
+
+// Surface is an approver page: its key attests decisions for the approver signed in on it.
+type Surface struct {
+	// Name names the surface ("web"); attestations say "surface:<name>".
+	Name string `json:"name"`
+	// PublicKey is the base64 (standard) ed25519 public key.
+	PublicKey string `json:"public_key"`
+}
+
+// NamePattern is what an approver or surface name may be: a letter, then letters, digits,
+// '.', '_', '-' or '@', 64 bytes at most. Names reach audits, terminals and web pages, so they
+// are plain ASCII by construction.
+var NamePattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._@-]{0,63}$`)
+
+// Errors callers branch on.
+var (
+	// ErrNoFile: the approvers file does not exist (wraps fs.ErrNotExist). Nobody can decide.
+	ErrNoFile = errors.New("approvers: no approvers file")
+	// ErrBadCredentials: unknown approver or wrong password (the two are not told apart).
+	ErrBadCredentials = errors.New("approvers: unknown approver or wrong password")
+	// ErrUnauthenticated: a decision's attestation does not prove its approver.
+	ErrUnauthenticated = errors.New("approvers: decision not attested by its approver or a surface")
+	// ErrExists: AddApprover or AddSurface for a name the file already has.
+	ErrExists = errors.New("approvers: name already in the approvers file")
+	// ErrCredentialMode: a credential file readable or writable by others than its owner.
+	ErrCredentialMode = errors.New("approvers: credential file must be readable by its owner only (chmod 600)")
+)
+
+// Set is a parsed, validated approvers file.
+type Set struct {
+	approvers map[string]Approver
+	keys      map[string]ed25519.PublicKey // "approver:<name>" / "surface:<name>"
+}
+
+// Parse validates an approvers file: names match NamePattern and are unique per kind, public
+// keys are 32-byte ed25519 keys, hashes are bcrypt hashes.
+func Parse(b []byte) (*Set, error) {
+	var f File
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("approvers: parse: %w", err)
+	}
+	s := &Set{approvers: map[string]Approver{}, keys: map[string]ed25519.PublicKey{}}
+	for i, a := range f.Approvers {
+		if !NamePattern.MatchString(a.Name) {
+			return nil, fmt.Errorf("approvers: approver %d: name %q does not match %s", i+1, a.Name, NamePattern)
+		}
+		if _, dup := s.approvers[a.Name]; dup {
+			return nil, fmt.Errorf("approvers: approver %q listed twice", a.Name)
+		}
+		if a.PasswordBcrypt != "" {
+			if _, err := bcrypt.Cost([]byte(a.PasswordBcrypt)); err != nil {
+				return nil, fmt.Errorf("approvers: approver %q: password_bcrypt is not a bcrypt hash: %w", a.Name, err)
+			}
+		}
+		if a.PublicKey != "" {
+			k, err := parseKey(a.PublicKey)
+			if err != nil {
+				return nil, fmt.Errorf("approvers: approver %q: %w", a.Name, err)
+			}
+			s.keys["approver:"+a.Name] = k
+		}
+		s.approvers[a.Name] = a
+	}
+	for i, sf := range f.Surfaces {
+		if !NamePattern.MatchString(sf.Name) {
+			return nil, fmt.Errorf("approvers: surface %d: name %q does not match %s", i+1, sf.Name, NamePattern)
+		}
+		id := "surface:" + sf.Name
+		if _, dup := s.keys[id]; dup {
+			return nil, fmt.Errorf("approvers: surface %q listed twice", sf.Name)
+		}
+		k, err := parseKey(sf.PublicKey)
+		if err != nil {
+			return nil, fmt.Errorf("approvers: surface %q: %w", sf.Name, err)
+		}
+		s.keys[id] = k
+	}
+	return s, nil
+}
+
+func parseKey(s string) (ed25519.PublicKey, error) {
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil || len(b) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("public_key is not a base64 ed25519 public key (%d bytes)", ed25519.PublicKeySize)
+	}
+	return ed25519.PublicKey(b), nil
+}
+
+// Load reads and parses the approvers file at path. Errors: ErrNoFile (with fs.ErrNotExist)
+// when it is missing, a parse error naming the path otherwise.
+func Load(path string) (*Set, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w at %s (create one with `airlock approvers add NAME`): %w", ErrNoFile, path, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("approvers: read %s: %w", path, err)
+	}
+	s, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Names lists the approvers, sorted.
+func (s *Set) Names() []string {
+	out := make([]string, 0, len(s.approvers))
+	for n := range s.approvers {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Has reports whether name is an approver.
+func (s *Set) Has(name string) bool { _, ok := s.approvers[name]; return ok }
+
+// dummyHash keeps Authenticate's time the same for unknown names (no user enumeration by timing).
+var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("airlock: no such approver"), bcrypt.DefaultCost)
+
+// Authenticate checks an approver page sign-in. It returns the approver's name. Errors:
+// ErrBadCredentials for an unknown name, an approver without a password or a wrong password,
+// after the same bcrypt work in every case.
+func (s *Set) Authenticate(name, password string) (string, error) {
+	a, ok := s.approvers[name]
+	hash := []byte(a.PasswordBcrypt)
+	if !ok || len(hash) == 0 {
+		hash = dummyHash
+	}
+	if err := bcrypt.CompareHashAndPassword(hash, []byte(password)); err != nil || !ok || a.PasswordBcrypt == "" {
+		return "", ErrBadCredentials
+	}
+	return a.Name, nil
+}
+
+// Attestation proves who made a decision: Signer is "approver:<name>" (the approver's own
+// credential) or "surface:<name>" (an approver page vouching for its signed-in approver);
+// Signature is base64url (no padding) ed25519 over AttestationMessage.
+type Attestation struct {
+	Signer    string `json:"signer"`
+	Signature string `json:"signature"`
+}
+
+// attestationLabel separates attestations from any other use of the keys.
+const attestationLabel = "airlock attestation v1"
+
+// AttestationMessage is what an attestation signs: the label, the confirmation id and the
+// decision MAC, length-prefixed. The MAC binds every field of the decision (token.Decision),
+// so the signature covers them all without a second encoding of each.
+func AttestationMessage(confirmationID, mac string) []byte {
+	var b bytes.Buffer
+	for _, f := range []string{attestationLabel, confirmationID, mac} {
+		fmt.Fprintf(&b, "%d:%s", len(f), f)
+	}
+	return b.Bytes()
+}
+
+// Verify checks that att proves approver made the decision with this MAC: approver is in the
+// file, and att is signed by approver's own credential or by a listed surface. Errors:
+// ErrUnauthenticated, wrapped with why.
+func (s *Set) Verify(approver, confirmationID, mac string, att Attestation) error {
+	if !s.Has(approver) {
+		return fmt.Errorf("%w: %q is not in the approvers file", ErrUnauthenticated, approver)
+	}
+	switch {
+	case att.Signer == "approver:"+approver:
+	case len(att.Signer) > len("surface:") && att.Signer[:len("surface:")] == "surface:":
+	case att.Signer == "":
+		return fmt.Errorf("%w: the decision carries no attestation", ErrUnauthenticated)
+	default:
+		return fmt.Errorf("%w: signed by %q, which cannot decide as %q", ErrUnauthenticated, att.Signer, approver)
+	}
+	k, ok := s.keys[att.Signer]
+	if !ok {
+		return fmt.Errorf("%w: no key for %q in the approvers file", ErrUnauthenticated, att.Signer)
+	}
+	sig, err := base64.RawURLEncoding.DecodeString(att.Signature)
+	if err != nil || !ed25519.Verify(k, AttestationMessage(confirmationID, mac), sig) {
+		return fmt.Errorf("%w: the signature of %q does not verify", ErrUnauthenticated, att.Signer)
+	}
+	return nil
+}
+
+// Source yields the current approvers file, re-reading it when it changes on disk (size or
+// modification time), so approvers added while a worker runs count at once. Safe for
+// concurrent use.
+type Source struct {
+	path string
+	mu   sync.Mutex
+	set  *Set
+	mod  time.Time
+	size int64
+}
+
+// NewSource watches the approvers file at path (which may not exist yet).
+func NewSource(path string) *Source { return &Source{path: path} }
+
+// Path is the watched file.
+func (s *Source) Path() string { return s.path }
+
+// Current returns the parsed file. Errors: ErrNoFile, or a parse error: decisions then fail
+// closed (nobody is authenticated) and the error says why.
+func (s *Source) Current() (*Set, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		s.set = nil
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w at %s (create one with `airlock approvers add NAME`): %w", ErrNoFile, s.path, err)
+		}
+		return nil, fmt.Errorf("approvers: %w", err)
+	}
+	if s.set != nil && fi.ModTime().Equal(s.mod) && fi.Size() == s.size {
+		return s.set, nil
+	}
+	set, err := Load(s.path)
+	if err != nil {
+		return nil, err
+	}
+	s.set, s.mod, s.size = set, fi.ModTime(), fi.Size()
+	return set, nil
+}
+
+// Static is a Source-like holder of a fixed Set (tests, the evaluation's in-process approver).
+func Static(set *Set) func() (*Set, error) { return func() (*Set, error) { return set, nil } }
+
+// Credential is a private ed25519 key that attests decisions: an approver's own (Signer
+// "approver:<name>") or a surface's ("surface:<name>").
+type Credential struct {
+	// Signer names the key's owner as attestations do.
+	Signer string
+	key    ed25519.PrivateKey
+}
+
+// credentialFile is a credential's JSON shape on disk (mode 0600).
+type credentialFile struct {
+	Signer     string `json:"signer"`
+	PrivateKey string `json:"private_key"` // base64 std, 64-byte ed25519 private key
+}
+
+// Attest signs the decision with this MAC on confirmationID.
+func (c Credential) Attest(confirmationID, mac string) Attestation {
+	sig := ed25519.Sign(c.key, AttestationMessage(confirmationID, mac))
+	return Attestation{Signer: c.Signer, Signature: base64.RawURLEncoding.EncodeToString(sig)}
+}
+
+// Public is the credential's public key, base64 (standard), as the approvers file lists it.
+func (c Credential) Public() string {
+	return base64.StdEncoding.EncodeToString(c.key.Public().(ed25519.PublicKey))
+}
+
+// Valid reports whether c holds a key (the zero Credential attests nothing).
+func (c Credential) Valid() bool { return len(c.key) == ed25519.PrivateKeySize }
+
+// NewCredential generates a credential for signer ("approver:<name>" or "surface:<name>").
+func NewCredential(signer string) (Credential, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return Credential{}, fmt.Errorf("approvers: generate key: %w", err)
+	}
+	return Credential{Signer: signer, key: priv}, nil
+}
+
+// LoadCredential reads a credential file. Errors: fs.ErrNotExist when missing,
+// ErrCredentialMode when group or others may read or write it, a parse error otherwise.
+func LoadCredential(path string) (Credential, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return Credential{}, fmt.Errorf("approvers: credential %s: %w", path, err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return Credential{}, fmt.Errorf("%w: %s has mode %v", ErrCredentialMode, path, fi.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Credential{}, fmt.Errorf("approvers: credential %s: %w", path, err)
+	}
+	var cf credentialFile
+	if err := json.Unmarshal(b, &cf); err != nil {
+		return Credential{}, fmt.Errorf("approvers: credential %s: %w", path, err)
+	}
+	k, err := base64.StdEncoding.DecodeString(cf.PrivateKey)
+	if err != nil || len(k) != ed25519.PrivateKeySize {
+		return Credential{}, fmt.Errorf("approvers: credential %s: private_key is not a base64 ed25519 private key", path)
+	}
+	return Credential{Signer: cf.Signer, key: ed25519.PrivateKey(k)}, nil
+}
+
+// SaveCredential writes c to path with mode 0600 (its directory 0700), never replacing an
+// existing file (fs.ErrExist).
+func SaveCredential(path string, c Credential) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("approvers: %w", err)
+	}
+	b, err := json.MarshalIndent(credentialFile{Signer: c.Signer, PrivateKey: base64.StdEncoding.EncodeToString(c.key)}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("approvers: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("approvers: credential %s: %w", path, err)
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return fmt.Errorf("approvers: credential %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// ReadFile returns the approvers file at path as File (an empty File when it is missing), for
+// editing.
+func ReadFile(path string) (File, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return File{}, nil
+	}
+	if err != nil {
+		return File{}, fmt.Errorf("approvers: read %s: %w", path, err)
+	}
+	if _, err := Parse(b); err != nil {
+		return File{}, fmt.Errorf("%s: %w", path, err)
+	}
+	var f File
+	if err := json.Unmarshal(b, &f); err != nil {
+		return File{}, fmt.Errorf("approvers: %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// WriteFile validates f and replaces the approvers file at path atomically (mode 0600: the
+// hashes are not for everyone).
+func WriteFile(path string, f File) error {
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return fmt.Errorf("approvers: %w", err)
+	}
+	if _, err := Parse(b); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("approvers: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".approvers-*.json")
+	if err != nil {
+		return fmt.Errorf("approvers: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("approvers: %w", err)
+	}
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("approvers: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("approvers: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("approvers: %w", err)
+	}
+	return nil
+}
+
+// HashPassword returns the bcrypt hash (default cost) of a password; passwords shorter than
+// MinPasswordLen are refused.
+func HashPassword(password string) (string, error) {
+	if len(password) < MinPasswordLen {
+		return "", fmt.Errorf("approvers: a password needs at least %d characters", MinPasswordLen)
+	}
+	h, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	if err != nil {
+		return "", fmt.Errorf("approvers: hash password: %w", err)
+	}
+	return string(h), nil
+}
+
+// MinPasswordLen is the shortest approver page password accepted.
+const MinPasswordLen = 12
+
+// Add puts approver a into the file at path (creating it), failing with ErrExists when the
+// name is taken.
+func Add(path string, a Approver) error {
+	f, err := ReadFile(path)
+	if err != nil {
+		return err
+	}
+	for _, x := range f.Approvers {
+		if x.Name == a.Name {
+			return fmt.Errorf("%w: approver %q", ErrExists, a.Name)
+		}
+	}
+	f.Approvers = append(f.Approvers, a)
+	return WriteFile(path, f)
+}
+
+// Update replaces the approver named a.Name in the file at path. Errors: ErrBadCredentials
+// when there is no such approver.
+func Update(path string, a Approver) error {
+	f, err := ReadFile(path)
+	if err != nil {
+		return err
+	}
+	for i, x := range f.Approvers {
+		if x.Name == a.Name {
+			f.Approvers[i] = a
+			return WriteFile(path, f)
+		}
+	}
+	return fmt.Errorf("%w: no approver %q", ErrBadCredentials, a.Name)
+}
+
+// Find returns the approver named name from the file at path.
+func Find(path, name string) (Approver, bool, error) {
+	f, err := ReadFile(path)
+	if err != nil {
+		return Approver{}, false, err
+	}
+	for _, x := range f.Approvers {
+		if x.Name == name {
+			return x, true, nil
+		}
+	}
+	return Approver{}, false, nil
+}
+
+// AddSurface puts surface s into the file at path, replacing the key of a surface of the same
+// name (a surface rotates its key by re-registering).
+func AddSurface(path string, s Surface) error {
+	f, err := ReadFile(path)
+	if err != nil {
+		return err
+	}
+	for i, x := range f.Surfaces {
+		if x.Name == s.Name {
+			f.Surfaces[i] = s
+			return WriteFile(path, f)
+		}
+	}
+	f.Surfaces = append(f.Surfaces, s)
+	return WriteFile(path, f)
+}
+
+// Ephemeral builds an in-memory approvers Set with one fresh credential per name, for an
+// in-process approver (the evaluation's scripted approver, tests): nothing is written to disk.
+func Ephemeral(names ...string) (*Set, map[string]Credential, error) {
+	var f File
+	creds := make(map[string]Credential, len(names))
+	for _, n := range names {
+		c, err := NewCredential("approver:" + n)
+		if err != nil {
+			return nil, nil, err
+		}
+		creds[n] = c
+		f.Approvers = append(f.Approvers, Approver{Name: n, PublicKey: c.Public()})
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return nil, nil, fmt.Errorf("approvers: %w", err)
+	}
+	set, err := Parse(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	return set, creds, nil
+}

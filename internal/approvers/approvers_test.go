@@ -1,0 +1,154 @@
+package approvers_test
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/airlock-dev/airlock/internal/approvers"
+)
+
+func TestAuthenticateChecksThePasswordAndHidesWhichPartWasWrong(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "approvers.json")
+	hash, err := approvers.HashPassword("correct horse battery")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := approvers.Add(path, approvers.Approver{Name: "alice", PasswordBcrypt: hash}); err != nil {
+		t.Fatal(err)
+	}
+	if err := approvers.Add(path, approvers.Approver{Name: "cli-only"}); err != nil {
+		t.Fatal(err)
+	}
+	set, err := approvers.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name, err := set.Authenticate("alice", "correct horse battery"); err != nil || name != "alice" {
+		t.Fatalf("Authenticate(alice, right) = %q, %v", name, err)
+	}
+	for _, c := range [][2]string{{"alice", "wrong password!"}, {"bob", "correct horse battery"}, {"cli-only", ""}, {"", ""}} {
+		if _, err := set.Authenticate(c[0], c[1]); !errors.Is(err, approvers.ErrBadCredentials) {
+			t.Errorf("Authenticate(%q, %q) = %v, want ErrBadCredentials", c[0], c[1], err)
+		}
+	}
+	if _, err := approvers.HashPassword("short"); err == nil {
+		t.Error("a 5-character password was accepted")
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("approvers file mode = %v, %v; want 0600", fi.Mode().Perm(), err)
+	}
+}
+
+func TestVerifyAcceptsOnlyTheApproversOwnKeyOrASurface(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "approvers.json")
+	alice, _ := approvers.NewCredential("approver:alice")
+	bob, _ := approvers.NewCredential("approver:bob")
+	web, _ := approvers.NewCredential("surface:web")
+	rogue, _ := approvers.NewCredential("surface:rogue")
+	for _, a := range []approvers.Approver{{Name: "alice", PublicKey: alice.Public()}, {Name: "bob", PublicKey: bob.Public()}} {
+		if err := approvers.Add(path, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := approvers.AddSurface(path, approvers.Surface{Name: "web", PublicKey: web.Public()}); err != nil {
+		t.Fatal(err)
+	}
+	set, err := approvers.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id, mac = "cf-1", "mac-of-the-decision"
+	if err := set.Verify("alice", id, mac, alice.Attest(id, mac)); err != nil {
+		t.Errorf("alice's own attestation: %v", err)
+	}
+	if err := set.Verify("alice", id, mac, web.Attest(id, mac)); err != nil {
+		t.Errorf("the web surface vouching for alice: %v", err)
+	}
+	bad := map[string]struct {
+		approver string
+		att      approvers.Attestation
+	}{
+		"bob's key for alice":     {"alice", bob.Attest(id, mac)},
+		"unlisted surface":        {"alice", rogue.Attest(id, mac)},
+		"no attestation":          {"alice", approvers.Attestation{}},
+		"another MAC":             {"alice", alice.Attest(id, "another-mac")},
+		"another confirmation":    {"alice", alice.Attest("cf-2", mac)},
+		"approver not in file":    {"mallory", web.Attest(id, mac)},
+		"signer renamed to alice": {"alice", approvers.Attestation{Signer: "approver:alice", Signature: bob.Attest(id, mac).Signature}},
+	}
+	for name, c := range bad {
+		if err := set.Verify(c.approver, id, mac, c.att); !errors.Is(err, approvers.ErrUnauthenticated) {
+			t.Errorf("%s: Verify = %v, want ErrUnauthenticated", name, err)
+		}
+	}
+}
+
+func TestCredentialFilesAreOwnerOnly(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "creds", "alice.json")
+	c, _ := approvers.NewCredential("approver:alice")
+	if err := approvers.SaveCredential(path, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := approvers.SaveCredential(path, c); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("overwriting a credential: %v, want fs.ErrExist", err)
+	}
+	got, err := approvers.LoadCredential(path)
+	if err != nil || got.Public() != c.Public() || got.Signer != "approver:alice" {
+		t.Fatalf("LoadCredential = %+v, %v", got.Signer, err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := approvers.LoadCredential(path); !errors.Is(err, approvers.ErrCredentialMode) {
+		t.Fatalf("a world-readable credential loaded: %v", err)
+	}
+}
+
+func TestParseRefusesMalformedFiles(t *testing.T) {
+	for name, doc := range map[string]string{
+		"unknown field":    `{"approvers":[{"name":"alice","role":"admin"}]}`,
+		"bidi in name":     `{"approvers":[{"name":"ali\u202ece"}]}`,
+		"duplicate":        `{"approvers":[{"name":"alice"},{"name":"alice"}]}`,
+		"bad key":          `{"approvers":[{"name":"alice","public_key":"AAAA"}]}`,
+		"bad hash":         `{"approvers":[{"name":"alice","password_bcrypt":"plaintext"}]}`,
+		"surface sans key": `{"approvers":[],"surfaces":[{"name":"web"}]}`,
+	} {
+		if _, err := approvers.Parse([]byte(doc)); err == nil {
+			t.Errorf("%s: parsed", name)
+		}
+	}
+	_, err := approvers.Load(filepath.Join(t.TempDir(), "missing.json"))
+	if !errors.Is(err, approvers.ErrNoFile) || !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "airlock approvers add") {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// A Source re-reads the file when it changes: an approver added while a worker runs counts
+// at once, and a removed one stops counting.
+func TestSourceSeesChanges(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "approvers.json")
+	src := approvers.NewSource(path)
+	if _, err := src.Current(); !errors.Is(err, approvers.ErrNoFile) {
+		t.Fatalf("before the file exists: %v", err)
+	}
+	if err := approvers.Add(path, approvers.Approver{Name: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	set, err := src.Current()
+	if err != nil || !set.Has("alice") {
+		t.Fatalf("after add: %v", err)
+	}
+	if err := approvers.Add(path, approvers.Approver{Name: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	if set, err := src.Current(); err != nil || !set.Has("bob") {
+		t.Fatalf("after the second add: %v", err)
+	}
+}
