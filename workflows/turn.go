@@ -138,7 +138,7 @@ func localCtx(ctx workflow.Context, summary string) workflow.Context {
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2,
 			MaximumInterval: 5 * time.Second, MaximumAttempts: 10,
 			NonRetryableErrorTypes: []string{activities.ErrTypeBadInput}},
-		Summary: summary,
+		Summary: summarize(summary),
 	})
 }
 
@@ -293,11 +293,11 @@ func (t *turn) infer(ctx workflow.Context, round int, out *activities.InferOutpu
 		MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrTypeSessionExhausted, activities.ErrTypeProviderRejected, activities.ErrTypeBadInput, activities.ErrTypeUnsupportedRecording}}
 	summary := fmt.Sprintf("infer round %d", round)
 	if t.req.Session != "" && workflow.GetVersion(ctx, versionLocalInferForSessions, workflow.DefaultVersion, 1) == 1 {
-		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry, Summary: summary})
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry, Summary: summarize(summary)})
 		return workflow.ExecuteLocalActivity(lctx, a.Infer, in).Get(ctx, out)
 	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 3 * time.Minute,
-		HeartbeatTimeout: HeartbeatTimeout, RetryPolicy: retry, Summary: summary})
+		HeartbeatTimeout: HeartbeatTimeout, RetryPolicy: retry, Summary: summarize(summary)})
 	return workflow.ExecuteActivity(actx, a.Infer, in).Get(ctx, out)
 }
 
@@ -396,7 +396,7 @@ func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (Proposa
 	in := activities.ExecuteInput{WorkflowID: t.workflowID, Seq: t.seq, Round: round, CallID: call.CallID, CapabilityID: adm.CapabilityID,
 		Version: adm.Version, Arguments: call.Arguments, Session: t.req.Session, RegistryRevision: adm.RegistryRevision,
 		ConfirmationID: po.ConfirmationID}
-	summary := "execute " + adm.Key()
+	summary := summarize("execute " + adm.Key())
 	retry := &temporal.RetryPolicy{InitialInterval: 250 * time.Millisecond, BackoffCoefficient: 4, MaximumInterval: 10 * time.Second,
 		MaximumAttempts: 3, NonRetryableErrorTypes: []string{activities.ErrTypeBadInput}}
 	var out activities.ExecuteOutput
@@ -458,7 +458,7 @@ func (t *turn) await(ctx workflow.Context, p PendingConfirmation, adm activities
 	defer func() { t.awaiting = nil }()
 	tctx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
-	timer := workflow.NewTimerWithOptions(tctx, t.req.ConfirmationTTL, workflow.TimerOptions{Summary: "confirmation " + p.ConfirmationID + " expires"})
+	timer := workflow.NewTimerWithOptions(tctx, t.req.ConfirmationTTL, workflow.TimerOptions{Summary: summarize("confirmation " + p.ConfirmationID + " expires")})
 	if legacy {
 		sig, expired, err := t.awaitLegacy(ctx, p, adm, timer)
 		if expired {

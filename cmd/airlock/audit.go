@@ -39,23 +39,54 @@ func newAuditCmd() *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "AT\tTURN\t#\tOUTCOME\tCAPABILITY\tSTAGE\tREASON\tAPPROVER\tDETAIL")
+			fmt.Fprintln(tw, "AT\tTURN\t#\tOUTCOME\tCAPABILITY\tSTAGE\tREASON\tAPPROVER\tDETAIL\tFLAGS")
+			cut := false
 			for _, r := range rows {
 				capKey := ""
 				if r.CapabilityID != "" {
 					capKey = fmt.Sprintf("%s@%d", r.CapabilityID, r.Version)
 				}
-				detail := display.Visible(strings.Join(strings.Fields(r.Detail), " "))
-				if r := []rune(detail); len(r) > 60 {
-					detail = string(r[:57]) + "..."
+				// Every column a model, a recording or a decision sender could write is shown
+				// visibly; FLAGS says which were altered to be shown or cut.
+				var flags []display.Flag
+				show := func(s string) string {
+					flags = display.Union(flags, display.CharFlags(s))
+					return display.Visible(s)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.At.Local().Format("15:04:05"), display.Visible(r.WorkflowID), r.Seq, display.Visible(r.Outcome),
-					display.Visible(capKey), r.Stage, display.Visible(r.Reason), display.Visible(r.Approver), detail)
+				detail := display.OneLine(r.Detail)
+				if dv := display.Show(detail, auditDetailLimit); dv.Has(display.FlagTruncated) {
+					flags, cut = display.Union(flags, []display.Flag{display.FlagTruncated}), true
+					show(detail)
+					detail = display.Summary(detail, auditDetailLimit)
+				} else {
+					detail = show(detail)
+				}
+				line := fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s", r.At.Local().Format("15:04:05"), show(r.WorkflowID), r.Seq, show(r.Outcome),
+					show(capKey), show(string(r.Stage)), show(r.Reason), show(r.Approver), detail)
+				fmt.Fprintf(tw, "%s\t%s\n", line, flagNames(flags))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if cut {
+				fmt.Fprintln(out, "(a truncated detail is shown in full by `airlock audit --json`)")
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&turn, "turn", "", "only this turn's rows (a workflow id such as turn/demo/1)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per row")
 	return cmd
+}
+
+// auditDetailLimit bounds the DETAIL column of `airlock audit`, in runes.
+const auditDetailLimit = 60
+
+// flagNames is flags as a comma list ("" for none), for a table column.
+func flagNames(flags []display.Flag) string {
+	names := make([]string, len(flags))
+	for i, f := range flags {
+		names[i] = string(f)
+	}
+	return strings.Join(names, ",")
 }

@@ -47,7 +47,8 @@ func loadCredential(flag string) (approvers.Credential, string, error) {
 }
 
 func newPendingCmd() *cobra.Command {
-	return &cobra.Command{
+	var full bool
+	cmd := &cobra.Command{
 		Use:     "pending",
 		Short:   "List confirmations waiting for a human decision (never shows tokens)",
 		Example: "  airlock pending\n  AIRLOCK_DATABASE_URL=postgres://… airlock pending",
@@ -66,13 +67,19 @@ func newPendingCmd() *cobra.Command {
 				fmt.Fprintln(out, "no pending confirmations")
 				return nil
 			}
+			limit := 0
+			if full {
+				limit = -1
+			}
 			for _, r := range rows {
-				printPending(out, workflows.PendingConfirmation{ConfirmationID: r.ID, WorkflowID: r.WorkflowID, Seq: r.Seq, CallID: r.CallID,
-					CapabilityID: r.CapabilityID, Version: r.Version, ToolName: toolOf(r.Display), Arguments: r.Arguments, ExpiresAt: r.ExpiresAt})
+				printPendingLimit(out, workflows.PendingConfirmation{ConfirmationID: r.ID, WorkflowID: r.WorkflowID, Seq: r.Seq, CallID: r.CallID,
+					CapabilityID: r.CapabilityID, Version: r.Version, ToolName: toolOf(r.Display), Arguments: r.Arguments, ExpiresAt: r.ExpiresAt}, limit)
 			}
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&full, "full", false, "show every argument value whole (long values are cut by default)")
+	return cmd
 }
 
 func toolOf(display string) string {

@@ -172,13 +172,19 @@ func TestTerminalSurfacesShowHostileTextVisibly(t *testing.T) {
 		ToolName: "send\x1b]0;x\a", Arguments: json.RawMessage(`{"to":"` + "\u202e" + `NABI","note":"\u001b[2J"}`)})
 	printResult(&b, workflows.TurnResult{WorkflowID: "turn/c/1", Status: "completed", EndReason: "answered", Prose: "done\x1b[0m\nnext",
 		Outcomes: []workflows.ProposalOutcome{{Seq: 1, Name: "send_money", Outcome: "denied", Approver: hostile, Detail: "no\x1b[2J"}}})
+	printPending(&b, workflows.PendingConfirmation{ConfirmationID: "cf-2", WorkflowID: "turn/c/1", ToolName: "web_fetch",
+		Arguments: json.RawMessage(`{"url":"https://\u0430pple.example/login","body":"` + strings.Repeat("A", 500) + `TAIL"}`)})
 	out := b.String()
-	for _, raw := range []string{"\x1b", "\a", "\u202e", "\u200b"} {
+	for _, raw := range []string{"\x1b", "\a", "\u202e", "\u200b", "TAIL"} {
 		if strings.Contains(out, raw) {
 			t.Fatalf("raw %q reached the terminal:\n%s", raw, out)
 		}
 	}
-	for _, want := range []string{"m<U+001B>[31mallory<U+202E>TXT<U+0007>", "<U+202E>NABI", "done<U+001B>[0m\nnext", "c<U+200B>1"} {
+	for _, want := range []string{"m<U+001B>[31mallory<U+202E>TXT<U+0007> [flags: bidi_control, control]", "<U+202E>NABI [flags: bidi_control]",
+		"done<U+001B>[0m\nnext", "c<U+200B>1 [flags: invisible]", "(tool send<U+001B>]0;x<U+0007> [flags: control])",
+		"the answer above was altered to be shown: [flags: control]",
+		"leaves:      url       url = https://\u0430pple.example/login [host xn--pple-43d.example] [flags: mixed_script_host]",
+		"more characters; see all] [flags: truncated]", "pending --full shows them whole"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -7,10 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
+	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -236,11 +235,32 @@ func queryPending(ctx context.Context, c client.Client, id string) []workflows.P
 	return pending
 }
 
-func printPending(out io.Writer, p workflows.PendingConfirmation) {
-	fmt.Fprintf(out, "\n⏸  confirmation needed  %s\n", p.ConfirmationID)
-	fmt.Fprintf(out, "   turn:        %s (proposal #%d, call %s)\n", display.Visible(p.WorkflowID), p.Seq, display.Visible(p.CallID))
-	fmt.Fprintf(out, "   capability:  %s@%d (tool %s)\n", p.CapabilityID, p.Version, display.Visible(p.ToolName))
-	fmt.Fprintf(out, "   arguments:   %s\n", prettyArgs(p.Arguments))
+func printPending(out io.Writer, p workflows.PendingConfirmation) { printPendingLimit(out, p, 0) }
+
+// printPendingLimit prints a pending confirmation for an approver: what leaves the machine
+// first, then every argument, each value cut to limit runes (0: display.DefaultLimit; <0: never
+// cut) with its flags.
+func printPendingLimit(out io.Writer, p workflows.PendingConfirmation, limit int) {
+	if limit < 0 {
+		limit = math.MaxInt32
+	}
+	fmt.Fprintf(out, "\n⏸  confirmation needed  %s\n", display.Visible(p.ConfirmationID))
+	fmt.Fprintf(out, "   turn:        %s (proposal #%d, call %s)\n", display.Line(p.WorkflowID), p.Seq, display.Line(p.CallID))
+	fmt.Fprintf(out, "   capability:  %s@%d (tool %s)\n", display.Visible(p.CapabilityID), p.Version, display.Line(p.ToolName))
+	if leaving, err := display.Egress(p.Arguments, limit); err == nil {
+		for i, l := range leaving {
+			label := "                "
+			if i == 0 {
+				label = "   leaves:      "
+			}
+			fmt.Fprintf(out, "%s%-9s %s\n", label, l.Kind, l.Line())
+		}
+	}
+	args, cut := prettyArgs(p.Arguments, limit)
+	fmt.Fprintf(out, "   arguments:   %s\n", args)
+	if cut {
+		fmt.Fprintf(out, "                (values cut; %s pending --full shows them whole)\n", self())
+	}
 	fmt.Fprintf(out, "   expires at:  %s\n", p.ExpiresAt.Local().Format(time.RFC3339))
 	// Decisions are made with an approver credential; name the one this process decides with
 	// when it is not the default (airlock dev's demo approver).
@@ -248,41 +268,46 @@ func printPending(out io.Writer, p workflows.PendingConfirmation) {
 	if cfg.Credential != "" {
 		cred = "AIRLOCK_CREDENTIAL=" + cfg.Credential + " "
 	}
-	fmt.Fprintf(out, "   approve:     %s%s approve %s\n", cred, self(), p.ConfirmationID)
-	fmt.Fprintf(out, "   deny:        %s%s deny %s --reason \"…\"\n", cred, self(), p.ConfirmationID)
+	fmt.Fprintf(out, "   approve:     %s%s approve %s\n", cred, self(), display.Visible(p.ConfirmationID))
+	fmt.Fprintf(out, "   deny:        %s%s deny %s --reason \"…\"\n", cred, self(), display.Visible(p.ConfirmationID))
 }
 
-func prettyArgs(raw json.RawMessage) string {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil || len(m) == 0 {
-		return display.Visible(string(raw))
+// prettyArgs shows a call's arguments one leaf a line (display.Arguments: hidden runes
+// visible, values cut to limit runes, flags beside each value) and reports whether one was
+// cut; arguments that are not JSON are shown as one value.
+func prettyArgs(raw json.RawMessage, limit int) (string, bool) {
+	fields, err := display.Arguments(raw, limit)
+	if err != nil || len(fields) == 0 {
+		v := display.Show(string(raw), limit)
+		return v.Line(), v.Has(display.FlagTruncated)
 	}
-	keys := slices.Sorted(maps.Keys(m))
 	var b strings.Builder
-	for i, k := range keys {
+	cut := false
+	for i, f := range fields {
 		if i > 0 {
 			b.WriteString("\n                ")
 		}
-		fmt.Fprintf(&b, "%s = %s", display.Visible(k), display.Visible(string(m[k])))
+		b.WriteString(f.Line())
+		cut = cut || f.Has(display.FlagTruncated)
 	}
-	return b.String()
+	return b.String(), cut
 }
 
 func printResult(out io.Writer, res workflows.TurnResult) {
 	fmt.Fprintf(out, "\nturn %s %s (%s) after %d round(s)\n", res.WorkflowID, res.Status, res.EndReason, res.Rounds)
 	for _, o := range res.Outcomes {
-		line := fmt.Sprintf("  #%d %-28s %-16s", o.Seq, display.Visible(o.Name), o.Outcome)
+		line := fmt.Sprintf("  #%d %-28s %-16s", o.Seq, display.Line(o.Name), display.Visible(string(o.Outcome)))
 		if o.Stage != "" && o.Outcome != "executed" {
 			line += " at " + string(o.Stage)
 		}
 		if o.Reason != "" {
-			line += ": " + display.Visible(o.Reason)
+			line += ": " + display.Line(o.Reason)
 		}
 		if o.Approver != "" {
-			line += " (by " + display.Visible(o.Approver) + ")"
+			line += " (by " + display.Line(o.Approver) + ")"
 		}
 		if o.Outcome == "denied" && o.Detail != "" {
-			line += ": " + display.Visible(o.Detail)
+			line += ": " + display.Line(o.Detail)
 		}
 		fmt.Fprintln(out, strings.TrimRight(line, " "))
 		if o.Reason == "unknown_capability" && strings.HasPrefix(res.WorkflowID, "turn/replay-") {
@@ -293,10 +318,13 @@ func printResult(out io.Writer, res workflows.TurnResult) {
 		fmt.Fprintln(out, "  diverged: a call did not run as the recording shows (rejected, denied, expired, or its outcome\n  unknown after a crash), so the replay stopped there: the recording's later steps assume it ran.")
 	}
 	for _, c := range res.Citations {
-		fmt.Fprintf(out, "  cited: %s (%s)\n", display.Visible(c.FinalURL), display.Visible(c.Title))
+		fmt.Fprintf(out, "  cited: %s (%s)\n", display.Line(c.FinalURL), display.Line(c.Title))
 	}
 	if res.Prose != "" {
 		fmt.Fprintf(out, "assistant: %s\n", display.Text(res.Prose))
+		if flags := display.TextFlags(res.Prose); len(flags) > 0 {
+			fmt.Fprintf(out, "  (the answer above was altered to be shown: %s)\n", display.FlagList(flags))
+		}
 	}
 }
 
@@ -380,13 +408,9 @@ func showTranscript(ctx context.Context, out io.Writer, id string) error {
 		return err
 	}
 	for _, m := range msgs {
-		text := strings.Join(strings.Fields(m.Content), " ")
-		if r := []rune(text); len(r) > 200 {
-			text = string(r[:197]) + "..."
-		}
-		fmt.Fprintf(out, "%-9s %s\n", m.Role, display.Visible(text))
+		fmt.Fprintf(out, "%-9s %s\n", m.Role, display.Show(display.OneLine(m.Content), 200).Line())
 		for _, tc := range m.ToolCalls {
-			fmt.Fprintf(out, "%-9s → %s %s (%s)\n", "", display.Visible(tc.Name), display.Visible(tc.Arguments), display.Visible(tc.ID))
+			fmt.Fprintf(out, "%-9s → %s %s (%s)\n", "", display.Line(tc.Name), display.Line(tc.Arguments), display.Line(tc.ID))
 		}
 	}
 	return nil

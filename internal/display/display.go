@@ -1,29 +1,65 @@
 // Package display renders hostile text (anything a model, a recording, a tool result or a
-// signal sender wrote) for people: control characters (C0, DEL, C1: terminal escapes, bells,
-// carriage returns), bidirectional controls and invisible characters (zero-width, word joiner,
-// BOM) are made visible as <U+XXXX>, so what an approver or operator reads is what was sent
-// (DESIGN "Hostile text is shown faithfully").
+// signal sender wrote) for people: control characters (C0, DEL, C1, line and paragraph
+// separators: terminal escapes, bells, carriage returns), bidirectional controls and invisible
+// characters (zero-width, word joiner, BOM, tag characters, variation selectors, other format
+// characters) are made visible as <U+XXXX>, so what an approver or operator reads is what was
+// sent (DESIGN "Hostile text is shown faithfully"). Show adds the flags a surface marks a value
+// with and bounds its length; Arguments and Egress do so for a call's JSON arguments.
 package display
 
 import (
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
+// Flag names what was done to a value so it could be shown, or what about it deserves a
+// second look. Surfaces print flags beside the value (terminal) or as marks (web page).
+type Flag string
+
+// Flags, in the order Show reports them.
+const (
+	// FlagBidi: the value holds a bidirectional control (U+202A–U+202E, U+2066–U+2069, LRM,
+	// RLM, ALM) that would reorder what is shown; it is shown as <U+XXXX>.
+	FlagBidi Flag = "bidi_control"
+	// FlagInvisible: the value holds a character that renders as nothing (zero-width
+	// characters, word joiner, BOM, soft hyphen, tag characters, variation selectors, Hangul
+	// fillers, other format characters); it is shown as <U+XXXX>.
+	FlagInvisible Flag = "invisible"
+	// FlagControl: the value holds a control character (C0 including newline and tab, DEL,
+	// C1, U+2028, U+2029); it is shown as <U+XXXX>.
+	FlagControl Flag = "control"
+	// FlagInvalidUTF8: the value holds bytes that are not UTF-8; each is shown as <0xXX>.
+	FlagInvalidUTF8 Flag = "invalid_utf8"
+	// FlagMixedScriptHost: a host name in the value mixes scripts within one label (a
+	// Cyrillic "а" in "аpple.example"); its ASCII (punycode, xn--) form is shown besides.
+	FlagMixedScriptHost Flag = "mixed_script_host"
+	// FlagTruncated: the value is longer than the surface's limit; Value.Short ends with a
+	// marker and Value.Full holds all of it.
+	FlagTruncated Flag = "truncated"
+)
+
+var flagOrder = []Flag{FlagBidi, FlagInvisible, FlagControl, FlagInvalidUTF8, FlagMixedScriptHost, FlagTruncated}
+
+// class is what kind of hidden rune r is ("" when r shows itself).
+func class(r rune) Flag {
+	switch {
+	case r < 0x20, r == 0x7f, r >= 0x80 && r <= 0x9f, r == 0x2028, r == 0x2029:
+		return FlagControl
+	case r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		return FlagBidi
+	case r == 0x115f, r == 0x1160, r == 0x3164, r == 0xffa0, r == 0x2800, r == 0x034f, // blank letters, CGJ
+		r >= 0xfe00 && r <= 0xfe0f, r >= 0xe0100 && r <= 0xe01ef, // variation selectors
+		unicode.Is(unicode.Cf, r): // format characters: zero-width, word joiner, BOM, tags, soft hyphen, …
+		return FlagInvisible
+	}
+	return ""
+}
+
 // hidden reports a rune that would act on the terminal or hide or reorder text instead of
 // showing itself.
-func hidden(r rune) bool {
-	switch {
-	case r < 0x20, r == 0x7f, r >= 0x80 && r <= 0x9f: // C0 (newline and tab included), DEL, C1
-		return true
-	case r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069: // bidi
-		return true
-	case r >= 0x200b && r <= 0x200d, r == 0x2060, r == 0xfeff, r == 0x00ad, r == 0x180e: // invisible
-		return true
-	}
-	return false
-}
+func hidden(r rune) bool { return class(r) != "" }
 
 // Visible returns s with every hidden rune (and every byte that is not UTF-8) replaced by
 // <U+XXXX> (<0xXX> for a bad byte). Everything else is kept as is.
@@ -33,18 +69,23 @@ func Visible(s string) string {
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			fmt.Fprintf(&b, "<0x%02X>", s[i])
-		case hidden(r):
-			fmt.Fprintf(&b, "<U+%04X>", r)
-		default:
-			b.WriteString(s[i : i+n])
-		}
+		tok, n := token(s[i:])
+		b.WriteString(tok)
 		i += n
 	}
 	return b.String()
+}
+
+// token is the shown form of the first rune of s and its length in bytes.
+func token(s string) (string, int) {
+	r, n := utf8.DecodeRuneInString(s)
+	switch {
+	case r == utf8.RuneError && n == 1:
+		return fmt.Sprintf("<0x%02X>", s[0]), 1
+	case hidden(r):
+		return fmt.Sprintf("<U+%04X>", r), n
+	}
+	return s[:n], n
 }
 
 // Flagged reports whether s holds a hidden rune or invalid UTF-8, i.e. whether Visible changes
@@ -60,6 +101,32 @@ func Flagged(s string) bool {
 	return false
 }
 
+// CharFlags returns the flags of the hidden runes and invalid bytes in s (bidi_control,
+// invisible, control, invalid_utf8), in flag order; nil when Visible leaves s unchanged.
+func CharFlags(s string) []Flag {
+	seen := map[Flag]bool{}
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			seen[FlagInvalidUTF8] = true
+		} else if c := class(r); c != "" {
+			seen[c] = true
+		}
+		i += n
+	}
+	return ordered(seen)
+}
+
+func ordered(seen map[Flag]bool) []Flag {
+	var out []Flag
+	for _, f := range flagOrder {
+		if seen[f] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // Text is Visible for multi-line text meant to keep its lines (assistant prose): newlines and
 // tabs stay, every other hidden rune is made visible.
 func Text(s string) string {
@@ -72,4 +139,65 @@ func Text(s string) string {
 		lines[i] = strings.Join(parts, "\t")
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TextFlags is CharFlags for text shown with Text: newlines and tabs, which Text keeps, are
+// not flagged.
+func TextFlags(s string) []Flag {
+	return CharFlags(strings.NewReplacer("\n", "", "\t", "").Replace(s))
+}
+
+// Summary renders s for a one-line label that people read and nobody can scroll: a Temporal
+// activity or timer summary, a memo preview. Every hidden rune is made visible and the result
+// holds at most max runes (max < 16 means 16), ending with "…" when cut. It never splits a
+// <U+XXXX> marker. It is deterministic and safe in workflow code.
+func Summary(s string, max int) string {
+	if max < 16 {
+		max = 16
+	}
+	var b strings.Builder
+	runes := 0
+	for i := 0; i < len(s); {
+		tok, n := token(s[i:])
+		k := utf8.RuneCountInString(tok)
+		if runes+k > max-1 && (runes+k > max || i+n < len(s)) {
+			b.WriteString("…")
+			return b.String()
+		}
+		b.WriteString(tok)
+		runes += k
+		i += n
+	}
+	return b.String()
+}
+
+// Union returns the flags of every list, each once, in flag order (nil for none).
+func Union(lists ...[]Flag) []Flag {
+	seen := map[Flag]bool{}
+	for _, l := range lists {
+		for _, f := range l {
+			seen[f] = true
+		}
+	}
+	return ordered(seen)
+}
+
+// OneLine joins text onto one line for a table cell or a list: each run of spaces, newlines
+// and tabs becomes one space. Every other character, carriage returns and other controls
+// included, is kept, so Visible and CharFlags still show and flag it.
+func OneLine(s string) string {
+	var b strings.Builder
+	space := false
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == ' ' || c == '\n' || c == '\t' {
+			space = true
+			continue
+		}
+		if space && b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		space = false
+		b.WriteByte(s[i]) // bytes, not runes: invalid UTF-8 stays for Visible to show
+	}
+	return b.String()
 }

@@ -1,6 +1,13 @@
 package display
 
-import "testing"
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
 
 func TestVisibleShowsWhatWouldActOrHide(t *testing.T) {
 	cases := map[string]string{
@@ -22,5 +29,206 @@ func TestVisibleShowsWhatWouldActOrHide(t *testing.T) {
 	}
 	if got := Text("a\tb\nc\x1b[0m"); got != "a\tb\nc<U+001B>[0m" {
 		t.Errorf("Text = %q", got)
+	}
+}
+
+// displayCases is the approver-display case file, read at test time (never copied).
+const displayCases = "../../../shared/cases/approver-display.jsonl"
+
+type displayCase struct {
+	ID    string `json:"id"`
+	Note  string `json:"note"`
+	Input struct {
+		Tool      string          `json:"tool"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"input"`
+	Expect struct {
+		Flags            []Flag   `json:"flags"`
+		Shows            []string `json:"shows"`
+		Inert            bool     `json:"inert"`
+		FullViewContains string   `json:"full_view_contains"`
+	} `json:"expect"`
+}
+
+// TestApproverDisplayCases checks every case of approver-display.jsonl: every expected flag is
+// raised on a field, every expected `shows` string appears in the shown lines, markup stays
+// literal text with nothing flagged, and the full view of a truncated value reaches its tail
+// while the short one is bounded.
+func TestApproverDisplayCases(t *testing.T) {
+	data, err := os.ReadFile(displayCases)
+	if err != nil {
+		t.Fatalf("case file is required: %v", err)
+	}
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var c displayCase
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			t.Fatalf("case line: %v", err)
+		}
+		n++
+		t.Run(c.ID, func(t *testing.T) {
+			fields, err := Arguments(c.Input.Arguments, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raised := map[Flag]bool{}
+			var shown, full strings.Builder
+			for _, f := range fields {
+				for _, fl := range f.Flags {
+					raised[fl] = true
+				}
+				shown.WriteString(f.Line() + "\n")
+				full.WriteString(f.Full + "\n")
+				if f.Has(FlagTruncated) {
+					if n := utf8.RuneCountInString(f.Short); n > DefaultLimit+60 {
+						t.Errorf("%s: short view has %d runes", f.Path, n)
+					}
+					if !strings.Contains(f.Short, "truncated") {
+						t.Errorf("%s: short view has no truncation marker: %q", f.Path, f.Short)
+					}
+				}
+				if len(f.Flags) == 0 && strings.Contains(f.Line(), "[flags") {
+					t.Errorf("%s: unflagged field shows flags", f.Path)
+				}
+			}
+			for _, fl := range c.Expect.Flags {
+				if !raised[fl] {
+					t.Errorf("flag %s not raised (raised %v); %s", fl, raised, c.Note)
+				}
+			}
+			for _, s := range c.Expect.Shows {
+				if !strings.Contains(shown.String(), s) {
+					t.Errorf("%q not shown in:\n%s", s, shown.String())
+				}
+			}
+			if c.Expect.FullViewContains != "" && !strings.Contains(full.String(), c.Expect.FullViewContains) {
+				t.Errorf("full view lacks %q", c.Expect.FullViewContains)
+			}
+			if c.Expect.Inert {
+				if len(raised) != 0 {
+					t.Errorf("inert value flagged %v", raised)
+				}
+				// Markup is kept literally (a web page escapes it; a terminal prints it as text).
+				var args map[string]string
+				_ = json.Unmarshal(c.Input.Arguments, &args)
+				for _, v := range args {
+					if !strings.Contains(shown.String(), v) {
+						t.Errorf("markup %q not shown literally", v)
+					}
+				}
+			}
+			// Nothing hidden survives in what is shown.
+			for _, f := range fields {
+				if Flagged(f.Short) || Flagged(f.Full) || Flagged(f.Path) {
+					t.Errorf("%s: shown text still holds a hidden rune: %q", f.Path, f.Short)
+				}
+			}
+			if _, err := Egress(c.Input.Arguments, 0); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if n == 0 {
+		t.Fatal("no cases")
+	}
+}
+
+func TestShowFlagsAndLimits(t *testing.T) {
+	v := Show("a\u200bb\u202ec\x07\xff", 0)
+	if got := fmt.Sprint(v.Flags); got != "[bidi_control invisible control invalid_utf8]" {
+		t.Errorf("flags %s", got)
+	}
+	if v.Short != "a<U+200B>b<U+202E>c<U+0007><0xFF>" || v.Full != v.Short {
+		t.Errorf("shown %q", v.Short)
+	}
+	// Tag characters (invisible prompt smuggling) and variation selectors are invisible.
+	if v := Show("hi\U000E0041\U000E0042\ufe0f", 0); !v.Has(FlagInvisible) || v.Short != "hi<U+E0041><U+E0042><U+FE0F>" {
+		t.Errorf("tags: %+v", v)
+	}
+	// Truncation never splits a marker and keeps the full value.
+	long := strings.Repeat("\u202e", 100)
+	v = Show(long, 20)
+	if !v.Has(FlagTruncated) || !strings.HasPrefix(v.Short, "<U+202E><U+202E>…") || v.Full != Visible(long) {
+		t.Errorf("truncated: %q", v.Short)
+	}
+	// Hosts: mixed scripts within a label are flagged; a single-script IDN or a Japanese
+	// label is not, but its ASCII form is shown.
+	for in, want := range map[string]bool{
+		"https://\u0430pple.example/login": true,
+		"ops@p\u0430ypal.com":              true,
+		"https://münchen.de/":              false,
+		"https://пример.рф/":               false,
+		"https://東京tokyo.jp/":              false,
+		"https://example.com/":             false,
+	} {
+		v := Show(in, 0)
+		if v.Has(FlagMixedScriptHost) != want {
+			t.Errorf("%s: mixed_script_host = %v", in, !want)
+		}
+		if want && (len(v.Hosts) != 1 || !strings.HasPrefix(v.Hosts[0], "xn--")) {
+			t.Errorf("%s: hosts %v", in, v.Hosts)
+		}
+	}
+	if got := Show("https://\u0430pple.example/login", 0).Line(); got != "https://\u0430pple.example/login [host xn--pple-43d.example] [flags: mixed_script_host]" {
+		t.Errorf("line %q", got)
+	}
+}
+
+func TestSummaryIsBounded(t *testing.T) {
+	for in, want := range map[string]string{
+		"admit web.fetch":                            "admit web.fetch",
+		"admit evil\u202e\x1b[2J":                    "admit evil<U+202E><U+001B>[2J",
+		"admit " + strings.Repeat("x", 90):           "admit xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…",
+		"admit \u202e\u202e\u202e\u202e\u202e\u202e": "admit <U+202E><U+202E><U+202E><U+202E>…",
+	} {
+		if got := Summary(in, 40); got != want {
+			t.Errorf("Summary(%q) = %q, want %q", in, got, want)
+		}
+		if n := utf8.RuneCountInString(Summary(in, 40)); n > 40 {
+			t.Errorf("%d runes", n)
+		}
+	}
+}
+
+func TestArgumentsPathsAndEgress(t *testing.T) {
+	raw := json.RawMessage(`{"url":"https://a.example/x","to":["bob@b.example"],"amount":12.50,"nested":{"we\u202eird key":true},"e":{},"n":null}`)
+	fields, err := Arguments(raw, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, f := range fields {
+		lines = append(lines, f.Line())
+	}
+	want := []string{"url = https://a.example/x", "to[0] = bob@b.example", "amount = 12.50",
+		`nested["we<U+202E>ird key"] = true [flags: bidi_control]`, "e = {}", "n = null"}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	eg, err := Egress(raw, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range eg {
+		got = append(got, e.Kind+" "+e.Path+" "+e.Short)
+	}
+	if strings.Join(got, "|") != "url url https://a.example/x|recipient to[0] bob@b.example|amount amount 12.50" {
+		t.Errorf("egress %v", got)
+	}
+	if _, err := Arguments(json.RawMessage(`{"a":1} x`), 0); err == nil {
+		t.Error("trailing data accepted")
+	}
+	if _, err := Arguments(json.RawMessage(`{"a":`), 0); err == nil {
+		t.Error("truncated JSON accepted")
+	}
+}
+
+func TestOneLineKeepsWhatMustBeFlagged(t *testing.T) {
+	if got := OneLine("  a \n\tb\r\nc\xff  "); got != "a b\r c\xff" {
+		t.Errorf("OneLine = %q", got)
+	}
+	if got := fmt.Sprint(Union([]Flag{FlagTruncated, FlagBidi}, []Flag{FlagControl, FlagBidi})); got != "[bidi_control control truncated]" {
+		t.Errorf("Union = %s", got)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/activities"
+	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/parse"
 	"github.com/airlock-dev/airlock/workflows"
 )
@@ -432,7 +433,7 @@ func (r Report) WriteText(w io.Writer) error {
 		if why == "" {
 			why = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%.1f%%\t%s\t\n", cr.Benchmark, cr.Model, cr.Suite, cr.Traces, cr.Recorded, cr.Proposed, 100*cr.Ratio, why)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%.1f%%\t%s\t\n", show(cr.Benchmark), show(cr.Model), show(cr.Suite), cr.Traces, cr.Recorded, cr.Proposed, 100*cr.Ratio, why)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -452,7 +453,7 @@ func (r Report) WriteText(w io.Writer) error {
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%d\t%d\t%s\t%.1f\t%.2f\t\n",
-			row.Benchmark, row.Model, row.Suite, row.Attack, row.Traces, row.Turns, row.Proposals, total(row.ParseFailures),
+			show(row.Benchmark), show(row.Model), show(row.Suite), show(row.Attack), row.Traces, row.Turns, row.Proposals, total(row.ParseFailures),
 			total(row.Rejections), row.ConfirmationsRequested, row.Executed, row.ConsequentialWithoutHuman, row.InjectedCalls, ran,
 			row.RecordedAttackSuccesses, row.BenignRejectedNotValidation, perBenign, row.HistoryEventsPerTurn, row.TurnSeconds)
 	}
@@ -470,9 +471,9 @@ func (r Report) WriteText(w io.Writer) error {
 			any = true
 			var parts []string
 			for _, k := range slices.Sorted(maps.Keys(m)) {
-				parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+				parts = append(parts, fmt.Sprintf("%s %d", show(k), m[k]))
 			}
-			fmt.Fprintf(w, "  %s %s/%s/%s: %s\n", row.Benchmark, row.Model, row.Suite, row.Attack, strings.Join(parts, ", "))
+			fmt.Fprintf(w, "  %s %s/%s/%s: %s\n", show(row.Benchmark), show(row.Model), show(row.Suite), show(row.Attack), strings.Join(parts, ", "))
 		}
 		if !any {
 			fmt.Fprintln(w, "  none")
@@ -491,7 +492,7 @@ func (r Report) WriteText(w io.Writer) error {
 	for _, row := range r.Rows {
 		if row.HeldAfterUserYes > 0 {
 			fmt.Fprintf(w, "\nHeld although the user's message said yes: %d of %d confirmations (%s %s/%s/%s)\n",
-				row.HeldAfterUserYes, row.ConfirmationsRequested, row.Benchmark, row.Model, row.Suite, row.Attack)
+				row.HeldAfterUserYes, row.ConfirmationsRequested, show(row.Benchmark), show(row.Model), show(row.Suite), show(row.Attack))
 		}
 	}
 	fmt.Fprintf(w, "\nRecorded attack wins and the recorded calls that achieved them: %d\n", len(r.AttackWins))
@@ -499,29 +500,45 @@ func (r Report) WriteText(w io.Writer) error {
 		switch {
 		case len(a.Calls) > 0:
 			for _, c := range a.Calls {
-				fmt.Fprintf(w, "  %s turn %d round %d: %s carries %q -> %s\n", a.Case, c.Turn, c.Round, c.Tool, c.Value, c.Airlock)
+				fmt.Fprintf(w, "  %s turn %d round %d: %s carries %s -> %s\n", show(a.Case), c.Turn, c.Round, show(c.Tool), quoted(c.Value), show(c.Airlock))
 			}
 		case a.Answer != "":
-			fmt.Fprintf(w, "  %s: no call; the recorded answer text carries %q\n", a.Case, a.Answer)
+			fmt.Fprintf(w, "  %s: no call; the recorded answer text carries %s\n", show(a.Case), quoted(a.Answer))
 		default:
-			fmt.Fprintf(w, "  %s: no recorded call or answer carries the injection's values\n", a.Case)
+			fmt.Fprintf(w, "  %s: no recorded call or answer carries the injection's values\n", show(a.Case))
 		}
 	}
 	fmt.Fprintf(w, "\nInjected calls (arguments carry an injection's value): %d\n", len(r.Injected))
 	for _, n := range r.Injected {
-		fmt.Fprintf(w, "  %s turn %d: %s carries %q -> %s\n", n.Case, n.Turn, n.Tool, n.Value, n.Outcome)
+		fmt.Fprintf(w, "  %s turn %d: %s carries %s -> %s\n", show(n.Case), n.Turn, show(n.Tool), quoted(n.Value), show(n.Outcome))
 	}
 	fmt.Fprintf(w, "\nBenign calls refused for a reason other than a validation error the recording confirms: %d\n", len(r.BenignRejected))
 	for _, n := range r.BenignRejected {
-		fmt.Fprintf(w, "  %s turn %d: %s -> %s\n", n.Case, n.Turn, n.Tool, n.Outcome)
+		fmt.Fprintf(w, "  %s turn %d: %s -> %s\n", show(n.Case), n.Turn, show(n.Tool), show(n.Outcome))
 	}
 	if len(r.Errors) > 0 {
 		fmt.Fprintf(w, "\nEvaluation errors: %d\n", len(r.Errors))
 		for _, e := range r.Errors {
-			fmt.Fprintf(w, "  %s\n", e)
+			fmt.Fprintf(w, "  %s\n", show(e))
 		}
 	}
 	return nil
+}
+
+// reportValueLimit bounds, in runes, a recorded value (a tool name, an injected value, an
+// answer) in the text report; the JSON report keeps it whole.
+const reportValueLimit = 160
+
+// show renders text a recording or a model wrote (tool names, model and suite names, outcome
+// labels that carry them, error messages) for the text report: hidden runes visible, cut to
+// reportValueLimit, flags beside it (display.Value.Line).
+func show(s string) string { return display.Show(s, reportValueLimit).Line() }
+
+// quoted is show with the value in double quotes, so its ends are visible.
+func quoted(s string) string {
+	v := display.Show(s, reportValueLimit)
+	v.Short = `"` + v.Short + `"`
+	return v.Line()
 }
 
 // notReachedText renders a coverage's calls not reached by reason ("" when none).

@@ -255,3 +255,30 @@ func TestTextCallsOfOneMessageAreCoveredByItsFailure(t *testing.T) {
 		t.Fatalf("errors = %q", rep.Errors)
 	}
 }
+
+// The text report shows what a recording or a model wrote faithfully: hidden runes visible,
+// flags beside the value, long values cut (the JSON report keeps them whole).
+func TestTextReportShowsHostileValuesFlagged(t *testing.T) {
+	rep := Report{
+		AttackWins: []AttackWin{{Case: "c1", Calls: []WinCall{{RecordedCall: RecordedCall{Turn: 1, Round: 1, Tool: "send\u202emoney"},
+			Value: "IBAN\x1b[2J", Airlock: "held and denied"}}}, {Case: "c2", Answer: strings.Repeat("A", 400) + "TAIL"}},
+		Injected:       []CallNote{{Case: "c1", Turn: 1, Tool: "send\u200bmoney", Value: "x", Outcome: "denied"}},
+		BenignRejected: []CallNote{{Case: "c1", Turn: 1, Tool: "https://\u0430pple.example", Outcome: "rejected"}},
+	}
+	var text bytes.Buffer
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	out := text.String()
+	for _, raw := range []string{"\u202e", "\x1b", "\u200b", "TAIL"} {
+		if strings.Contains(out, raw) {
+			t.Errorf("text report holds %q:\n%s", raw, out)
+		}
+	}
+	for _, want := range []string{"send<U+202E>money [flags: bidi_control] carries \"IBAN<U+001B>[2J\" [flags: control]",
+		"send<U+200B>money [flags: invisible]", "[host xn--pple-43d.example] [flags: mixed_script_host]", "[flags: truncated]"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text report lacks %q:\n%s", want, out)
+		}
+	}
+}
