@@ -76,12 +76,12 @@ func decideAs(t *testing.T, c client.Client, cfg config.Config, st *store.Store,
 
 // pendingCount reads the turn's AirlockPendingConfirmations as the server holds it.
 func pendingCount(t *testing.T, c client.Client, id string) int64 {
-	d, err := c.DescribeWorkflowExecution(context.Background(), id, "")
+	d, err := c.DescribeWorkflow(context.Background(), id, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var n int64
-	if p, ok := d.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[workflows.AttrPending.GetName()]; ok {
+	if p, ok := d.RawResponse.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[workflows.AttrPending.GetName()]; ok {
 		if err := json.Unmarshal(p.GetData(), &n); err != nil {
 			t.Fatal(err)
 		}
