@@ -14,6 +14,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/canonical"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/store"
+	"github.com/airlock-dev/airlock/internal/token"
 	"github.com/airlock-dev/airlock/registry"
 	"github.com/airlock-dev/airlock/workflows"
 )
@@ -311,5 +312,55 @@ func TestBatchEditsAreNumberedAfterTheMessage(t *testing.T) {
 	}
 	if strings.Join(ids, " ") != "c1 c2" {
 		t.Fatalf("tool messages answer %v", ids)
+	}
+}
+
+// ConfirmEdit records the edited proposal's approval only when the store shows the original
+// decided by this approver's edit of exactly these arguments (defense in depth: workflow
+// history alone is not proof of a human decision).
+func TestConfirmEditNeedsTheEditOnRecord(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	args := json.RawMessage(`{"to":"b","amount":1}`)
+	digest, _ := canonical.Digest(args)
+	orig := activities.ConfirmationID("wf", "run", 1)
+	_, hash, _ := token.Mint()
+	if _, err := f.store.CreateConfirmation(ctx, store.Confirmation{ID: orig, TokenHash: hash, WorkflowID: "wf", RunID: "run", Seq: 1,
+		CapabilityID: "test.send", Version: 1, ArgsDigest: "x", ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	in := activities.ConfirmEditInput{WorkflowID: "wf", RunID: "run", Seq: 2, EditOf: 1, Original: orig, CapabilityID: "test.send",
+		Version: 1, ArgsDigest: digest, Arguments: args, Approver: "alice"}
+	try := func(what string, want bool) {
+		t.Helper()
+		out, err := f.acts.ConfirmEdit(ctx, in)
+		if err != nil || out.Confirmed != want {
+			t.Fatalf("%s: ConfirmEdit = %+v, %v; want confirmed %v", what, out, err, want)
+		}
+	}
+	try("the original is still pending", false)
+	if err := f.store.EditConfirmation(ctx, orig, "alice", "another-digest", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	try("the edit authorized other arguments", false)
+	in.Approver = "mallory"
+	try("another approver", false)
+	in.Approver, in.EditOf = "alice", 3
+	try("another proposal", false)
+	in.EditOf = 1
+	other := activities.ConfirmationID("wf", "run", 5)
+	_, hash, _ = token.Mint()
+	if _, err := f.store.CreateConfirmation(ctx, store.Confirmation{ID: other, TokenHash: hash, WorkflowID: "wf", RunID: "run", Seq: 1,
+		CapabilityID: "test.send", Version: 1, ArgsDigest: "x", ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.EditConfirmation(ctx, other, "alice", digest, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	in.Original = other
+	try("the edit of exactly these arguments by this approver", true)
+	row, err := f.store.GetConfirmation(ctx, activities.ConfirmationID("wf", "run", 2))
+	if err != nil || row.Decision != store.DecisionApproved || row.Approver != "alice" || row.ArgsDigest != digest {
+		t.Fatalf("edited proposal's confirmation = %+v, %v", row, err)
 	}
 }
