@@ -600,7 +600,7 @@ func (t *turn) edit(ctx workflow.Context, pr *proposal, d Decision, editedDigest
 			fmt.Sprintf("this turn may make at most %d capability calls", t.req.MaxCalls), nil))
 	}
 	t.calls++
-	if err := workflow.ExecuteLocalActivity(localCtx(ctx, "admit edited "+call.Name), a.Admit,
+	if err := workflow.ExecuteLocalActivity(localCtx(ctx, fmt.Sprintf("admit #%d, edit of #%d (%s)", ed.po.Seq, pr.po.Seq, adm.Key())), a.Admit,
 		activities.AdmitInput{Call: call, Scope: t.req.Scope}).Get(ctx, &ed.adm); err != nil {
 		return out, fmt.Errorf("admit #%d: %w", ed.po.Seq, err)
 	}
