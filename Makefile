@@ -88,8 +88,10 @@ clean: stop ## remove local state (.airlock/) and bin/airlock (keeps bin/tempora
 # turn-mixed and turn-session-recorded-error were recorded before the decision-mac version
 # marker and are kept as they are, so the wait that predates it keeps replaying; re-record them
 # only with HISTORIES='TestMixedTurnHistory|TestReplayedSessionHistory|TestDecisionProtocolHistory'.
-HISTORIES ?= TestDecisionProtocolHistory
+# turn-batch-edit records the batch-confirmations path (several confirmations of one message
+# pending together, an approver's edit).
+HISTORIES ?= TestDecisionProtocolHistory|TestBatchEditHistory
 
-histories: build temporal ## re-record workflows/testdata/turn-decisions.history.json from the real dev server (after an intended, versioned change)
+histories: build temporal ## re-record workflows/testdata/turn-decisions and turn-batch-edit histories from the real dev server (after an intended, versioned change)
 	@url="$${AIRLOCK_TEST_DATABASE_URL:-$$(scripts/ensure-postgres.sh)}" && \
 	  AIRLOCK_WRITE_HISTORIES=1 AIRLOCK_TEST_DATABASE_URL="$$url" $(GO) test -count=1 -run '$(HISTORIES)' ./integration/

@@ -311,6 +311,9 @@ func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (
 	// The decision is final from here: record it now, not only after the call executed, so an
 	// approver who lost the race is told at once who decided (approval.Decide, approval.Wait)
 	// and `airlock pending` stops listing it. Stage 6 records the same decision again (a no-op).
+	if in.Decision == DecisionEdit {
+		return a.recordEdit(ctx, row, in, now)
+	}
 	decided, reason := store.DecisionApproved, ""
 	if in.Decision == DecisionDeny {
 		decided, reason = store.DecisionDenied, in.Reason
@@ -319,6 +322,63 @@ func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (
 		return ConsumeOutput{}, fmt.Errorf("record decision for %s: %w", in.ConfirmationID, err)
 	}
 	return ConsumeOutput{Valid: true, Generation: row.Generation}, nil
+}
+
+// recordEdit records a valid edit: the proposal is denied (edited_by_approver) and the digest
+// of the arguments the edit's MAC authorized is kept for the new proposal's confirmation.
+func (a *Activities) recordEdit(ctx context.Context, row store.Confirmation, in ConsumeInput, now time.Time) (ConsumeOutput, error) {
+	digest, _, _ := editedDigest(in) // judged valid: it computes
+	if err := a.Store.EditConfirmation(ctx, row.ID, in.Approver, digest, now); err != nil {
+		return ConsumeOutput{}, fmt.Errorf("record edit for %s: %w", row.ID, err)
+	}
+	return ConsumeOutput{Valid: true, Generation: row.Generation, EditedDigest: digest}, nil
+}
+
+// ConfirmEdit records the confirmation of a proposal an approver's edit created, approved by
+// that approver: the edit is its confirmation (the approver signed exactly these arguments),
+// so Execute's check that a confirmed call runs only with an approval on record, and the
+// at-most-once ledger, hold for it as for any confirmed call. It records nothing unless the
+// store shows the original confirmation decided by this approver's edit (denied,
+// edited_by_approver) of exactly these arguments, for this turn's proposal in.EditOf.
+func (a *Activities) ConfirmEdit(ctx context.Context, in ConfirmEditInput) (ConfirmEditOutput, error) {
+	orig, err := a.Store.GetConfirmation(ctx, in.Original)
+	if errors.Is(err, store.ErrNotFound) {
+		return ConfirmEditOutput{Detail: "the edited confirmation " + in.Original + " is not on record"}, nil
+	}
+	if err != nil {
+		return ConfirmEditOutput{}, fmt.Errorf("confirm edit of %s: %w", in.Original, err)
+	}
+	digest, derr := canonical.Digest(in.Arguments)
+	switch {
+	case orig.WorkflowID != in.WorkflowID || orig.RunID != in.RunID || orig.Seq != in.EditOf ||
+		orig.CapabilityID != in.CapabilityID || orig.Version != in.Version:
+		return ConfirmEditOutput{Detail: fmt.Sprintf("confirmation %s is not bound to proposal #%d of this turn", in.Original, in.EditOf)}, nil
+	case orig.Decision != store.DecisionDenied || orig.Reason != store.ReasonEditedByApprover || orig.Approver != in.Approver:
+		return ConfirmEditOutput{Detail: fmt.Sprintf("confirmation %s is not recorded as edited by %q", in.Original, in.Approver)}, nil
+	case derr != nil || digest != orig.EditedDigest || digest != in.ArgsDigest:
+		return ConfirmEditOutput{Detail: fmt.Sprintf("the edit recorded on %s authorized other arguments", in.Original)}, nil
+	}
+	_, hash, err := token.Mint() // a token no one holds: the row is decided at once
+	if err != nil {
+		return ConfirmEditOutput{}, err
+	}
+	id := ConfirmationID(in.WorkflowID, in.RunID, in.Seq)
+	now := a.now()
+	rev := in.RegistryRevision
+	if rev == "" {
+		rev = a.Registry.Revision()
+	}
+	row, err := a.Store.CreateApprovedConfirmation(ctx, store.Confirmation{ID: id, TokenHash: hash, WorkflowID: in.WorkflowID,
+		RunID: in.RunID, Seq: in.Seq, CallID: in.CallID, CapabilityID: in.CapabilityID, Version: in.Version,
+		ArgsDigest: in.ArgsDigest, Arguments: in.Arguments, Display: in.Display, CreatedAt: now, ExpiresAt: orig.ExpiresAt,
+		RegistryRevision: rev, Approver: in.Approver, Reason: "edit of " + in.Original})
+	if err != nil {
+		return ConfirmEditOutput{}, fmt.Errorf("confirm edit of %s: %w", in.Original, err)
+	}
+	if row.Decision != store.DecisionApproved || row.Approver != in.Approver || row.ArgsDigest != in.ArgsDigest || row.Seq != in.Seq {
+		return ConfirmEditOutput{Detail: fmt.Sprintf("confirmation %s already holds another decision", id)}, nil
+	}
+	return ConfirmEditOutput{Confirmed: true, ConfirmationID: id}, nil
 }
 
 // judge checks one presented decision against the consumed confirmation row; it returns ""
@@ -335,29 +395,36 @@ func (a *Activities) judge(row store.Confirmation, in ConsumeInput, now time.Tim
 	if err != nil || !token.Equal(token.Hash(plain), row.TokenHash) {
 		return DecisionMACInvalid, "the worker's approver key does not open this confirmation's token"
 	}
+	edited, code, detail := editedDigest(in)
+	if code != "" {
+		return code, detail
+	}
 	d := token.Decision{ConfirmationID: row.ID, Decision: in.Decision, Approver: in.Approver, Reason: in.Reason,
-		ArgsDigest: row.ArgsDigest, Nonce: in.Nonce}
+		ArgsDigest: row.ArgsDigest, Nonce: in.Nonce, EditedDigest: edited}
 	if token.VerifyDecision(plain, d, in.MAC) != nil {
 		return DecisionMACInvalid, "the decision is not signed with this confirmation's current token"
 	}
+	// An edit is an approval of new arguments: the four-eyes rule and the registry check
+	// apply to it as to an approval.
+	approves := in.Decision == DecisionApprove || in.Decision == DecisionEdit
 	switch {
 	case in.Nonce == "":
 		return NonceMissing, "a decision must carry a fresh nonce"
 	case in.Approver == "":
 		return ApproverMissing, "a decision must name its approver"
-	case in.Decision != DecisionApprove && in.Decision != DecisionDeny:
-		return BadDecision, fmt.Sprintf("decision %q is not approve or deny", in.Decision)
+	case in.Decision != DecisionApprove && in.Decision != DecisionDeny && in.Decision != DecisionEdit:
+		return BadDecision, fmt.Sprintf("decision %q is not approve, deny or edit", in.Decision)
 	}
 	// The approver is proven before any rule compares it (four-eyes).
 	if err := a.authenticate(in); err != nil {
 		return ApproverUnauthenticated, err.Error()
 	}
 	switch {
-	case in.DistinctApprover && in.Decision == DecisionApprove && in.Approver == in.Principal:
+	case in.DistinctApprover && approves && in.Approver == in.Principal:
 		return ApproverIsRequester, fmt.Sprintf("%s requires an approver other than the requester %q", keyOf(in.CapabilityID, in.Version), in.Principal)
 	case !now.Before(row.ExpiresAt):
 		return TokenExpired, "the confirmation expired at " + row.ExpiresAt.Format(time.RFC3339)
-	case in.Decision == DecisionApprove && row.RegistryRevision != a.Registry.Revision():
+	case approves && row.RegistryRevision != a.Registry.Revision():
 		// The approver saw the call under another registry (side-effect class, policy): the
 		// approval does not carry over. A denial still stands.
 		return TokenRegistryChanged, "the registry changed since the confirmation was issued"
@@ -375,6 +442,25 @@ func (a *Activities) authenticate(in ConsumeInput) error {
 		return fmt.Errorf("the worker cannot read its approvers file: %w", err)
 	}
 	return set.Verify(in.Approver, in.ConfirmationID, in.MAC, in.Attestation)
+}
+
+// editedDigest is the canonical digest of an edit's arguments, which its MAC binds ("" for
+// approve and deny, which carry none); a refusal code and detail when they are unusable.
+func editedDigest(in ConsumeInput) (digest, code, detail string) {
+	if in.Decision != DecisionEdit {
+		if len(in.Arguments) > 0 {
+			return "", BadDecision, "only an edit carries arguments"
+		}
+		return "", "", ""
+	}
+	if len(in.Arguments) == 0 || len(in.Arguments) > MaxEditArgumentBytes {
+		return "", BadDecision, fmt.Sprintf("an edit needs its arguments (at most %d bytes)", MaxEditArgumentBytes)
+	}
+	digest, err := canonical.Digest(in.Arguments)
+	if err != nil {
+		return "", BadDecision, "the edited arguments are not canonical JSON: " + err.Error()
+	}
+	return digest, "", ""
 }
 
 // refuseEarly answers a presentation refused before it could be judged (no token of the
@@ -639,7 +725,7 @@ func (a *Activities) Record(ctx context.Context, in RecordInput) error {
 		}
 		if _, err := a.Store.AppendAudit(ctx, store.AuditEvent{Key: key, WorkflowID: r.WorkflowID, RunID: r.RunID, Seq: r.Seq,
 			CallID: r.CallID, CapabilityID: r.CapabilityID, Version: r.Version, Outcome: r.Kind, Stage: string(r.Stage),
-			Reason: r.Reason, Detail: r.Detail, ArgsDigest: r.ArgsDigest, Approver: r.Approver, At: now}); err != nil {
+			Reason: r.Reason, Detail: r.Detail, ArgsDigest: r.ArgsDigest, OriginalDigest: r.OriginalDigest, Approver: r.Approver, At: now}); err != nil {
 			return fmt.Errorf("audit %s: %w", key, err)
 		}
 	}

@@ -28,6 +28,12 @@ type Envelope struct {
 	Error       string          `json:"error,omitempty"`
 	// Attempts: how many times an idempotent capability was started (0: at most once).
 	Attempts int `json:"attempts,omitempty"`
+	// Origin is "approver" when an approver's edit replaced the call's arguments: the outcome
+	// is that of the approver's call, EditedBy names the approver and Arguments are the
+	// arguments that were admitted (and ran, if executed) instead of the model's.
+	Origin    string          `json:"origin,omitempty"`
+	EditedBy  string          `json:"edited_by,omitempty"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
 // String renders the envelope as the tool message content. Marshalling a struct is
@@ -43,7 +49,7 @@ func (e Envelope) String() string {
 	b, err := json.Marshal(e) //workflowcheck:ignore (a struct without maps: deterministic)
 	if err != nil {
 		// Data is validated JSON from a capability; if it is not, say so rather than lose the row.
-		e.Data = nil
+		e.Data, e.Arguments = nil, nil
 		e.Error = "result was not valid JSON: " + err.Error()
 		b, _ = json.Marshal(e) //workflowcheck:ignore
 	}

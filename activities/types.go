@@ -7,6 +7,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/parse"
+	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/registry"
 )
 
@@ -44,9 +45,13 @@ const (
 	StageRecord   Stage = "record"
 )
 
-// AuditKind distinguishes outcome rows from refused confirmation attempts.
+// AuditKind distinguishes outcome rows from refused confirmation attempts and edits.
 const (
 	AuditConfirmationRefused = "confirmation_refused"
+	// AuditProposalEdited: an approver's edit created a proposal (the row's Seq) from a model
+	// proposal; the row carries both digests (ArgsDigest the edited arguments',
+	// OriginalDigest the model's) and the approver.
+	AuditProposalEdited = "proposal_edited"
 )
 
 // CatalogRef is what the workflow needs from the catalog advertised for one round: the tool
@@ -182,16 +187,28 @@ type ConsumeInput struct {
 	// predate it: then the bound digest is assumed); Attestation proves the approver.
 	DisplayedDigest string                `json:"displayed_digest,omitempty"`
 	Attestation     approvers.Attestation `json:"attestation,omitzero"`
+	// Arguments are an edit's arguments (DecisionEdit only); the MAC binds their canonical
+	// digest, which the consumer computes itself.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 	// Principal is the turn's requester; DistinctApprover is the capability's four-eyes rule.
 	Principal        string `json:"principal,omitempty"`
 	DistinctApprover bool   `json:"distinct_approver,omitempty"`
 }
 
-// Decisions an approver may present (ConsumeInput.Decision).
+// Decisions an approver may present (ConsumeInput.Decision). An edit is judged like an
+// approval (of the edited arguments: four-eyes rule, registry revision) and decides the
+// proposal as denied with ReasonEditedByApprover.
 const (
 	DecisionApprove = "approve"
 	DecisionDeny    = "deny"
+	DecisionEdit    = "edit"
 )
+
+// ReasonEditedByApprover is the reason a proposal an approver's edit replaced is denied with.
+const ReasonEditedByApprover = store.ReasonEditedByApprover
+
+// MaxEditArgumentBytes bounds an edit's arguments (they travel through workflow history).
+const MaxEditArgumentBytes = 64 << 10
 
 // Refusal codes of a presented decision (audited as confirmation_refused; also the verdict an
 // approver surface reads back).
@@ -233,6 +250,38 @@ type ConsumeOutput struct {
 	Detail     string `json:"detail,omitempty"`
 	Reissued   bool   `json:"reissued,omitempty"`
 	Generation int    `json:"generation,omitempty"`
+	// EditedDigest is, for a valid edit, the canonical digest of the edited arguments the MAC
+	// authorized (recorded on the confirmation; ConfirmEdit checks the new proposal against it).
+	EditedDigest string `json:"edited_digest,omitempty"`
+}
+
+// ConfirmEditInput asks for the confirmation of the proposal an approver's edit created (Seq),
+// from the model proposal it replaced (EditOf, whose confirmation Original an edit decided),
+// as stages 1-3 admitted it.
+type ConfirmEditInput struct {
+	WorkflowID   string          `json:"workflow_id"`
+	RunID        string          `json:"run_id"`
+	Seq          int             `json:"seq"`
+	EditOf       int             `json:"edit_of"`
+	Original     string          `json:"original"`
+	CallID       string          `json:"call_id"`
+	CapabilityID string          `json:"capability_id"`
+	Version      int             `json:"version"`
+	ArgsDigest   string          `json:"args_digest"`
+	Arguments    json.RawMessage `json:"arguments"`
+	Display      string          `json:"display"`
+	Approver     string          `json:"approver"`
+	// RegistryRevision is the revision the edited proposal was admitted under.
+	RegistryRevision string `json:"registry_revision,omitempty"`
+}
+
+// ConfirmEditOutput names the edited proposal's confirmation, recorded as approved by the
+// editor; when Confirmed is false nothing was recorded and Detail says why (the store does not
+// show the original decided by this approver's edit of exactly these arguments).
+type ConfirmEditOutput struct {
+	Confirmed      bool   `json:"confirmed"`
+	ConfirmationID string `json:"confirmation_id,omitempty"`
+	Detail         string `json:"detail,omitempty"`
 }
 
 // ExecuteInput is stage 5 for one authorized candidate.
@@ -302,6 +351,8 @@ type AuditRecord struct {
 	Detail       string `json:"detail,omitempty"`
 	ArgsDigest   string `json:"args_digest,omitempty"`
 	Approver     string `json:"approver,omitempty"`
+	// OriginalDigest is set on a proposal_edited row: the digest of the arguments the edit replaced.
+	OriginalDigest string `json:"original_digest,omitempty"`
 }
 
 // Decision records a confirmation's final decision in the store.

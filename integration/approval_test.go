@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -392,7 +393,7 @@ func TestApprovalDecisionFromHistoryIsUseless(t *testing.T) {
 		t.Fatalf("record_value ran %v, want only the approved first call", got)
 	}
 	_, ds := e.historyBytes(wfA)
-	if len(ds) != 1 || ds[0] != sent {
+	if len(ds) != 1 || !reflect.DeepEqual(ds[0], sent) {
 		t.Fatalf("history decisions = %+v, want exactly the approval %+v", ds, sent)
 	}
 	hist := ds[0]

@@ -115,6 +115,36 @@ func TestDecisionProtocolHistory(t *testing.T) {
 	writeHistory(t, c, run.GetID(), "turn-decisions.history.json")
 }
 
+// TestBatchEditHistory records the batch path (version marker batch-confirmations): two
+// confirmed calls of one model message pending together, the second edited by the approver
+// (denied edited_by_approver, the edited call run as an approver-originated proposal) and the
+// first approved after it, by update. The history is written like TestMixedTurnHistory's.
+func TestBatchEditHistory(t *testing.T) {
+	target := statusPage(t)
+	model := newFakeModel(t,
+		calls(call("c1", "web_fetch", fmt.Sprintf(`{"url":"%s/a"}`, target.URL)), call("c2", "web_fetch", fmt.Sprintf(`{"url":"%s/b"}`, target.URL))),
+	)
+	c, cfg, st := liveModelStack(t, model)
+	run := startTurn(t, c, cfg, workflows.TurnRequest{Conversation: "batch-edit", Principal: "ops", Message: "fetch the status pages"})
+	var ps []workflows.PendingConfirmation
+	eventually(t, 60*time.Second, "both confirmations pending", func() bool {
+		ps = pending(t, c, run.GetID())
+		return len(ps) == 2
+	})
+	if err := decideAs(t, c, cfg, st, ps[1].ConfirmationID, workflows.DecisionEdit, "alice", fmt.Sprintf(`{"url":"%s/c"}`, target.URL)); err != nil {
+		t.Fatal(err)
+	}
+	if err := decideAs(t, c, cfg, st, ps[0].ConfirmationID, workflows.DecisionApprove, "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	res := result(t, run)
+	want := "web_fetch:executed web_fetch:denied:edited_by_approver web_fetch:executed"
+	if got := outcomeList(res); got != want {
+		t.Fatalf("outcomes = %s", got)
+	}
+	writeHistory(t, c, run.GetID(), "turn-batch-edit.history.json")
+}
+
 // statusPage serves a small HTML status page for web_fetch, closed with the test.
 func statusPage(t *testing.T) *httptest.Server {
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

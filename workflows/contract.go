@@ -115,20 +115,40 @@ func (r *TurnRequest) applyDefaults() {
 	}
 }
 
-// Decisions an approver may send.
+// Decisions an approver may send. An edit never changes the proposal it decides: it denies it
+// (ReasonEditedByApprover) and the turn goes on with the approver's Decision.Arguments as a
+// new, approver-originated proposal that passes stages 1-3 again; the edit is that proposal's
+// confirmation (its MAC binds the edited arguments' digest).
 const (
 	DecisionApprove = activities.DecisionApprove
 	DecisionDeny    = activities.DecisionDeny
+	DecisionEdit    = activities.DecisionEdit
+)
+
+// ReasonEditedByApprover is the outcome reason of a proposal an approver's edit denied.
+const ReasonEditedByApprover = activities.ReasonEditedByApprover
+
+// MaxEditArgumentBytes bounds the arguments of an edit (they travel in the decision, through
+// workflow history).
+const MaxEditArgumentBytes = 64 << 10
+
+// Proposal origins (ProposalOutcome.Origin).
+const (
+	// OriginModel: the model emitted the call.
+	OriginModel = "model"
+	// OriginApprover: an approver's edit created the call from a model proposal (EditOf).
+	OriginApprover = "approver"
 )
 
 // Decision is one approver's decision on one pending confirmation: the payload of UpdateDecide
 // and SignalConfirmation. It never carries the confirmation token: MAC is
 // token.SignDecision(token, {ConfirmationID, Decision, Approver, Reason, ArgsDigest, Nonce}),
-// so a copy read from history decides nothing else (DESIGN "Tokens"). Build one with
+// (and, for an edit, the digest of Arguments), so a copy read from history decides nothing
+// else (DESIGN "Tokens"). Build one with
 // internal/approval, which opens the sealed token with the approver key.
 type Decision struct {
 	ConfirmationID string `json:"confirmation_id"`
-	// Decision is DecisionApprove or DecisionDeny.
+	// Decision is DecisionApprove, DecisionDeny or DecisionEdit.
 	Decision string `json:"decision"`
 	// Approver is the approver identity recorded in the audit, as the surface established it
 	// (signed in on the approver page; self-declared by a holder of the approver key on the CLI).
@@ -141,13 +161,17 @@ type Decision struct {
 	ArgsDigest string `json:"args_digest,omitempty"`
 	// Nonce is fresh per decision (token.NewNonce); the worker records it.
 	Nonce string `json:"nonce"`
-	// MAC binds every field above and the proposal's argument digest to the current token.
+	// MAC binds every field above and the proposal's argument digest to the current token;
+	// for an edit it also binds the canonical digest of Arguments.
 	MAC string `json:"mac"`
 	// Attestation proves Approver made this decision: an ed25519 signature over the MAC by the
 	// approver's own credential (CLI) or by an approver page's surface key, verified by the
 	// worker against the approvers file (internal/approvers); without one the decision is
 	// refused approver_unauthenticated.
 	Attestation approvers.Attestation `json:"attestation"`
+	// Arguments are, for DecisionEdit only, the approver's exact arguments (a JSON object of
+	// at most MaxEditArgumentBytes); they run as a new proposal.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
 // EndIncomplete is the TurnResult.EndReason of a turn whose last message had no call and did
@@ -158,6 +182,11 @@ const EndIncomplete = "incomplete"
 // ErrTypeNotPending is the application error type with which the decide update's validator
 // refuses a decision for a confirmation that is not pending in the turn.
 const ErrTypeNotPending = "NotPending"
+
+// ErrTypeBadDecision is the application error type with which the decide update's validator
+// refuses a malformed decision before it reaches history (an edit without arguments, or with
+// more than MaxEditArgumentBytes of them).
+const ErrTypeBadDecision = "BadDecision"
 
 // DecisionResult is what UpdateDecide returns: Accepted when the decision decided the
 // proposal; otherwise Refusal is a code (not_pending when another decision or the expiry came
@@ -202,7 +231,15 @@ type ProposalOutcome struct {
 	Reason         string             `json:"reason,omitempty"`
 	Detail         string             `json:"detail,omitempty"`
 	ConfirmationID string             `json:"confirmation_id,omitempty"`
-	Approver       string             `json:"approver,omitempty"`
+	// Approver decided the proposal (approved, denied or edited it); for an approver-originated
+	// proposal, the approver whose edit created it.
+	Approver string `json:"approver,omitempty"`
+	// Origin is OriginModel for a call the model emitted and OriginApprover for one an
+	// approver's edit created ("" in results recorded before it was set: the model); EditOf is
+	// then the Seq of the model proposal it replaced, whose outcome is denied with
+	// ReasonEditedByApprover.
+	Origin string `json:"origin,omitempty"`
+	EditOf int    `json:"edit_of,omitempty"`
 	// Attempts is how many times an idempotent capability was started for this proposal
 	// (0 for everything else, which runs at most once).
 	Attempts int `json:"attempts,omitempty"`

@@ -56,12 +56,12 @@ type turn struct {
 	refusals          int
 	presentations     int
 	sigCh             workflow.ReceiveChannel
-	// awaiting is the confirmation waiting for a decision (nil between confirmations);
-	// decided is the decision that decided it; presenting serializes presentations (the
-	// signal path and every decide update share one ConsumeConfirmation at a time); wake
-	// tells the waiting loop that an update decided the proposal.
-	awaiting   *awaited
-	decided    *Decision
+	// awaits are the confirmations the turn waits on now, in call order (empty between
+	// waits; several when one model message proposed several confirmed calls); presenting
+	// serializes presentations (the signal path and every decide update share one
+	// ConsumeConfirmation at a time); wake tells the waiting loop that an update decided a
+	// proposal or was refused.
+	awaits     []*awaited
 	presenting bool
 	wake       workflow.Channel
 }
@@ -70,7 +70,8 @@ type turn struct {
 type waitEnd int
 
 const (
-	endDecided  waitEnd = iota // a valid decision (Decision) decided the proposal
+	endOpen     waitEnd = iota // still waiting
+	endDecided                 // a valid decision (awaited.decided) decided the proposal
 	endExpired                 // the token's time ran out
 	endRefusals                // MaxRefusedDecisions decisions were refused
 )
@@ -84,7 +85,7 @@ const MaxRefusedDecisions = 16
 // ReasonTooManyRefusedDecisions is the outcome reason of a call closed by MaxRefusedDecisions.
 const ReasonTooManyRefusedDecisions = "too_many_refused_decisions"
 
-// awaited is the proposal a turn waits on, with what stage 4 needs to judge a decision.
+// awaited is one proposal a turn waits on, with what stage 4 needs to judge a decision.
 type awaited struct {
 	p   PendingConfirmation
 	adm activities.Admission
@@ -92,6 +93,24 @@ type awaited struct {
 	legacy bool
 	// refused counts decisions presented to it and refused (MaxRefusedDecisions).
 	refused int
+	// timer fires at its expiry; fired records that it did.
+	timer workflow.Future
+	fired bool
+	// decided is the decision that decided it (editedDigest: the digest an edit authorized);
+	// end says how the wait ended (endOpen while it goes on).
+	decided      *Decision
+	editedDigest string
+	end          waitEnd
+}
+
+// awaitedFor returns the confirmation id the turn waits on now, or nil.
+func (t *turn) awaitedFor(id string) *awaited {
+	for _, w := range t.awaits {
+		if w.p.ConfirmationID == id {
+			return w
+		}
+	}
+	return nil
 }
 
 func (t *turn) setup(ctx workflow.Context) error {
@@ -117,17 +136,24 @@ func (t *turn) setup(ctx workflow.Context) error {
 	return nil
 }
 
-// validateDecision admits a decide update only for the confirmation pending now. It touches
-// no token: a decision for anything else never reaches history.
+// validateDecision admits a decide update only for a confirmation pending now. It touches no
+// token: a decision for anything else never reaches history.
 func (t *turn) validateDecision(d Decision) error {
 	notPending := func(msg string) error { return temporal.NewNonRetryableApplicationError(msg, ErrTypeNotPending, nil) }
+	w := t.awaitedFor(d.ConfirmationID)
 	switch {
-	case t.awaiting == nil:
+	case len(t.awaits) == 0:
 		return notPending("no confirmation is pending in this turn")
-	case t.awaiting.legacy:
-		return notPending("this wait began before decide updates; send the " + SignalConfirmation + " signal")
-	case d.ConfirmationID != t.awaiting.p.ConfirmationID:
+	case w == nil:
 		return notPending(fmt.Sprintf("confirmation %q is not pending in this turn", d.ConfirmationID))
+	case w.legacy:
+		return notPending("this wait began before decide updates; send the " + SignalConfirmation + " signal")
+	case w.decided != nil:
+		return notPending(fmt.Sprintf("confirmation %q was already decided (%s by %s)", d.ConfirmationID, w.decided.Decision, w.decided.Approver))
+	case w.end != endOpen:
+		return notPending(fmt.Sprintf("confirmation %q is no longer pending", d.ConfirmationID))
+	case d.Decision == DecisionEdit && (len(d.Arguments) == 0 || len(d.Arguments) > MaxEditArgumentBytes):
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("an edit needs its arguments (at most %d bytes)", MaxEditArgumentBytes), ErrTypeBadDecision, nil)
 	}
 	return nil
 }
@@ -226,14 +252,29 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 			return t.finish(ctx, "answered")
 		}
 		diverged := false
-		for _, call := range parsed.Calls {
-			po, err := t.handle(ctx, round, call)
+		add := func(pos []ProposalOutcome) {
+			for _, po := range pos {
+				t.result.Outcomes = append(t.result.Outcomes, po)
+				if po.Outcome != activities.OutcomeExecuted && !t.failureIsRecorded(ctx, po) {
+					diverged = true
+				}
+			}
+		}
+		// One call goes the same way on either path, so only a message with several calls
+		// asks for (and records) the version marker.
+		if len(parsed.Calls) > 1 && workflow.GetVersion(ctx, versionBatchConfirmations, workflow.DefaultVersion, 1) >= 1 {
+			pos, err := t.handleBatch(ctx, round, parsed.Calls)
+			add(pos) // the outcomes recorded before a failure stay in the result
 			if err != nil {
 				return t.fail(ctx, err)
 			}
-			t.result.Outcomes = append(t.result.Outcomes, po)
-			if po.Outcome != activities.OutcomeExecuted && !t.failureIsRecorded(ctx, po) {
-				diverged = true
+		} else {
+			for _, call := range parsed.Calls {
+				pos, err := t.handle(ctx, round, call)
+				if err != nil {
+					return t.fail(ctx, err)
+				}
+				add(pos)
 			}
 		}
 		if req.StopOnDivergence && diverged {
@@ -261,6 +302,11 @@ const (
 	// pending proposal consumes its token (a refused one gets a fresh token); decide updates;
 	// a confirmed call whose Execute failed is outcome_unknown, whatever its side effect.
 	versionDecisionMAC = "decision-mac"
+	// versionBatchConfirmations: the calls of one model message are admitted together, every
+	// confirmation among them is pending at once and decided in any order, then the calls
+	// execute and are recorded in call order (handleBatch). They used to go one by one, each
+	// confirmation blocking the next call's admission.
+	versionBatchConfirmations = "batch-confirmations"
 )
 
 // RefusalNotPending is the refusal of a decision for a confirmation that is not pending.
@@ -301,99 +347,294 @@ func (t *turn) infer(ctx workflow.Context, round int, out *activities.InferOutpu
 	return workflow.ExecuteActivity(actx, a.Infer, in).Get(ctx, out)
 }
 
-// handle takes one proposal through budgets and the executor stages and records its outcome.
-func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (ProposalOutcome, error) {
+// proposal is one call on its way through budgets and the executor stages.
+type proposal struct {
+	call  parse.Call
+	round int
+	po    ProposalOutcome
+	audit *activities.AuditRecord
+	env   activities.Envelope
+	adm   activities.Admission
+	// early is the verdict of a proposal that ended before stage 4 (parse, budget, stages
+	// 1-3, denied earlier in the turn); nil when it goes on.
+	early *earlyVerdict
+	// wait is its confirmation (nil for an automatic call); deniedKey identifies the call for
+	// the denied_earlier_in_turn rule.
+	wait      *awaited
+	deniedKey string
+	// silent: its verdict adds no context message (an edited proposal, whose call id the
+	// approver's proposal answers: one tool message per call id).
+	silent bool
+}
+
+type earlyVerdict struct {
+	outcome        activities.Outcome
+	stage          activities.Stage
+	reason, detail string
+}
+
+// newProposal numbers a call as the turn's next proposal.
+func (t *turn) newProposal(round int, call parse.Call) *proposal {
 	t.seq++
-	po := ProposalOutcome{Seq: t.seq, Round: round, CallID: call.CallID, CallIDAssigned: call.IDAssigned, Name: call.Name, Arguments: call.Arguments}
-	audit := &activities.AuditRecord{WorkflowID: t.workflowID, RunID: t.runID, Seq: t.seq, CallID: call.CallID}
-	env := activities.Envelope{CallID: call.CallID}
-
-	verdict := func(o activities.Outcome, stage activities.Stage, reason, detail string, decision *activities.Decision) (ProposalOutcome, error) {
-		po.Outcome, po.Stage, po.Reason, po.Detail = o, stage, reason, detail
-		audit.Kind, audit.Stage, audit.Reason, audit.Detail = string(o), stage, reason, detail
-		audit.CapabilityID, audit.Version, audit.Approver = po.CapabilityID, po.Version, po.Approver
-		env.Outcome, env.Stage, env.Reason, env.Detail = o, stage, reason, detail
-		env.Capability, env.Version = po.CapabilityID, po.Version
-		return po, t.record(ctx, audit, decision, fmt.Sprintf("%s/p%d", t.workflowID, t.seq), t.resultMessage(call, env))
+	return &proposal{call: call, round: round,
+		po: ProposalOutcome{Seq: t.seq, Round: round, CallID: call.CallID, CallIDAssigned: call.IDAssigned, Name: call.Name,
+			Arguments: call.Arguments, Origin: OriginModel},
+		audit: &activities.AuditRecord{WorkflowID: t.workflowID, RunID: t.runID, Seq: t.seq, CallID: call.CallID},
+		env:   activities.Envelope{CallID: call.CallID},
 	}
+}
 
+// verdict records pr's outcome (stage 6): its audit row, the confirmation decision if any, and
+// its context message (unless pr is silent).
+func (t *turn) verdict(ctx workflow.Context, pr *proposal, o activities.Outcome, stage activities.Stage, reason, detail string, decision *activities.Decision) (ProposalOutcome, error) {
+	po, audit, env := &pr.po, pr.audit, &pr.env
+	po.Outcome, po.Stage, po.Reason, po.Detail = o, stage, reason, detail
+	audit.Kind, audit.Stage, audit.Reason, audit.Detail = string(o), stage, reason, detail
+	audit.CapabilityID, audit.Version, audit.Approver = po.CapabilityID, po.Version, po.Approver
+	env.Outcome, env.Stage, env.Reason, env.Detail = o, stage, reason, detail
+	env.Capability, env.Version = po.CapabilityID, po.Version
+	var msgs []inference.Message
+	if !pr.silent {
+		msgs = append(msgs, t.resultMessage(pr.call, *env))
+	}
+	return *po, t.record(ctx, audit, decision, fmt.Sprintf("%s/p%d", t.workflowID, po.Seq), msgs...)
+}
+
+// handle takes one proposal through budgets and the executor stages and records its outcome
+// (two outcomes when an approver edited it: the original's and the approver's proposal's).
+// It is the path of a message with one call, and of every message of histories recorded
+// before versionBatchConfirmations.
+func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) ([]ProposalOutcome, error) {
+	pr := t.newProposal(round, call)
+	if err := t.admit(ctx, pr); err != nil {
+		return nil, err
+	}
+	if pr.early == nil && !pr.adm.Automatic {
+		if err := t.issue(ctx, pr); err != nil {
+			return nil, err
+		}
+		if err := t.await(ctx, pr.wait); err != nil {
+			return nil, err
+		}
+	}
+	return t.finalize(ctx, pr)
+}
+
+// handleBatch takes the calls of one model message through the executor together: every call
+// passes budgets and stages 1-3 in call order; every call that needs a confirmation gets its
+// own (own token, own id), all pending at once; the turn waits until each is decided, expired
+// or closed, in any order; then the calls execute and are recorded in call order, so their
+// context messages keep the order of the calls (versionBatchConfirmations).
+func (t *turn) handleBatch(ctx workflow.Context, round int, calls []parse.Call) ([]ProposalOutcome, error) {
+	prs := make([]*proposal, 0, len(calls))
+	for _, call := range calls {
+		pr := t.newProposal(round, call)
+		if err := t.admit(ctx, pr); err != nil {
+			return nil, err
+		}
+		prs = append(prs, pr)
+	}
+	var ws []*awaited
+	for _, pr := range prs {
+		if pr.early != nil || pr.adm.Automatic {
+			continue
+		}
+		if err := t.issue(ctx, pr); err != nil {
+			return nil, err
+		}
+		ws = append(ws, pr.wait)
+	}
+	if len(ws) > 0 {
+		if err := t.awaitBatch(ctx, ws); err != nil {
+			return nil, err
+		}
+	}
+	var out []ProposalOutcome
+	for _, pr := range prs {
+		pos, err := t.finalize(ctx, pr)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, pos...)
+	}
+	return out, nil
+}
+
+// admit runs the checks before stage 4 on pr: parse, the turn and capability budgets, stages
+// 1-3 (Admit) and the denied_earlier_in_turn rule. A proposal they end gets pr.early.
+func (t *turn) admit(ctx workflow.Context, pr *proposal) error {
+	call := pr.call
+	end := func(o activities.Outcome, stage activities.Stage, reason, detail string) error {
+		pr.early = &earlyVerdict{outcome: o, stage: stage, reason: reason, detail: detail}
+		return nil
+	}
 	if !call.Candidate() {
-		return verdict(activities.OutcomeParseFailed, activities.StageParse, string(call.Reason), call.Detail, nil)
+		return end(activities.OutcomeParseFailed, activities.StageParse, string(call.Reason), call.Detail)
 	}
 	// Budgets, each on its own: the per-turn cap (turn config) and the per-capability cap
 	// (registry). Exhaustion is surfaced to the model, never dropped.
 	ref, known := t.catalog[call.Name]
 	if t.calls >= t.req.MaxCalls {
-		return verdict(activities.OutcomeBudgetExhausted, activities.StageBudget, "turn_budget",
-			fmt.Sprintf("this turn may make at most %d capability calls", t.req.MaxCalls), nil)
+		return end(activities.OutcomeBudgetExhausted, activities.StageBudget, "turn_budget",
+			fmt.Sprintf("this turn may make at most %d capability calls", t.req.MaxCalls))
 	}
 	if known {
 		k := fmt.Sprintf("%s@%d", ref.CapabilityID, ref.Version)
 		if t.perCap[k] >= ref.PerTurnCap {
-			po.CapabilityID, po.Version = ref.CapabilityID, ref.Version
-			return verdict(activities.OutcomeBudgetExhausted, activities.StageBudget, "capability_budget",
-				fmt.Sprintf("%s may be called at most %d times a turn", k, ref.PerTurnCap), nil)
+			pr.po.CapabilityID, pr.po.Version = ref.CapabilityID, ref.Version
+			return end(activities.OutcomeBudgetExhausted, activities.StageBudget, "capability_budget",
+				fmt.Sprintf("%s may be called at most %d times a turn", k, ref.PerTurnCap))
 		}
 		t.perCap[k]++
 	}
 	t.calls++
 
-	var adm activities.Admission
 	if err := workflow.ExecuteLocalActivity(localCtx(ctx, "admit "+call.Name), a.Admit,
-		activities.AdmitInput{Call: call, Scope: t.req.Scope}).Get(ctx, &adm); err != nil {
-		return po, fmt.Errorf("admit #%d: %w", t.seq, err)
+		activities.AdmitInput{Call: call, Scope: t.req.Scope}).Get(ctx, &pr.adm); err != nil {
+		return fmt.Errorf("admit #%d: %w", pr.po.Seq, err)
 	}
-	po.CapabilityID, po.Version = adm.CapabilityID, adm.Version
-	audit.ArgsDigest = adm.ArgsDigest
+	adm := pr.adm
+	pr.po.CapabilityID, pr.po.Version = adm.CapabilityID, adm.Version
+	pr.audit.ArgsDigest = adm.ArgsDigest
 	if !adm.Admitted {
-		return verdict(activities.OutcomeRejected, adm.Stage, adm.Code, adm.Detail, nil)
+		return end(activities.OutcomeRejected, adm.Stage, adm.Code, adm.Detail)
 	}
-
-	var decision *activities.Decision
 	if !adm.Automatic {
-		deniedKey := adm.Key() + "/" + adm.ArgsDigest
-		if t.denied[deniedKey] {
-			return verdict(activities.OutcomeDenied, activities.StageConfirm, "denied_earlier_in_turn",
-				"an identical call was denied earlier in this turn; it is not asked again", nil)
+		pr.deniedKey = adm.Key() + "/" + adm.ArgsDigest
+		if t.denied[pr.deniedKey] {
+			return end(activities.OutcomeDenied, activities.StageConfirm, "denied_earlier_in_turn",
+				"an identical call was denied earlier in this turn; it is not asked again")
 		}
-		var iss activities.IssueOutput
-		if err := workflow.ExecuteLocalActivity(localCtx(ctx, "issue confirmation "+adm.Key()), a.IssueConfirmation, activities.IssueInput{
-			WorkflowID: t.workflowID, RunID: t.runID, Seq: t.seq, CallID: call.CallID, CapabilityID: adm.CapabilityID,
-			Version: adm.Version, ArgsDigest: adm.ArgsDigest, Arguments: call.Arguments, Display: adm.Display, TTL: t.req.ConfirmationTTL,
-			RegistryRevision: adm.RegistryRevision,
-		}).Get(ctx, &iss); err != nil {
-			return po, fmt.Errorf("issue confirmation #%d: %w", t.seq, err)
-		}
-		po.ConfirmationID = iss.ConfirmationID
-		p := PendingConfirmation{ConfirmationID: iss.ConfirmationID, WorkflowID: t.workflowID, Seq: t.seq, CallID: call.CallID,
-			ToolName: call.Name, CapabilityID: adm.CapabilityID, Version: adm.Version, Arguments: call.Arguments,
-			Display: adm.Display, ArgsDigest: adm.ArgsDigest, ExpiresAt: iss.ExpiresAt}
-		sig, end, err := t.await(ctx, p, adm)
-		if err != nil {
-			return po, err
-		}
-		switch {
-		case end == endExpired:
-			return verdict(activities.OutcomeExpired, activities.StageConfirm, "confirmation_expired",
-				fmt.Sprintf("no decision within %s; the call was not run and will not be retried", t.req.ConfirmationTTL),
-				&activities.Decision{ConfirmationID: p.ConfirmationID, Decision: "expired"})
-		case end == endRefusals:
-			return verdict(activities.OutcomeExpired, activities.StageConfirm, ReasonTooManyRefusedDecisions,
-				fmt.Sprintf("%d decisions presented for this call were refused; it was closed without running and will not be retried", MaxRefusedDecisions),
-				&activities.Decision{ConfirmationID: p.ConfirmationID, Decision: "expired", Reason: ReasonTooManyRefusedDecisions})
-		case sig.Decision == DecisionDeny:
-			t.denied[deniedKey] = true
-			po.Approver = sig.Approver
-			return verdict(activities.OutcomeDenied, activities.StageConfirm, "denied_by_approver", sig.Reason,
-				&activities.Decision{ConfirmationID: p.ConfirmationID, Decision: "denied", Approver: sig.Approver, Reason: sig.Reason})
-		}
-		po.Approver = sig.Approver
-		decision = &activities.Decision{ConfirmationID: p.ConfirmationID, Decision: "approved", Approver: sig.Approver}
 	}
+	return nil
+}
 
+// issue asks for pr's confirmation (IssueConfirmation: its own token and id) and sets pr.wait.
+func (t *turn) issue(ctx workflow.Context, pr *proposal) error {
+	call, adm := pr.call, pr.adm
+	var iss activities.IssueOutput
+	if err := workflow.ExecuteLocalActivity(localCtx(ctx, "issue confirmation "+adm.Key()), a.IssueConfirmation, activities.IssueInput{
+		WorkflowID: t.workflowID, RunID: t.runID, Seq: pr.po.Seq, CallID: call.CallID, CapabilityID: adm.CapabilityID,
+		Version: adm.Version, ArgsDigest: adm.ArgsDigest, Arguments: call.Arguments, Display: adm.Display, TTL: t.req.ConfirmationTTL,
+		RegistryRevision: adm.RegistryRevision,
+	}).Get(ctx, &iss); err != nil {
+		return fmt.Errorf("issue confirmation #%d: %w", pr.po.Seq, err)
+	}
+	pr.po.ConfirmationID = iss.ConfirmationID
+	pr.wait = &awaited{adm: adm, p: PendingConfirmation{ConfirmationID: iss.ConfirmationID, WorkflowID: t.workflowID, Seq: pr.po.Seq,
+		CallID: call.CallID, ToolName: call.Name, CapabilityID: adm.CapabilityID, Version: adm.Version, Arguments: call.Arguments,
+		Display: adm.Display, ArgsDigest: adm.ArgsDigest, ExpiresAt: iss.ExpiresAt}}
+	return nil
+}
+
+// finalize records pr's outcome once nothing is left to wait for: its early verdict, the end
+// of its confirmation (expired, closed, denied, edited) or its execution.
+func (t *turn) finalize(ctx workflow.Context, pr *proposal) ([]ProposalOutcome, error) {
+	one := func(po ProposalOutcome, err error) ([]ProposalOutcome, error) { return []ProposalOutcome{po}, err }
+	if e := pr.early; e != nil {
+		return one(t.verdict(ctx, pr, e.outcome, e.stage, e.reason, e.detail, nil))
+	}
+	var decision *activities.Decision
+	if w := pr.wait; w != nil {
+		id := w.p.ConfirmationID
+		switch {
+		case w.end == endExpired:
+			return one(t.verdict(ctx, pr, activities.OutcomeExpired, activities.StageConfirm, "confirmation_expired",
+				fmt.Sprintf("no decision within %s; the call was not run and will not be retried", t.req.ConfirmationTTL),
+				&activities.Decision{ConfirmationID: id, Decision: "expired"}))
+		case w.end == endRefusals:
+			return one(t.verdict(ctx, pr, activities.OutcomeExpired, activities.StageConfirm, ReasonTooManyRefusedDecisions,
+				fmt.Sprintf("%d decisions presented for this call were refused; it was closed without running and will not be retried", MaxRefusedDecisions),
+				&activities.Decision{ConfirmationID: id, Decision: "expired", Reason: ReasonTooManyRefusedDecisions}))
+		case w.decided == nil:
+			return nil, fmt.Errorf("proposal #%d: its wait ended without a decision", pr.po.Seq)
+		}
+		d := *w.decided
+		pr.po.Approver = d.Approver
+		switch d.Decision {
+		case DecisionDeny:
+			t.denied[pr.deniedKey] = true
+			return one(t.verdict(ctx, pr, activities.OutcomeDenied, activities.StageConfirm, "denied_by_approver", d.Reason,
+				&activities.Decision{ConfirmationID: id, Decision: "denied", Approver: d.Approver, Reason: d.Reason}))
+		case DecisionEdit:
+			return t.edit(ctx, pr, d, w.editedDigest)
+		}
+		decision = &activities.Decision{ConfirmationID: id, Decision: "approved", Approver: d.Approver}
+	}
+	return one(t.execute(ctx, pr, decision))
+}
+
+// edit applies an approver's edit of pr: pr is recorded denied (edited_by_approver, no context
+// message of its own) and the approver's arguments become a new proposal (the next seq) of the
+// same tool, recorded as approver-originated (proposal_edited, with both digests). It counts
+// toward the turn's call budget (the capability's cap was taken by pr), passes stages 1-3
+// again, and the edit is its confirmation: the approver signed exactly these arguments. Its
+// result answers the model's call id, with the arguments that ran.
+func (t *turn) edit(ctx workflow.Context, pr *proposal, d Decision, editedDigest string) ([]ProposalOutcome, error) {
+	call := pr.call
+	call.Arguments = d.Arguments
+	ed := t.newProposal(pr.round, call)
+	ed.po.Origin, ed.po.EditOf, ed.po.Approver = OriginApprover, pr.po.Seq, d.Approver
+	ed.env.Origin, ed.env.EditedBy, ed.env.Arguments = OriginApprover, d.Approver, d.Arguments
+
+	t.denied[pr.deniedKey] = true
+	pr.silent = true
+	orig, err := t.verdict(ctx, pr, activities.OutcomeDenied, activities.StageConfirm, ReasonEditedByApprover,
+		fmt.Sprintf("the approver replaced the arguments; the edited call is proposal #%d", ed.po.Seq),
+		&activities.Decision{ConfirmationID: pr.wait.p.ConfirmationID, Decision: "denied", Approver: d.Approver, Reason: ReasonEditedByApprover})
+	if err != nil {
+		return nil, err
+	}
+	out := []ProposalOutcome{orig}
+	adm := pr.adm
+	if err := t.record(ctx, &activities.AuditRecord{Kind: activities.AuditProposalEdited, WorkflowID: t.workflowID, RunID: t.runID,
+		Seq: ed.po.Seq, CallID: call.CallID, CapabilityID: adm.CapabilityID, Version: adm.Version, Stage: activities.StageConfirm,
+		Reason: ReasonEditedByApprover, Detail: fmt.Sprintf("proposal #%d (%s) edited by the approver into proposal #%d", pr.po.Seq, pr.wait.p.ConfirmationID, ed.po.Seq),
+		ArgsDigest: editedDigest, OriginalDigest: adm.ArgsDigest, Approver: d.Approver}, nil, ""); err != nil {
+		return out, err
+	}
+	last := func(po ProposalOutcome, err error) ([]ProposalOutcome, error) { return append(out, po), err }
+	if t.calls >= t.req.MaxCalls {
+		ed.po.CapabilityID, ed.po.Version = adm.CapabilityID, adm.Version
+		return last(t.verdict(ctx, ed, activities.OutcomeBudgetExhausted, activities.StageBudget, "turn_budget",
+			fmt.Sprintf("this turn may make at most %d capability calls", t.req.MaxCalls), nil))
+	}
+	t.calls++
+	if err := workflow.ExecuteLocalActivity(localCtx(ctx, fmt.Sprintf("admit #%d, edit of #%d (%s)", ed.po.Seq, pr.po.Seq, adm.Key())), a.Admit,
+		activities.AdmitInput{Call: call, Scope: t.req.Scope}).Get(ctx, &ed.adm); err != nil {
+		return out, fmt.Errorf("admit #%d: %w", ed.po.Seq, err)
+	}
+	ed.po.CapabilityID, ed.po.Version = ed.adm.CapabilityID, ed.adm.Version
+	ed.audit.ArgsDigest = ed.adm.ArgsDigest
+	if !ed.adm.Admitted {
+		return last(t.verdict(ctx, ed, activities.OutcomeRejected, ed.adm.Stage, ed.adm.Code, ed.adm.Detail, nil))
+	}
+	var decision *activities.Decision
+	if !ed.adm.Automatic {
+		var conf activities.ConfirmEditOutput
+		if err := workflow.ExecuteLocalActivity(localCtx(ctx, "confirm edit "+ed.adm.Key()), a.ConfirmEdit, activities.ConfirmEditInput{
+			WorkflowID: t.workflowID, RunID: t.runID, Seq: ed.po.Seq, EditOf: pr.po.Seq, Original: pr.wait.p.ConfirmationID,
+			CallID: call.CallID, CapabilityID: ed.adm.CapabilityID, Version: ed.adm.Version, ArgsDigest: ed.adm.ArgsDigest,
+			Arguments: call.Arguments, Display: ed.adm.Display, Approver: d.Approver, RegistryRevision: ed.adm.RegistryRevision,
+		}).Get(ctx, &conf); err != nil {
+			return out, fmt.Errorf("confirm edit #%d: %w", ed.po.Seq, err)
+		}
+		if !conf.Confirmed {
+			return last(t.verdict(ctx, ed, activities.OutcomeRejected, activities.StageConfirm, activities.ReasonNotApproved, conf.Detail, nil))
+		}
+		ed.po.ConfirmationID = conf.ConfirmationID
+		decision = &activities.Decision{ConfirmationID: conf.ConfirmationID, Decision: "approved", Approver: d.Approver}
+	}
+	return last(t.execute(ctx, ed, decision))
+}
+
+// execute runs stage 5 for an admitted (and, when it needs one, approved) proposal and
+// records its outcome.
+func (t *turn) execute(ctx workflow.Context, pr *proposal, decision *activities.Decision) (ProposalOutcome, error) {
+	call, adm, po, env := pr.call, pr.adm, &pr.po, &pr.env
 	// Stage 5. Local read-only capabilities run as local activities (no server round trip);
 	// external or effectful ones as regular activities with a durable result.
-	in := activities.ExecuteInput{WorkflowID: t.workflowID, Seq: t.seq, Round: round, CallID: call.CallID, CapabilityID: adm.CapabilityID,
+	in := activities.ExecuteInput{WorkflowID: t.workflowID, Seq: po.Seq, Round: pr.round, CallID: call.CallID, CapabilityID: adm.CapabilityID,
 		Version: adm.Version, Arguments: call.Arguments, Session: t.req.Session, RegistryRevision: adm.RegistryRevision,
 		ConfirmationID: po.ConfirmationID}
 	summary := summarize("execute " + adm.Key())
@@ -432,7 +673,7 @@ func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (Proposa
 	env.Data = out.Output.Data
 	env.Error = out.Output.Error
 	if out.Outcome == activities.OutcomeExecuted || out.Outcome == activities.OutcomeFailed {
-		t.result.Results = append(t.result.Results, CapabilityResult{Seq: t.seq, CapabilityID: adm.CapabilityID, Version: adm.Version,
+		t.result.Results = append(t.result.Results, CapabilityResult{Seq: po.Seq, CapabilityID: adm.CapabilityID, Version: adm.Version,
 			Data: out.Output.Data, SourceURL: out.Output.SourceURL, Error: out.Output.Error, RetrievedAt: out.RetrievedAt})
 	}
 	po.Attempts = out.Attempts
@@ -441,31 +682,69 @@ func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (Proposa
 		t.result.Citations = append(t.result.Citations, *out.Output.Citation)
 	}
 	detail := out.Output.Error
-	return verdict(out.Outcome, activities.StageExecute, out.Reason, detail, decision)
+	return t.verdict(ctx, pr, out.Outcome, activities.StageExecute, out.Reason, detail, decision)
 }
 
-// await waits for a valid decision on p or its expiry. Refused decisions are audited and the
-// proposal keeps waiting (with a fresh token when the refused one consumed it).
-func (t *turn) await(ctx workflow.Context, p PendingConfirmation, adm activities.Admission) (Decision, waitEnd, error) {
+// await waits for a valid decision on w, its expiry or its closing (MaxRefusedDecisions), and
+// sets w.end (and w.decided). Refused decisions are audited and the proposal keeps waiting
+// (with a fresh token when the refused one consumed it). It is the wait of one proposal at a
+// time (handle).
+func (t *turn) await(ctx workflow.Context, w *awaited) error {
+	p := w.p
 	t.pending = append(t.pending, p)
 	t.setStatus(ctx, StatusAwaitingConfirmation)
 	defer func() {
 		t.pending = t.pending[:0]
 		t.setStatus(ctx, StatusRunning)
 	}()
-	legacy := workflow.GetVersion(ctx, versionDecisionMAC, workflow.DefaultVersion, 1) == workflow.DefaultVersion
-	t.awaiting, t.decided = &awaited{p: p, adm: adm, legacy: legacy}, nil
-	defer func() { t.awaiting = nil }()
+	w.legacy = workflow.GetVersion(ctx, versionDecisionMAC, workflow.DefaultVersion, 1) == workflow.DefaultVersion
+	t.awaits = []*awaited{w}
+	defer func() { t.awaits = nil }()
 	tctx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
-	timer := workflow.NewTimerWithOptions(tctx, t.req.ConfirmationTTL, workflow.TimerOptions{Summary: summarize("confirmation " + p.ConfirmationID + " expires")})
-	if legacy {
-		sig, expired, err := t.awaitLegacy(ctx, p, adm, timer)
+	w.timer = workflow.NewTimerWithOptions(tctx, t.req.ConfirmationTTL, workflow.TimerOptions{Summary: summarize("confirmation " + p.ConfirmationID + " expires")})
+	if w.legacy {
+		sig, expired, err := t.awaitLegacy(ctx, p, w.adm, w.timer)
 		if expired {
-			return sig, endExpired, err
+			w.end = endExpired
+		} else if err == nil {
+			w.end, w.decided = endDecided, &sig
 		}
-		return sig, endDecided, err
+		return err
 	}
+	return t.waitAll(ctx, []*awaited{w})
+}
+
+// awaitBatch waits on the confirmations of one model message together: all are pending at
+// once (the pending query lists them, AirlockPendingConfirmations counts them), each with its
+// own expiry timer; decisions come in any order; it returns when each wait has ended.
+func (t *turn) awaitBatch(ctx workflow.Context, ws []*awaited) error {
+	for _, w := range ws {
+		t.pending = append(t.pending, w.p)
+	}
+	t.setStatus(ctx, StatusAwaitingConfirmation)
+	t.awaits = ws
+	cancels := make([]workflow.CancelFunc, 0, len(ws))
+	for _, w := range ws {
+		tctx, cancel := workflow.WithCancel(ctx)
+		cancels = append(cancels, cancel)
+		w.timer = workflow.NewTimerWithOptions(tctx, t.req.ConfirmationTTL, workflow.TimerOptions{Summary: summarize("confirmation " + w.p.ConfirmationID + " expires")})
+	}
+	err := t.waitAll(ctx, ws)
+	for _, cancel := range cancels {
+		cancel()
+	}
+	t.awaits = nil
+	t.pending = t.pending[:0]
+	t.setStatus(ctx, StatusRunning)
+	return err
+}
+
+// waitAll runs the wait loop over ws (their timers started) until every wait has ended. A
+// decision reaches present from the signal (here) or a decide update (its handler); a
+// presentation in flight when a timer fired is judged before that wait ends as expired.
+func (t *turn) waitAll(ctx workflow.Context, ws []*awaited) error {
+	shown := len(t.pending)
 	for {
 		var sig Decision
 		fired, got := false, false
@@ -474,47 +753,81 @@ func (t *turn) await(ctx workflow.Context, p PendingConfirmation, adm activities
 		// SDK, and a blocking Receive would wait for the next signal with the timer unwatched.
 		sel.AddReceive(t.sigCh, func(c workflow.ReceiveChannel, _ bool) { got = c.ReceiveAsync(&sig) })
 		sel.AddReceive(t.wake, func(c workflow.ReceiveChannel, _ bool) { c.ReceiveAsync(nil) })
-		sel.AddFuture(timer, func(workflow.Future) { fired = true })
+		for _, w := range ws {
+			if w.end == endOpen && !w.fired {
+				sel.AddFuture(w.timer, func(workflow.Future) { w.fired, fired = true, true })
+			}
+		}
 		sel.Select(ctx)
 		if got {
 			if _, err := t.present(ctx, sig); err != nil {
-				return sig, endDecided, err
+				return err
 			}
 		}
 		if fired {
 			// A presentation in flight when the timer fired is judged first (its consume
 			// checks the expiry on the worker's clock); only then does the wait end.
 			if err := workflow.Await(ctx, func() bool { return !t.presenting }); err != nil {
-				return sig, endDecided, err
+				return err
 			}
 		}
-		if t.decided != nil {
-			return *t.decided, endDecided, nil
+		open := 0
+		for _, w := range ws {
+			if w.end != endOpen {
+				continue
+			}
+			switch {
+			case w.decided != nil:
+				w.end = endDecided
+			case w.fired:
+				w.end = endExpired
+			case w.refused >= MaxRefusedDecisions:
+				w.end = endRefusals
+			default:
+				open++
+				continue
+			}
+			t.unpend(w.p.ConfirmationID)
 		}
-		if fired {
-			return sig, endExpired, nil
+		if open == 0 {
+			return nil
 		}
-		if t.awaiting.refused >= MaxRefusedDecisions {
-			return sig, endRefusals, nil
+		if len(t.pending) != shown {
+			// Some of a batch were decided: operators see how many still wait.
+			shown = len(t.pending)
+			t.setStatus(ctx, StatusAwaitingConfirmation)
+		}
+	}
+}
+
+// unpend drops confirmation id from the pending query's list.
+func (t *turn) unpend(id string) {
+	for i, p := range t.pending {
+		if p.ConfirmationID == id {
+			t.pending = append(t.pending[:i], t.pending[i+1:]...)
+			return
 		}
 	}
 }
 
 // present judges one decision (from the signal or a decide update) against the pending
-// proposal: any presentation to it consumes its token, a valid one decides it, a refused one
-// is audited and leaves the proposal waiting with a fresh token. Presentations run one at a
-// time, in arrival order.
+// proposal it names: any presentation to it consumes its token, a valid one decides it, a
+// refused one is audited and leaves the proposal waiting with a fresh token. Presentations
+// run one at a time, in arrival order.
 func (t *turn) present(ctx workflow.Context, d Decision) (DecisionResult, error) {
 	if err := workflow.Await(ctx, func() bool { return !t.presenting }); err != nil {
 		return DecisionResult{}, err
 	}
-	w := t.awaiting
-	if w == nil || w.legacy || d.ConfirmationID != w.p.ConfirmationID || t.decided != nil {
+	w := t.awaitedFor(d.ConfirmationID)
+	if w == nil || w.legacy || w.decided != nil || w.end != endOpen {
 		detail := fmt.Sprintf("confirmation %q is not pending in this turn", d.ConfirmationID)
-		if w != nil && t.decided != nil && d.ConfirmationID == w.p.ConfirmationID {
-			detail = fmt.Sprintf("confirmation %q was already decided (%s by %s)", d.ConfirmationID, t.decided.Decision, t.decided.Approver)
+		if w != nil && w.decided != nil {
+			detail = fmt.Sprintf("confirmation %q was already decided (%s by %s)", d.ConfirmationID, w.decided.Decision, w.decided.Approver)
 		}
-		// Audited against the proposal waiting now, if any.
+		// Audited against the proposal it names, or the one proposal waiting now, if any.
+		if w == nil && len(t.awaits) == 1 {
+			w = t.awaits[0]
+		}
 		seq, waiting := t.seq, (*PendingConfirmation)(nil)
 		if w != nil {
 			seq, waiting = w.p.Seq, &w.p
@@ -547,7 +860,8 @@ func (t *turn) present(ctx workflow.Context, d Decision) (DecisionResult, error)
 		t.wake.SendAsync(true)
 		return res, t.refuse(ctx, p.Seq, &p, d.Approver, cons.Refusal, detail)
 	}
-	t.decided = &d
+	w.decided, w.editedDigest = &d, cons.EditedDigest
+	t.unpend(p.ConfirmationID)
 	t.wake.SendAsync(true)
 	return DecisionResult{Accepted: true}, nil
 }
@@ -561,7 +875,7 @@ func (t *turn) consume(ctx workflow.Context, p PendingConfirmation, adm activiti
 		ConfirmationID: p.ConfirmationID, WorkflowID: t.workflowID, RunID: t.runID, Seq: p.Seq,
 		CapabilityID: adm.CapabilityID, Version: adm.Version, ArgsDigest: adm.ArgsDigest,
 		Presentation: fmt.Sprintf("%s/%s/%d/%d", t.workflowID, t.runID, p.Seq, t.presentations),
-		Decision:     d.Decision, Approver: d.Approver, Reason: d.Reason, Nonce: d.Nonce, MAC: d.MAC,
+		Decision:     d.Decision, Approver: d.Approver, Reason: d.Reason, Nonce: d.Nonce, MAC: d.MAC, Arguments: d.Arguments,
 		DisplayedDigest: d.ArgsDigest, Attestation: d.Attestation,
 		Principal: t.req.Principal, DistinctApprover: adm.DistinctApprover,
 	}).Get(ctx, &cons)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -56,6 +57,9 @@ type fixture struct {
 	provider *inference.Scripted
 	sends    atomic.Int32
 	acts     *activities.Activities
+	// sentTo lists the recipients test_send ran with, in the order it ran.
+	sentMu sync.Mutex
+	sentTo []string
 }
 
 // call renders one OpenAI tool call.
@@ -88,6 +92,9 @@ func testImpls(f *fixture) []registry.Implementation {
 		}),
 		registry.Typed("test.send", 1, func(_ context.Context, a *sendArgs, _ registry.Invocation) (registry.Output, error) {
 			f.sends.Add(1)
+			f.sentMu.Lock()
+			f.sentTo = append(f.sentTo, a.To)
+			f.sentMu.Unlock()
 			return registry.Output{Data: json.RawMessage(`{"sent":true}`)}, nil
 		}),
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -157,7 +158,35 @@ func newDenyCmd() *cobra.Command {
 	return cmd
 }
 
-func decideCmd(cmd *cobra.Command, id, decision, credential, reason string) error {
+func newEditCmd() *cobra.Command {
+	var f decisionFlags
+	var arguments string
+	cmd := &cobra.Command{
+		Use:   "edit CONFIRMATION-ID --args JSON",
+		Short: "Deny a pending call and run it with your own arguments instead, as a new proposal",
+		Long: `Edit a pending confirmation. The proposal shown is never changed: it is denied with reason
+edited_by_approver, and the turn goes on with exactly the arguments given here as a new proposal of
+the same tool, recorded as approver-originated. It passes resolve, validate and policy again (invalid
+arguments are rejected and nothing runs); the edit, whose signature binds these arguments, is its
+confirmation. The audit keeps both argument digests.`,
+		Example: `  airlock edit cf-1a2b3c4d5e6f70819203 --args '{"to":"acct-1","amount":5}'`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.check(); err != nil {
+				return err
+			}
+			if arguments == "" {
+				return errors.New("--args is required: the JSON object of arguments to run instead")
+			}
+			return decideCmd(cmd, args[0], workflows.DecisionEdit, f.credential, "", json.RawMessage(arguments))
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&arguments, "args", "", "the arguments to run instead, a JSON object (required)")
+	return cmd
+}
+
+func decideCmd(cmd *cobra.Command, id, decision, credential, reason string, edited ...json.RawMessage) error {
 	ctx := cmd.Context()
 	st, err := openExistingStore(ctx)
 	if err != nil {
@@ -173,7 +202,7 @@ func decideCmd(cmd *cobra.Command, id, decision, credential, reason string) erro
 		return err
 	}
 	defer c.Close()
-	return sendDecision(ctx, cmd.OutOrStdout(), c, st, id, decision, approver, cred, reason)
+	return sendDecision(ctx, cmd.OutOrStdout(), c, st, id, decision, approver, cred, reason, edited...)
 }
 
 // sendDecision signs the decision on confirmation id with its token (opened with the approver
@@ -181,12 +210,15 @@ func decideCmd(cmd *cobra.Command, id, decision, credential, reason string) erro
 // waits up to 10 s for the turn's verdict. Only a decision that decided the proposal prints
 // success; a decision that lost to another approver's, was refused, or was not judged in time
 // is an error that says so.
-func sendDecision(ctx context.Context, out io.Writer, c client.Client, st *store.Store, id, decision, approver string, cred approvers.Credential, reason string) error {
+func sendDecision(ctx context.Context, out io.Writer, c client.Client, st *store.Store, id, decision, approver string, cred approvers.Credential, reason string, edited ...json.RawMessage) error {
 	key, err := workers.ApproverKey(cfg)
 	if err != nil {
 		return err
 	}
 	req := approval.Request{ConfirmationID: id, Decision: decision, Approver: approver, Reason: reason, Signer: cred}
+	if len(edited) > 0 {
+		req.Arguments = edited[0]
+	}
 	var ref *approval.RefusedError
 	for attempt := 1; ; attempt++ {
 		d, err := approval.Send(ctx, c, st, key, req)
@@ -231,8 +263,11 @@ func decisionOutcome(ctx context.Context, out io.Writer, st *store.Store, id, de
 }
 
 func pastTense(decision string) string {
-	if decision == workflows.DecisionApprove {
+	switch decision {
+	case workflows.DecisionApprove:
 		return store.DecisionApproved
+	case workflows.DecisionEdit:
+		return "edited (the edited call runs as a new proposal)"
 	}
 	return store.DecisionDenied
 }

@@ -10,6 +10,7 @@ package approval
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/airlock-dev/airlock/internal/approvers"
+	"github.com/airlock-dev/airlock/internal/canonical"
 	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
@@ -34,6 +36,10 @@ type Request struct {
 	Approver string
 	// Reason is the deny reason the model receives.
 	Reason string
+	// Arguments are, for workflows.DecisionEdit only, the approver's exact arguments (a JSON
+	// object): the original proposal is denied (edited_by_approver) and these run as a new
+	// proposal that passes the executor stages again. The MAC binds their canonical digest.
+	Arguments json.RawMessage
 	// ArgsDigest is the digest of the arguments the surface displayed ("" when it displayed
 	// none: the bound digest is used). A digest that is not the proposal's is refused
 	// here (*StaleError) and by the worker (stale_digest).
@@ -118,8 +124,9 @@ func (e *RefusedError) Unwrap() error { return ErrRefused }
 var ErrNoVerdict = errors.New("approval: the turn has not judged the decision yet")
 
 // Sign builds the signed Decision for r on the stored confirmation row: it opens the sealed
-// token of the row's current generation with key and signs with a fresh nonce. Errors:
-// ErrNotPending (the row is decided or expired at now), token.ErrSealed (wrong approver key).
+// token of the row's current generation with key and signs with a fresh nonce (an edit's MAC
+// also binds the canonical digest of r.Arguments). Errors: ErrNotPending (the row is decided
+// or expired at now), token.ErrSealed (wrong approver key), ErrBadEdit.
 func Sign(key token.Key, row store.Confirmation, r Request, now time.Time) (workflows.Decision, error) {
 	if err := pendingAt(row, now); err != nil {
 		return workflows.Decision{}, err
@@ -134,16 +141,46 @@ func Sign(key token.Key, row store.Confirmation, r Request, now time.Time) (work
 	if err != nil {
 		return workflows.Decision{}, fmt.Errorf("approval: open the token of %s with the approver key: %w", row.ID, err)
 	}
+	edited, err := editedDigest(r)
+	if err != nil {
+		return workflows.Decision{}, err
+	}
 	nonce, err := token.NewNonce()
 	if err != nil {
 		return workflows.Decision{}, err
 	}
 	d := workflows.Decision{ConfirmationID: row.ID, Decision: r.Decision, Approver: r.Approver, Reason: r.Reason,
-		ArgsDigest: row.ArgsDigest, Nonce: nonce}
+		ArgsDigest: row.ArgsDigest, Nonce: nonce, Arguments: r.Arguments}
 	d.MAC = token.SignDecision(plain, token.Decision{ConfirmationID: d.ConfirmationID, Decision: d.Decision,
-		Approver: d.Approver, Reason: d.Reason, ArgsDigest: row.ArgsDigest, Nonce: d.Nonce})
+		Approver: d.Approver, Reason: d.Reason, ArgsDigest: row.ArgsDigest, Nonce: d.Nonce, EditedDigest: edited})
 	d.Attestation = r.Signer.Attest(d.ConfirmationID, d.MAC)
 	return d, nil
+}
+
+// ErrBadEdit reports an edit without arguments, with arguments that are not one JSON object
+// (canonical form), or arguments on a decision that is not an edit.
+var ErrBadEdit = errors.New("approval: bad edit")
+
+// editedDigest is the canonical digest of an edit's arguments ("" for approve and deny).
+func editedDigest(r Request) (string, error) {
+	if r.Decision != workflows.DecisionEdit {
+		if len(r.Arguments) > 0 {
+			return "", fmt.Errorf("%w: only an edit carries arguments", ErrBadEdit)
+		}
+		return "", nil
+	}
+	if len(r.Arguments) == 0 || len(r.Arguments) > workflows.MaxEditArgumentBytes {
+		return "", fmt.Errorf("%w: an edit needs its arguments (a JSON object of at most %d bytes)", ErrBadEdit, workflows.MaxEditArgumentBytes)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(r.Arguments, &obj); err != nil || obj == nil {
+		return "", fmt.Errorf("%w: the arguments are not a JSON object", ErrBadEdit)
+	}
+	digest, err := canonical.Digest(r.Arguments)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrBadEdit, err)
+	}
+	return digest, nil
 }
 
 func pendingAt(row store.Confirmation, now time.Time) error {

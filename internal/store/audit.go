@@ -31,8 +31,11 @@ type AuditEvent struct {
 	Reason       string
 	Detail       string
 	ArgsDigest   string
-	Approver     string
-	At           time.Time
+	// OriginalDigest is set on a proposal_edited row only: the digest of the model's arguments
+	// the approver's edit replaced (ArgsDigest is then the edited arguments' digest).
+	OriginalDigest string
+	Approver       string
+	At             time.Time
 }
 
 type auditRow struct {
@@ -49,6 +52,7 @@ type auditRow struct {
 	Reason       string `db:"reason"`
 	Detail       string `db:"detail"`
 	ArgsDigest   string `db:"args_digest"`
+	OrigDigest   string `db:"original_digest"`
 	Approver     string `db:"approver"`
 	At           dbTime `db:"at"`
 }
@@ -58,12 +62,12 @@ func (r auditRow) event() AuditEvent {
 		ID: r.ID, Key: r.Key, WorkflowID: r.WorkflowID, RunID: r.RunID, Seq: r.Seq,
 		CallID: r.CallID, CapabilityID: r.CapabilityID, Version: r.Version,
 		Outcome: r.Outcome, Stage: r.Stage, Reason: r.Reason, Detail: r.Detail,
-		ArgsDigest: r.ArgsDigest, Approver: r.Approver, At: r.At.Time,
+		ArgsDigest: r.ArgsDigest, OriginalDigest: r.OrigDigest, Approver: r.Approver, At: r.At.Time,
 	}
 }
 
 const auditCols = `id, event_key, workflow_id, run_id, seq, call_id, capability_id, version,
-	outcome, stage, reason, detail, args_digest, approver, at`
+	outcome, stage, reason, detail, args_digest, original_digest, approver, at`
 
 // AppendAudit appends e to the audit log unless a row with e.Key already
 // exists (INSERT … ON CONFLICT (event_key) DO NOTHING). inserted reports
@@ -79,11 +83,11 @@ func (s *Store) AppendAudit(ctx context.Context, e AuditEvent) (inserted bool, e
 	}
 	res, err := s.db.ExecContext(ctx, s.q(`INSERT INTO audit_events
 		(event_key, workflow_id, run_id, seq, call_id, capability_id, version,
-		 outcome, stage, reason, detail, args_digest, approver, at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		 outcome, stage, reason, detail, args_digest, original_digest, approver, at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (event_key) DO NOTHING`),
 		e.Key, e.WorkflowID, e.RunID, e.Seq, e.CallID, e.CapabilityID, e.Version,
-		e.Outcome, e.Stage, e.Reason, e.Detail, e.ArgsDigest, e.Approver, tsArg(orNow(e.At)))
+		e.Outcome, e.Stage, e.Reason, e.Detail, e.ArgsDigest, e.OriginalDigest, e.Approver, tsArg(orNow(e.At)))
 	if err != nil {
 		return false, fmt.Errorf("store: append audit event %q: %w", e.Key, err)
 	}

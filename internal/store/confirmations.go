@@ -56,6 +56,9 @@ type Confirmation struct {
 	Generation int
 	// ConsumedBy identifies the presentation that consumed the current token ("" while unused).
 	ConsumedBy string
+	// EditedDigest is set when an approver's edit decided the confirmation (EditConfirmation):
+	// the canonical digest of the arguments the edit authorized. "" otherwise.
+	EditedDigest string
 }
 
 type confirmationRow struct {
@@ -81,6 +84,7 @@ type confirmationRow struct {
 	Reason       string `db:"reason"`
 	DecidedAt    dbTime `db:"decided_at"`
 	Generation   int    `db:"generation"`
+	EditedDigest string `db:"edited_digest"`
 }
 
 func (r confirmationRow) confirmation() Confirmation {
@@ -91,13 +95,14 @@ func (r confirmationRow) confirmation() Confirmation {
 		Arguments: rawJSON(r.Arguments), Display: r.Display, RegistryRevision: r.RegistryRev,
 		CreatedAt: r.CreatedAt.Time, ExpiresAt: r.ExpiresAt.Time, ConsumedAt: r.ConsumedAt.ptr(),
 		Decision: r.Decision, Approver: r.Approver, Reason: r.Reason, DecidedAt: r.DecidedAt.ptr(),
-		Generation: r.Generation, ConsumedBy: r.ConsumedBy,
+		Generation: r.Generation, ConsumedBy: r.ConsumedBy, EditedDigest: r.EditedDigest,
 	}
 }
 
 const confirmationCols = `id, token_hash, sealed_token, workflow_id, run_id, seq, call_id,
 	capability_id, version, args_digest, arguments, display, created_at, expires_at,
-	consumed_at, decision, approver, reason, decided_at, registry_revision, consumed_by, generation`
+	consumed_at, decision, approver, reason, decided_at, registry_revision, consumed_by, generation,
+	edited_digest`
 
 // CreateConfirmation stores a new pending, unconsumed confirmation and returns
 // it as stored. It is idempotent by c.ID: if a confirmation with this ID
@@ -179,6 +184,79 @@ func (s *Store) DecideConfirmation(ctx context.Context, id, decision, approver, 
 		return nil
 	}
 	return fmt.Errorf("%w: confirmation %q already %s, cannot record %s", ErrConflict, id, existing, decision)
+}
+
+// ReasonEditedByApprover is the reason recorded on a confirmation an approver's edit decided
+// (EditConfirmation): the proposal was denied and the approver's arguments ran as a new one.
+const ReasonEditedByApprover = "edited_by_approver"
+
+// EditConfirmation records an approver's edit as the final decision on confirmation id: the
+// proposal is denied with reason ReasonEditedByApprover, and editedDigest (the canonical
+// digest of the approver's arguments, as the edit's MAC authorized them) is kept for the
+// confirmation of the new proposal (CreateApprovedConfirmation's caller checks it). Like
+// DecideConfirmation the first decision is final: the same edit again is a no-op, anything
+// else returns an error wrapping ErrConflict. Unknown id → ErrNotFound.
+func (s *Store) EditConfirmation(ctx context.Context, id, approver, editedDigest string, at time.Time) error {
+	if editedDigest == "" {
+		return fmt.Errorf("store: edit confirmation %q: needs the edited arguments' digest", id)
+	}
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE confirmations
+		SET decision = ?, approver = ?, reason = ?, decided_at = ?, edited_digest = ?
+		WHERE id = ? AND decision = ''`), DecisionDenied, approver, ReasonEditedByApprover, tsArg(orNow(at)), editedDigest, id)
+	if err != nil {
+		return fmt.Errorf("store: edit confirmation %q: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("store: edit confirmation %q: %w", id, err)
+	} else if n == 1 {
+		return nil
+	}
+	got, err := s.GetConfirmation(ctx, id)
+	if err != nil {
+		return err
+	}
+	if got.Decision == DecisionDenied && got.Reason == ReasonEditedByApprover && got.Approver == approver && got.EditedDigest == editedDigest {
+		return nil
+	}
+	return fmt.Errorf("%w: confirmation %q already %s, cannot record an edit", ErrConflict, id, got.Decision)
+}
+
+// CreateApprovedConfirmation stores the confirmation of a proposal that an approver's edit
+// created, already approved by c.Approver (the edit itself, whose MAC covered exactly these
+// arguments, is its confirmation): one statement, so the row is never listed as pending. It
+// carries a token hash no one holds (c.TokenHash, required, unique) and no sealed copy. It is
+// idempotent by c.ID like CreateConfirmation: an existing row is returned unchanged.
+// Required: c.ID, c.TokenHash, c.ExpiresAt, c.Approver.
+func (s *Store) CreateApprovedConfirmation(ctx context.Context, c Confirmation) (Confirmation, error) {
+	switch {
+	case c.ID == "":
+		return Confirmation{}, errors.New("store: confirmation needs an ID")
+	case len(c.TokenHash) == 0:
+		return Confirmation{}, fmt.Errorf("store: confirmation %q needs a TokenHash", c.ID)
+	case c.ExpiresAt.IsZero():
+		return Confirmation{}, fmt.Errorf("store: confirmation %q needs an ExpiresAt", c.ID)
+	case c.Approver == "":
+		return Confirmation{}, fmt.Errorf("store: approved confirmation %q needs its approver", c.ID)
+	}
+	args, err := jsonArg("confirmation arguments", c.Arguments)
+	if err != nil {
+		return Confirmation{}, err
+	}
+	created := orNow(c.CreatedAt)
+	_, err = s.db.ExecContext(ctx, s.q(`INSERT INTO confirmations
+		(id, token_hash, sealed_token, workflow_id, run_id, seq, call_id, capability_id,
+		 version, args_digest, arguments, display, created_at, expires_at, registry_revision,
+		 consumed_at, consumed_by, decision, approver, reason, decided_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO NOTHING`),
+		c.ID, c.TokenHash, bytesArg(nil), c.WorkflowID, c.RunID, c.Seq, c.CallID,
+		c.CapabilityID, c.Version, c.ArgsDigest, args, c.Display,
+		tsArg(created), tsArg(c.ExpiresAt), c.RegistryRevision,
+		tsArg(created), "edit", DecisionApproved, c.Approver, c.Reason, tsArg(created))
+	if err != nil {
+		return Confirmation{}, fmt.Errorf("store: create approved confirmation %q: %w", c.ID, err)
+	}
+	return s.GetConfirmation(ctx, c.ID)
 }
 
 // ListPendingConfirmations returns the confirmations that have no decision yet

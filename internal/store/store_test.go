@@ -1022,3 +1022,63 @@ func TestTimestampsRoundTrip(t *testing.T) {
 		}
 	})
 }
+
+// An edit decides a confirmation once (denied, edited_by_approver, with the edited digest):
+// the same edit again is a no-op, anything else a conflict. The edited proposal's confirmation
+// is created already approved, in one statement, and never listed as pending.
+func TestConfirmationEditAndApprovedCreate(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, s *Store, _ string) {
+		ctx := testCtx(t)
+		if _, err := s.CreateConfirmation(ctx, newConfirmation("conf-e", 0xE1)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.EditConfirmation(ctx, "conf-e", "alice", "", base); err == nil {
+			t.Fatal("an edit without its digest must fail")
+		}
+		if err := s.EditConfirmation(ctx, "conf-e", "alice", "d1", base); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.EditConfirmation(ctx, "conf-e", "alice", "d1", base); err != nil {
+			t.Fatalf("the same edit again: %v", err)
+		}
+		if err := s.EditConfirmation(ctx, "conf-e", "alice", "d2", base); !errors.Is(err, ErrConflict) {
+			t.Fatalf("another edit = %v, want ErrConflict", err)
+		}
+		if err := s.DecideConfirmation(ctx, "conf-e", DecisionApproved, "bob", "", base); !errors.Is(err, ErrConflict) {
+			t.Fatalf("an approval after the edit = %v, want ErrConflict", err)
+		}
+		if err := s.DecideConfirmation(ctx, "conf-e", DecisionDenied, "alice", ReasonEditedByApprover, base); err != nil {
+			t.Fatalf("recording the edit's denial again: %v", err)
+		}
+		got, err := s.GetConfirmation(ctx, "conf-e")
+		if err != nil || got.Decision != DecisionDenied || got.Reason != ReasonEditedByApprover || got.Approver != "alice" || got.EditedDigest != "d1" {
+			t.Fatalf("edited row = %+v, %v", got, err)
+		}
+
+		c := newConfirmation("conf-n", 0xE2)
+		c.SealedToken, c.Approver, c.Reason = nil, "alice", "edit of conf-e"
+		if _, err := s.CreateApprovedConfirmation(ctx, Confirmation{ID: "x", TokenHash: []byte{9}, ExpiresAt: base}); err == nil {
+			t.Fatal("an approved confirmation needs its approver")
+		}
+		row, err := s.CreateApprovedConfirmation(ctx, c)
+		if err != nil || row.Decision != DecisionApproved || row.Approver != "alice" || row.DecidedAt == nil || row.SealedToken != nil {
+			t.Fatalf("approved row = %+v, %v", row, err)
+		}
+		retry := newConfirmation("conf-n", 0xE3)
+		retry.Approver = "mallory"
+		again, err := s.CreateApprovedConfirmation(ctx, retry)
+		if err != nil || again.Approver != "alice" || !bytes.Equal(again.TokenHash, row.TokenHash) {
+			t.Fatalf("a retry must return the existing row: %+v, %v", again, err)
+		}
+		pending, err := s.ListPendingConfirmations(ctx, base.Add(-time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pending {
+			if p.ID == "conf-n" || p.ID == "conf-e" {
+				t.Fatalf("%s is listed as pending", p.ID)
+			}
+		}
+	})
+}

@@ -17,7 +17,7 @@ import (
 type Decision struct {
 	// ConfirmationID names the confirmation ("cf-…").
 	ConfirmationID string
-	// Decision is "approve" or "deny" (any other text is bound too, and refused later).
+	// Decision is "approve", "deny" or "edit" (any other text is bound too, and refused later).
 	Decision string
 	// Approver is the approver identity the surface authenticated.
 	Approver string
@@ -28,6 +28,10 @@ type Decision struct {
 	// Nonce is fresh per decision (NewNonce): the consumer records it, so one MAC is
 	// accepted at most once.
 	Nonce string
+	// EditedDigest is, for an edit, the hex SHA-256 of the canonical arguments the approver
+	// wrote (canonical.Digest), so a MAC over an edit authorizes exactly those arguments; ""
+	// for approve and deny.
+	EditedDigest string
 }
 
 // NonceBytes is the entropy of a decision nonce: 128 bits.
@@ -52,7 +56,7 @@ const decisionMACLabel = "airlock decision v1"
 // decisions share an encoding (a field cannot bleed into the next).
 func (d Decision) message() []byte {
 	var b strings.Builder
-	for _, f := range []string{decisionMACLabel, d.ConfirmationID, d.Decision, d.Approver, d.Reason, d.ArgsDigest, d.Nonce} {
+	for _, f := range []string{decisionMACLabel, d.ConfirmationID, d.Decision, d.Approver, d.Reason, d.ArgsDigest, d.Nonce, d.EditedDigest} {
 		fmt.Fprintf(&b, "%d:%s", len(f), f)
 	}
 	return []byte(b.String())
@@ -62,7 +66,7 @@ func (d Decision) message() []byte {
 // over every field of d. Only a holder of the token (an approver surface that opened the
 // sealed copy with the approver key, or the worker) can compute it; the MAC reveals nothing
 // about the token and is useless for any other decision, approver, reason, arguments,
-// confirmation or nonce.
+// edited arguments, confirmation or nonce.
 func SignDecision(plain string, d Decision) string {
 	m := hmac.New(sha256.New, []byte(plain))
 	m.Write(d.message())

@@ -81,12 +81,26 @@ func TestDecisionMACBindsEveryField(t *testing.T) {
 		{ConfirmationID: "cf-1", Decision: "approve", Approver: "alice", Reason: "x", ArgsDigest: "ab12", Nonce: n1},
 		{ConfirmationID: "cf-1", Decision: "approve", Approver: "alice", ArgsDigest: "ab13", Nonce: n1},
 		{ConfirmationID: "cf-1", Decision: "approve", Approver: "alice", ArgsDigest: "ab12", Nonce: n2},
+		// An edit's MAC binds the edited arguments' digest: it cannot carry other arguments.
+		{ConfirmationID: "cf-1", Decision: "approve", Approver: "alice", ArgsDigest: "ab12", Nonce: n1, EditedDigest: "cd34"},
 		// Field boundaries are unambiguous: moving text between fields changes the MAC.
 		{ConfirmationID: "cf-1a", Decision: "pprove", Approver: "alice", ArgsDigest: "ab12", Nonce: n1},
 	}
 	for i, c := range changed {
 		if err := VerifyDecision(plain, c, mac); !errors.Is(err, ErrMAC) {
 			t.Errorf("case %d: a MAC copied onto %+v must not verify: %v", i, c, err)
+		}
+	}
+	edit := Decision{ConfirmationID: "cf-1", Decision: "edit", Approver: "alice", ArgsDigest: "ab12", Nonce: n1, EditedDigest: "cd34"}
+	emac := SignDecision(plain, edit)
+	if err := VerifyDecision(plain, edit, emac); err != nil {
+		t.Fatalf("own edit MAC must verify: %v", err)
+	}
+	for _, digest := range []string{"cd35", ""} {
+		moved := edit
+		moved.EditedDigest = digest
+		if err := VerifyDecision(plain, moved, emac); !errors.Is(err, ErrMAC) {
+			t.Errorf("an edit MAC must not verify for edited digest %q: %v", digest, err)
 		}
 	}
 	if err := VerifyDecision(other, d, mac); !errors.Is(err, ErrMAC) {
