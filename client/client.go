@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -52,6 +53,29 @@ type Options struct {
 	// Approver is the approver a surface credential vouches for (a surface authenticated them);
 	// leave it empty with an approver's own credential, whose name is the approver.
 	Approver string
+}
+
+// OptionsFromEnv returns the Options the airlock CLI would use on this machine: task queue
+// AIRLOCK_TASK_QUEUE; store AIRLOCK_DATABASE_URL, else the SQLite file under AIRLOCK_HOME
+// (default .airlock); approver key AIRLOCK_APPROVER_KEY, else AIRLOCK_APPROVER_KEY_FILE, else
+// $AIRLOCK_HOME/approver.key; credential AIRLOCK_CREDENTIAL, else
+// <user config dir>/airlock/credential.json. Temporal settings stay with Dial (TEMPORAL_*).
+// Files that do not exist are left out, so a client that only starts turns works without them.
+func OptionsFromEnv() Options {
+	cfg := config.FromEnv()
+	o := Options{TaskQueue: cfg.TaskQueue, DatabaseURL: cfg.StoreURL(), ApproverKey: os.Getenv("AIRLOCK_APPROVER_KEY")}
+	if o.ApproverKey == "" && exists(cfg.KeyFile()) {
+		o.ApproverKeyFile = cfg.KeyFile()
+	}
+	if exists(cfg.CredentialPath()) {
+		o.CredentialFile = cfg.CredentialPath()
+	}
+	return o
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // Errors Decide and the constructors return; a *DecisionError unwraps to one of the first

@@ -2,6 +2,7 @@ package client
 
 import (
 	"github.com/airlock-dev/airlock/activities"
+	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/registry"
 	"github.com/airlock-dev/airlock/workflows"
 )
@@ -72,3 +73,11 @@ const (
 
 // TaskQueue is the default task queue of turns.
 const TaskQueue = workflows.TaskQueue
+
+// Visible returns model-written text fit to show on one line: control, bidirectional and
+// invisible characters (and bytes that are not UTF-8) as <U+XXXX> (<0xXX>), everything else
+// as is. Show tool names, arguments, reasons and details with it.
+func Visible(s string) string { return display.Visible(s) }
+
+// Text is Visible for multi-line text (the model's prose): newlines and tabs stay.
+func Text(s string) string { return display.Text(s) }
