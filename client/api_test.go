@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"go/importer"
+	"go/parser"
 	"go/token"
 	"go/types"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -129,5 +132,25 @@ func TestExportedAPINamesNoInternalType(t *testing.T) {
 func TestTurnWorkflowName(t *testing.T) {
 	if turnWorkflowName != workers.TurnWorkflowName {
 		t.Fatalf("client starts %q, workers register %q", turnWorkflowName, workers.TurnWorkflowName)
+	}
+}
+
+// The example client app imports nothing of this module but the public client package.
+func TestExampleUsesOnlyThePublicPackage(t *testing.T) {
+	files, err := filepath.Glob("../examples/client/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example sources: %v", err)
+	}
+	for _, f := range files {
+		parsed, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range parsed.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			if (path == module || strings.HasPrefix(path, module+"/")) && path != module+"/client" {
+				t.Errorf("%s imports %s", f, path)
+			}
+		}
 	}
 }

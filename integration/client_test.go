@@ -11,6 +11,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -208,5 +211,43 @@ func TestOperatorMemoAndSummariesAreEscaped(t *testing.T) {
 	}
 	if admit != "admit "+unknownTool {
 		t.Fatalf("admit summary = %q; all: %q", admit, summaries)
+	}
+}
+
+// The example client app (examples/client, built on client/ only) runs a turn end to end
+// against a real worker: it starts the turn, shows the confirmation, approves it with the
+// approver credential named by AIRLOCK_CREDENTIAL, and prints the result.
+func TestExampleClientRunsATurn(t *testing.T) {
+	var hits atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.WriteString(w, "<html><head><title>example page</title></head><body>hello</body></html>")
+	}))
+	defer target.Close()
+	model := newFakeModel(t, calls(call("c1", "web_fetch", fmt.Sprintf(`{"url":"%s/x"}`, target.URL))))
+	_, cfg, _ := liveModelStack(t, model)
+	bin := filepath.Join(t.TempDir(), "example-client")
+	build := exec.Command("go", "build", "-o", bin, "./examples/client")
+	build.Dir = repoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the example: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-conversation", "example-"+cfg.TaskQueue, "-decide", "approve", "-message", "fetch the example page")
+	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+devServer.Address, "TEMPORAL_NAMESPACE="+devServer.Namespace,
+		"AIRLOCK_HOME="+cfg.Home, "AIRLOCK_DATABASE_URL="+cfg.DatabaseURL, "AIRLOCK_TASK_QUEUE="+cfg.TaskQueue,
+		"AIRLOCK_CREDENTIAL="+itCredentials["alice"], "AIRLOCK_APPROVER_KEY=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("example client: %v\n%s", err, out)
+	}
+	for _, want := range []string{"confirmation needed", "web_fetch", "approved", "#1 web_fetch: executed approved by alice", "assistant: all done"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("example output lacks %q:\n%s", want, out)
+		}
+	}
+	if hits.Load() != 1 {
+		t.Errorf("page fetched %d times", hits.Load())
 	}
 }
