@@ -79,7 +79,7 @@ func run(m *testing.M) int {
 		return fail("build airlock: %v\n%s", err, out)
 	}
 	devServer, err = stack.EnsureTemporal(ctx, stack.TemporalOptions{
-		Dir: filepath.Join(tmp, "temporal"), UIPort: stack.Headless, Namespace: "airlock-it",
+		Dir: filepath.Join(tmp, "temporal"), UIPort: 0, Namespace: "airlock-it", // the UI on a free port: the browser tests screenshot it
 		SearchAttributes: workflows.SearchAttributes(), Log: os.Stderr,
 	})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -84,6 +85,11 @@ func runDev(cmd *cobra.Command, trace, message, decision string) error {
 	}
 	step("approver %s decides with %s (page password in %s)", demo.name, demo.credential, demo.passwordFile)
 	cfg.Credential = demo.credential
+	if url, err := startDevWeb(ctx, cmd); err != nil {
+		fmt.Fprintf(out, "  (the approver page did not start: %v; decide with the commands shown)\n", err)
+	} else {
+		step("approver page: %s  sign in as %s with the password in %s", url, demo.name, demo.passwordFile)
+	}
 
 	var req workflows.TurnRequest
 	if live {
@@ -129,6 +135,20 @@ func runDev(cmd *cobra.Command, trace, message, decision string) error {
 		return err
 	}
 	return nil
+}
+
+// startDevWeb serves the approver page in this process on cfg.WebAddr until ctx ends and
+// returns its URL, or why it could not start (the address is taken: another page runs).
+func startDevWeb(ctx context.Context, cmd *cobra.Command) (string, error) {
+	ready := make(chan string, 1)
+	errc := make(chan error, 1)
+	go func() { errc <- runWeb(ctx, io.Discard, cmd.ErrOrStderr(), cfg.WebAddr, "", "", ready) }()
+	select {
+	case u := <-ready:
+		return u, nil
+	case err := <-errc:
+		return "", err
+	}
 }
 
 // devPrincipal is the requesting principal of live dev turns: never the demo approver, so

@@ -69,7 +69,7 @@ Configuration comes from the environment, overridden by flags:
 	pf.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "store URL, postgres://… or sqlite:PATH (AIRLOCK_DATABASE_URL; default SQLite under --home)")
 	pf.Lookup("database-url").DefValue = redact.URL(cfg.DatabaseURL) // --help shows the default: never its password
 	pf.StringVar(&cfg.CorpusDir, "corpus", cfg.CorpusDir, "AgentDojo corpus folder with tools.json and runs/ (AIRLOCK_CORPUS)")
-	root.AddCommand(newWorkerCmd(), newTurnCmd(), newPendingCmd(), newApproveCmd(), newDenyCmd(), newAuditCmd(),
+	root.AddCommand(newWorkerCmd(), newWebCmd(), newTurnCmd(), newPendingCmd(), newApproveCmd(), newDenyCmd(), newAuditCmd(),
 		newParseCmd(), newReplayCmd(), newRegistryCmd(), newStackCmd(), newDevCmd(), newEvalCmd(), newApproversCmd())
 	return root
 }

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/airlock-dev/airlock/internal/approvers"
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/web"
+	"github.com/airlock-dev/airlock/workers"
+)
+
+func newWebCmd() *cobra.Command {
+	var addr, certFile, keyFile string
+	cmd := &cobra.Command{
+		Use:   "web",
+		Short: "Serve the approver page: pending decisions across turns, approve / deny / edit, history",
+		Long: `Serve the approver page until interrupted.
+
+Approvers sign in with the name and password the approvers file lists (AIRLOCK_APPROVERS,
+default $AIRLOCK_HOME/approvers.json; add one with: airlock approvers add NAME). The page shows
+every pending confirmation across turns, newest first (filter by conversation or capability):
+the capability and tool, who asked, the literal arguments with hidden characters made visible,
+what leaves the machine, the time left, the turn's earlier outcomes and its Temporal UI link.
+A decision is sent as the turn's decide update, so the page shows at once whether it was
+accepted or why not (expired, decided by someone else, four-eyes, stale arguments).
+
+The signed-in approver is the one recorded; the page attests each decision with its own key
+($AIRLOCK_HOME/credentials/surface-web.json, created and registered in the approvers file on
+first start). Every POST needs the session's CSRF token and a same-origin Origin header;
+failed sign-ins are limited to 5 a minute per name and per client address (answered 429).
+Sessions are in memory (a restart signs everyone out) and use Secure cookies:
+browsers keep them on http://127.0.0.1 and http://localhost only, so serve any other address
+with --tls-cert/--tls-key or behind a TLS proxy.`,
+		Example: `  airlock approvers add alice && airlock web
+  airlock web --addr 127.0.0.1:9000
+  airlock web --addr 0.0.0.0:8443 --tls-cert cert.pem --tls-key key.pem`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runWeb(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), addr, certFile, keyFile, nil)
+		},
+	}
+	cmd.Flags().StringVar(&addr, "addr", cfg.WebAddr, "listen address host:port (AIRLOCK_WEB_ADDR)")
+	cmd.Flags().StringVar(&certFile, "tls-cert", "", "serve HTTPS with this certificate (PEM), with --tls-key")
+	cmd.Flags().StringVar(&keyFile, "tls-key", "", "private key (PEM) of --tls-cert")
+	return cmd
+}
+
+// surfaceCredentialPath is where the approver page keeps its surface key.
+func surfaceCredentialPath() string { return filepath.Join(cfg.CredentialsDir(), "surface-web.json") }
+
+// runWeb serves the approver page on addr until ctx ends. ready, if set, receives the page's
+// URL once it listens.
+func runWeb(ctx context.Context, out, errOut io.Writer, addr, certFile, keyFile string, ready chan<- string) error {
+	if (certFile == "") != (keyFile == "") {
+		return errors.New("--tls-cert and --tls-key go together")
+	}
+	st, err := openExistingStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	c, err := config.DialTemporal(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	key, err := workers.ApproverKey(cfg)
+	if err != nil {
+		return err
+	}
+	cred, created, err := web.EnsureSurface(surfaceCredentialPath(), cfg.ApproversPath())
+	if err != nil {
+		return err
+	}
+	if created {
+		fmt.Fprintf(errOut, "approver page: surface key %s registered as surface %q in %s\n", surfaceCredentialPath(), web.SurfaceName, cfg.ApproversPath())
+	}
+	src := approvers.NewSource(cfg.ApproversPath())
+	opts, _ := config.TemporalOptions()
+	srv, err := web.New(web.Options{Store: st, Temporal: c, Approvers: web.FileApprovers(src),
+		Decide:      web.Decider(c, st, key, cred),
+		WorkflowURL: func(id string) string { return cfg.WorkflowURL(opts.Namespace, id) }})
+	if err != nil {
+		return err
+	}
+	return serveWeb(ctx, out, srv, addr, certFile, keyFile, ready)
+}
+
+// serveWeb serves h on addr (HTTPS with certFile and keyFile) until ctx ends, then shuts down
+// gracefully; ready, if set, receives the URL once it listens.
+func serveWeb(ctx context.Context, out io.Writer, h http.Handler, addr, certFile, keyFile string, ready chan<- string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("approver page: listen on %s: %w", addr, err)
+	}
+	scheme := "http"
+	if certFile != "" {
+		scheme = "https"
+	}
+	url := scheme + "://" + ln.Addr().String() + "/"
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	if host, _, _ := net.SplitHostPort(ln.Addr().String()); scheme == "http" && !isLoopback(host) {
+		fmt.Fprintf(out, "approver page: WARNING plain HTTP on %s: browsers keep the Secure session cookie only on loopback; use --tls-cert/--tls-key\n", addr)
+	}
+	fmt.Fprintf(out, "approver page: %s (sign in as an approver from %s; add one with: %s approvers add NAME)\n", url, cfg.ApproversPath(), self())
+	if ready != nil {
+		ready <- url
+	}
+	errc := make(chan error, 1)
+	go func() {
+		if certFile != "" {
+			errc <- hs.ServeTLS(ln, certFile, keyFile)
+		} else {
+			errc <- hs.Serve(ln)
+		}
+	}()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("approver page: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		return fmt.Errorf("approver page: shut down: %w", err)
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,465 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/approval"
+	"github.com/airlock-dev/airlock/internal/store"
+	"github.com/airlock-dev/airlock/workflows"
+)
+
+// maxPasswordLen bounds a password before bcrypt sees it (bcrypt uses 72 bytes).
+const maxPasswordLen = 1024
+
+func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
+	s.render(w, r, http.StatusOK, "login", "Sign in", "")
+}
+
+// login checks name and password against the approvers file, rate limited per name and per
+// client address; success starts a session and sets its cookie.
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		s.render(w, r, http.StatusBadRequest, "login", "Sign in", "The form could not be read.")
+		return
+	}
+	name, password := strings.TrimSpace(r.PostForm.Get("name")), r.PostForm.Get("password")
+	keys := []string{userKey(name), ipKey(clientIP(r))}
+	if blocked, wait := s.limiter.blocked(keys...); blocked {
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+		s.opt.Log.Warn("web: sign-in rate limited", "client", clientIP(r))
+		s.render(w, r, http.StatusTooManyRequests, "login", "Sign in",
+			fmt.Sprintf("Too many failed sign-ins: try again in %d s.", int(wait.Seconds())+1))
+		return
+	}
+	set, err := s.opt.Approvers()
+	if err != nil {
+		s.opt.Log.Error("web: read the approvers file", "err", err)
+		s.render(w, r, http.StatusInternalServerError, "login", "Sign in", "The approvers file could not be read: see the server's log.")
+		return
+	}
+	approver := ""
+	if len(password) <= maxPasswordLen && name != "" {
+		approver, err = set.Authenticate(name, password)
+	} else {
+		err = errors.New("web: empty name or overlong password")
+	}
+	if err != nil || approver == "" {
+		s.limiter.fail(keys...)
+		s.render(w, r, http.StatusUnauthorized, "login", "Sign in", "Unknown approver or wrong password.")
+		return
+	}
+	id, err := s.sessions.create(approver)
+	if err != nil {
+		s.fail(w, r, http.StatusInternalServerError, "could not start a session", err)
+		return
+	}
+	http.SetCookie(w, sessionCookie(id, int(SessionMax.Seconds())))
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+	s.sessions.remove(current(r).id)
+	http.SetCookie(w, sessionCookie("", -1))
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// card is one confirmation as the page shows it, with its decision forms while undecided.
+type card struct {
+	ID            string
+	WorkflowID    shown
+	WorkflowIDRaw string
+	TurnLink      string
+	TemporalURL   string
+	Conversation  shown
+	Principal     shown
+	Tool          shown
+	Capability    string
+	Version       int
+	Seq           int
+	Fields        []field
+	Literal       shown
+	Leaves        []leave
+	ArgsDigest    string
+	Edit          string
+	CreatedAt     time.Time
+	ExpiresAt     time.Time
+	Expired       bool
+	Decision      string
+	DecidedAt     *time.Time
+	CSRF          string
+	Approver      shown
+	Reason        shown
+	Earlier       []event
+}
+
+// event is one audit row as the page shows it.
+type event struct {
+	At         time.Time
+	WorkflowID shown
+	TurnLink   string
+	Seq        int
+	Capability string
+	Version    int
+	Outcome    string
+	Stage      string
+	Reason     shown
+	Detail     shown
+	Approver   shown
+}
+
+// conversationOf is the conversation of a turn workflow id "turn/<conversation>/<seq>".
+func conversationOf(workflowID string) string {
+	s := strings.TrimPrefix(workflowID, "turn/")
+	if i := strings.LastIndexByte(s, '/'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func turnLink(workflowID string) string { return "/turn?id=" + url.QueryEscape(workflowID) }
+
+// toolOf is the model's tool name from a confirmation's display line ("name {args}").
+func toolOf(displayLine string) string {
+	if i := strings.IndexByte(displayLine, ' '); i >= 0 {
+		return displayLine[:i]
+	}
+	return displayLine
+}
+
+func (s *Server) card(r *http.Request, c store.Confirmation, principal string, now time.Time) card {
+	return card{CSRF: current(r).csrf, DecidedAt: c.DecidedAt,
+		ID: c.ID, WorkflowID: show(c.WorkflowID, fieldLimit), WorkflowIDRaw: c.WorkflowID, TurnLink: turnLink(c.WorkflowID),
+		TemporalURL: s.opt.WorkflowURL(c.WorkflowID), Conversation: show(conversationOf(c.WorkflowID), fieldLimit),
+		Principal: show(principal, fieldLimit), Tool: show(toolOf(c.Display), fieldLimit), Capability: c.CapabilityID,
+		Version: c.Version, Seq: c.Seq, Fields: fields(c.Arguments), Literal: show(string(c.Arguments), literalLimit),
+		Leaves: leaves(c.Arguments), ArgsDigest: c.ArgsDigest, Edit: editable(c.Arguments),
+		CreatedAt: c.CreatedAt, ExpiresAt: c.ExpiresAt, Expired: c.Decision == "" && !now.Before(c.ExpiresAt),
+		Decision: c.Decision, Approver: show(c.Approver, fieldLimit), Reason: show(c.Reason, fieldLimit),
+	}
+}
+
+func (s *Server) event(e store.AuditEvent) event {
+	return event{At: e.At, WorkflowID: show(e.WorkflowID, fieldLimit), TurnLink: turnLink(e.WorkflowID), Seq: e.Seq,
+		Capability: e.CapabilityID, Version: e.Version, Outcome: e.Outcome, Stage: e.Stage,
+		Reason: show(e.Reason, fieldLimit), Detail: show(e.Detail, fieldLimit), Approver: show(e.Approver, fieldLimit)}
+}
+
+// turnInfo is what Temporal says about a turn: its principal and status ("" when unknown).
+type turnInfo struct{ Principal, Status string }
+
+func (s *Server) turnInfo(ctx context.Context, workflowID string) turnInfo {
+	if s.opt.Temporal == nil {
+		return turnInfo{}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	d, err := s.opt.Temporal.DescribeWorkflow(ctx, workflowID, "")
+	if err != nil {
+		return turnInfo{}
+	}
+	var ti turnInfo
+	ti.Principal, _ = d.TypedSearchAttributes.GetKeyword(workflows.AttrPrincipal)
+	ti.Status, _ = d.TypedSearchAttributes.GetKeyword(workflows.AttrStatus)
+	if ti.Status == "" {
+		ti.Status = strings.ToLower(d.Status.String())
+	}
+	return ti
+}
+
+// group is the pending cards of one turn and model message (round), shown together.
+type group struct {
+	WorkflowID  shown
+	TurnLink    string
+	TemporalURL string
+	Cards       []card
+	Earlier     []event
+}
+
+type inboxData struct {
+	Conversation, Capability string
+	Groups                   []group
+	Total, Shown             int
+}
+
+// inbox lists undecided confirmations across turns, newest first, filtered by conversation
+// and capability; the calls of one turn are grouped with the turn's earlier outcomes.
+func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	data := inboxData{Conversation: q.Get("conversation"), Capability: q.Get("capability")}
+	rows, err := s.opt.Store.ListUndecidedConfirmations(ctx, 0)
+	if err != nil {
+		s.fail(w, r, http.StatusInternalServerError, "could not read the pending confirmations", err)
+		return
+	}
+	now := s.opt.Now()
+	data.Total = len(rows)
+	index := map[string]int{}
+	infos := map[string]turnInfo{}
+	for _, c := range rows {
+		if (data.Conversation != "" && conversationOf(c.WorkflowID) != data.Conversation) ||
+			(data.Capability != "" && c.CapabilityID != data.Capability) {
+			continue
+		}
+		data.Shown++
+		info, ok := infos[c.WorkflowID]
+		if !ok {
+			info = s.turnInfo(ctx, c.WorkflowID)
+			infos[c.WorkflowID] = info
+		}
+		i, ok := index[c.WorkflowID]
+		if !ok {
+			i = len(data.Groups)
+			index[c.WorkflowID] = i
+			g := group{WorkflowID: show(c.WorkflowID, fieldLimit), TurnLink: turnLink(c.WorkflowID), TemporalURL: s.opt.WorkflowURL(c.WorkflowID)}
+			if evs, err := s.opt.Store.ListAudit(ctx, c.WorkflowID); err == nil {
+				for _, e := range evs {
+					g.Earlier = append(g.Earlier, s.event(e))
+				}
+			}
+			data.Groups = append(data.Groups, g)
+		}
+		data.Groups[i].Cards = append(data.Groups[i].Cards, s.card(r, c, info.Principal, now))
+	}
+	s.render(w, r, http.StatusOK, "inbox", "Pending decisions", data)
+}
+
+type turnData struct {
+	WorkflowID  shown
+	Raw         string
+	TemporalURL string
+	Info        turnInfo
+	Principal   shown
+	Answer      *answer
+	AnswerText  shown
+	Pending     []card
+	Decided     []card
+	Events      []event
+	Result      *workflows.TurnResult
+	Prose       shown
+	Outcomes    []outcomeView
+	Results     []resultView
+	Running     bool
+}
+
+type outcomeView struct {
+	Seq       int
+	Round     int
+	Name      shown
+	Cap       string
+	Version   int
+	Outcome   string
+	Stage     string
+	Reason    shown
+	Detail    shown
+	Approver  shown
+	Arguments shown
+}
+
+type resultView struct {
+	Seq        int
+	Capability string
+	Version    int
+	Data       shown
+	Error      shown
+}
+
+// turn is one turn's page: its pending confirmations (with forms), decided ones, audit trail
+// and, once it ended, its result.
+func (s *Server) turn(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := r.URL.Query().Get("id")
+	if id == "" {
+		s.fail(w, r, http.StatusBadRequest, "which turn? (/turn?id=WORKFLOW-ID)", nil)
+		return
+	}
+	rows, err := s.opt.Store.ListTurnConfirmations(ctx, id)
+	if err != nil {
+		s.fail(w, r, http.StatusInternalServerError, "could not read the turn's confirmations", err)
+		return
+	}
+	evs, err := s.opt.Store.ListAudit(ctx, id)
+	if err != nil {
+		s.fail(w, r, http.StatusInternalServerError, "could not read the turn's audit", err)
+		return
+	}
+	info := s.turnInfo(ctx, id)
+	d := turnData{WorkflowID: show(id, fieldLimit), Raw: id, TemporalURL: s.opt.WorkflowURL(id), Info: info, Principal: show(info.Principal, fieldLimit)}
+	if a := current(r).lastAnswer; a != nil && a.WorkflowID == id {
+		d.Answer, d.AnswerText = a, show(a.Text, 0)
+	}
+	now := s.opt.Now()
+	for _, c := range rows {
+		if c.Decision == "" {
+			d.Pending = append(d.Pending, s.card(r, c, info.Principal, now))
+		} else {
+			d.Decided = append(d.Decided, s.card(r, c, info.Principal, now))
+		}
+	}
+	for _, e := range evs {
+		d.Events = append(d.Events, s.event(e))
+	}
+	if raw, err := s.opt.Store.GetTurnResult(ctx, id); err == nil {
+		var res workflows.TurnResult
+		if json.Unmarshal(raw, &res) == nil {
+			d.Result = &res
+			d.Prose = show(res.Prose, 2000)
+			for _, o := range res.Outcomes {
+				d.Outcomes = append(d.Outcomes, outcomeView{Seq: o.Seq, Round: o.Round, Name: show(o.Name, fieldLimit), Cap: o.CapabilityID,
+					Version: o.Version, Outcome: string(o.Outcome), Stage: string(o.Stage), Reason: show(o.Reason, fieldLimit),
+					Detail: show(o.Detail, fieldLimit), Approver: show(o.Approver, fieldLimit), Arguments: show(string(o.Arguments), literalLimit)})
+			}
+			for _, x := range res.Results {
+				d.Results = append(d.Results, resultView{Seq: x.Seq, Capability: x.CapabilityID, Version: x.Version,
+					Data: show(string(x.Data), literalLimit), Error: show(x.Error, fieldLimit)})
+			}
+		}
+	} else if !errors.Is(err, store.ErrNotFound) {
+		s.fail(w, r, http.StatusInternalServerError, "could not read the turn's result", err)
+		return
+	}
+	d.Running = d.Result == nil && len(d.Pending) == 0
+	s.render(w, r, http.StatusOK, "turn", "Turn", d)
+}
+
+type historyData struct {
+	Decided []card
+	Events  []event
+}
+
+// history lists past decisions (decided confirmations, newest first) and the audit's
+// decision rows.
+func (s *Server) history(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	rows, err := s.opt.Store.ListDecidedConfirmations(ctx, 200)
+	if err != nil {
+		s.fail(w, r, http.StatusInternalServerError, "could not read past decisions", err)
+		return
+	}
+	evs, err := s.opt.Store.ListAudit(ctx, "")
+	if err != nil {
+		s.fail(w, r, http.StatusInternalServerError, "could not read the audit", err)
+		return
+	}
+	var d historyData
+	now := s.opt.Now()
+	for _, c := range rows {
+		d.Decided = append(d.Decided, s.card(r, c, "", now))
+	}
+	for i := len(evs) - 1; i >= 0 && len(d.Events) < 200; i-- {
+		e := evs[i]
+		if e.Approver != "" || e.Outcome == "denied" || e.Outcome == "expired" || e.Outcome == "confirmation_refused" {
+			d.Events = append(d.Events, s.event(e))
+		}
+	}
+	s.render(w, r, http.StatusOK, "history", "Past decisions", d)
+}
+
+// decisionEdit is the form's value for an edit (workflows.DecisionEdit once the workflow
+// supports it).
+const decisionEdit = "edit"
+
+// maxEditLen bounds the edited arguments a form may send.
+const maxEditLen = 64 << 10
+
+// decide sends the signed-in approver's decision on one confirmation and remembers the turn's
+// answer for the turn's page: decided, or why not (expired, decided by someone else, refused
+// with a code such as stale_digest or approver_is_requester).
+func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
+	me := current(r)
+	f := r.PostForm
+	id := f.Get("confirmation_id")
+	row, err := s.opt.Store.GetConfirmation(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, http.StatusNotFound, "no such confirmation", nil)
+		return
+	}
+	req := approval.Request{ConfirmationID: id, Decision: f.Get("decision"), Approver: me.approver, Reason: strings.TrimSpace(f.Get("reason"))}
+	a := answer{WorkflowID: row.WorkflowID, ConfirmationID: id}
+	switch req.Decision {
+	case workflows.DecisionApprove:
+	case workflows.DecisionDeny:
+		if req.Reason == "" {
+			a.Text = "A denial needs a reason: the model receives it."
+			s.answer(w, r, me, a)
+			return
+		}
+	case decisionEdit:
+		args := f.Get("arguments")
+		if len(args) > maxEditLen || !json.Valid([]byte(args)) {
+			a.Text = "The edited arguments are not valid JSON (or longer than 64 KiB): nothing was sent."
+			s.answer(w, r, me, a)
+			return
+		}
+		if err := editRequest(&req, json.RawMessage(args)); err != nil {
+			a.Text = err.Error()
+			s.answer(w, r, me, a)
+			return
+		}
+	default:
+		a.Text = "Unknown decision: nothing was sent."
+		s.answer(w, r, me, a)
+		return
+	}
+	if err := setDigest(&req, f.Get("args_digest")); err != nil {
+		a.Text = err.Error()
+		s.answer(w, r, me, a)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.opt.DecideTimeout)
+	defer cancel()
+	err = s.opt.Decide(ctx, req)
+	a.OK, a.Text = verdictText(id, req, err)
+	if err != nil {
+		s.opt.Log.Info("web: decision not accepted", "confirmation", id, "approver", me.approver, "err", err)
+	}
+	s.answer(w, r, me, a)
+}
+
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, me signedIn, a answer) {
+	s.sessions.setAnswer(me.id, a)
+	http.Redirect(w, r, turnLink(a.WorkflowID)+"#answer", http.StatusSeeOther)
+}
+
+// verdictText says what became of a decision, for the approver.
+func verdictText(id string, req approval.Request, err error) (bool, string) {
+	var np *approval.NotPendingError
+	var ref *approval.RefusedError
+	var stale *approval.StaleError
+	switch {
+	case errors.As(err, &stale):
+		return false, "Not sent: the arguments changed since this page showed them (stale page). Reload and decide on what it asks now."
+	case err == nil:
+		switch req.Decision {
+		case workflows.DecisionApprove:
+			return true, fmt.Sprintf("Approved %s as %s: the call runs once, with the arguments shown.", id, req.Approver)
+		case workflows.DecisionDeny:
+			return true, fmt.Sprintf("Denied %s as %s; the model receives the reason.", id, req.Approver)
+		}
+		return true, fmt.Sprintf("Edited %s as %s: the original is denied (edited_by_approver) and your arguments go on as a new proposal.", id, req.Approver)
+	case errors.As(err, &np) && np.Decision == store.DecisionExpired:
+		return false, fmt.Sprintf("Not sent: %s expired before your decision; the call never runs.", id)
+	case errors.As(err, &np):
+		return false, "Not decided: " + np.Error()
+	case errors.As(err, &ref):
+		msg := "Refused by the turn: " + ref.Code
+		if ref.Detail != "" {
+			msg += " (" + ref.Detail + ")"
+		}
+		if ref.Reissued {
+			msg += "; the proposal is still pending: decide again"
+		}
+		return false, msg
+	case errors.Is(err, context.DeadlineExceeded):
+		return false, "No answer from the turn in time (is a worker running?); the decision was not accepted."
+	}
+	return false, "The decision could not be delivered: " + err.Error()
+}

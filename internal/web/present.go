@@ -1,0 +1,123 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"github.com/airlock-dev/airlock/internal/display"
+)
+
+// Truncation limits, in runes of the visible form.
+const (
+	fieldLimit   = 160
+	literalLimit = 600
+)
+
+// shown is one hostile string as the page shows it (internal/display): Text is the visible
+// form (hidden runes as <U+XXXX>), cut to a limit when Truncated, with Full the whole visible
+// form; Flags name what was made visible or deserves a second look (display.Flag values);
+// Note gives the ASCII (punycode) form of non-ASCII hosts in it.
+type shown struct {
+	Text      string
+	Full      string
+	Truncated bool
+	Flags     []string
+	Note      string
+}
+
+// show renders s for the page, truncated at limit runes (0: display.DefaultLimit).
+func show(s string, limit int) shown {
+	return fromValue(display.Show(s, limit))
+}
+
+func fromValue(v display.Value) shown {
+	out := shown{Text: v.Short, Full: v.Full, Truncated: v.Has(display.FlagTruncated)}
+	for _, f := range v.Flags {
+		out.Flags = append(out.Flags, string(f))
+	}
+	if len(v.Hosts) > 0 {
+		out.Note = "host is " + strings.Join(v.Hosts, ", ")
+	}
+	return out
+}
+
+// field is one argument leaf as the page shows it: its path (keys made visible and quoted
+// when not plain) and its value.
+type field struct {
+	Name  shown
+	Value shown
+}
+
+// leave is one thing that leaves the machine if the call runs (display.Egress): a URL, a
+// host, a recipient, an amount.
+type leave struct {
+	Kind  string
+	Name  shown
+	Value shown
+}
+
+// fields splits the arguments into their leaves (display.Arguments); arguments that are not
+// one JSON value are one field named "(arguments)".
+func fields(raw json.RawMessage) []field {
+	fs, err := display.Arguments(raw, fieldLimit)
+	if err != nil {
+		return []field{{Name: shown{Text: "(arguments)"}, Value: show(string(raw), fieldLimit)}}
+	}
+	out := make([]field, len(fs))
+	for i, f := range fs {
+		out[i] = field{Name: shown{Text: f.Path}, Value: fromValue(f.Value)}
+	}
+	return out
+}
+
+// leaves is what the call's arguments would send out of the machine (display.Egress).
+func leaves(raw json.RawMessage) []leave {
+	ls, err := display.Egress(raw, fieldLimit)
+	if err != nil {
+		return nil
+	}
+	out := make([]leave, len(ls))
+	for i, l := range ls {
+		out[i] = leave{Kind: l.Kind, Name: shown{Text: l.Path}, Value: fromValue(l.Value)}
+	}
+	return out
+}
+
+// editable is the JSON for the edit form's textarea: the literal arguments, indented, with
+// every rune display would make visible written as a \uXXXX escape, so the textarea shows
+// the same value without hidden or reordering characters (decoding it gives the same value).
+func editable(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return display.Visible(string(raw))
+	}
+	s := b.String()
+	if !display.Flagged(s) {
+		return s
+	}
+	var o strings.Builder
+	for _, r := range s {
+		if r != '\n' && display.Flagged(string(r)) {
+			if r > 0xffff {
+				r1, r2 := utf16Pair(r)
+				o.WriteString(jsonEscape(r1) + jsonEscape(r2))
+				continue
+			}
+			o.WriteString(jsonEscape(r))
+			continue
+		}
+		o.WriteRune(r)
+	}
+	return o.String()
+}
+
+func jsonEscape(r rune) string {
+	const hex = "0123456789abcdef"
+	return `\u` + string([]byte{hex[r>>12&0xf], hex[r>>8&0xf], hex[r>>4&0xf], hex[r&0xf]})
+}
+
+func utf16Pair(r rune) (rune, rune) {
+	r -= 0x10000
+	return 0xd800 + (r>>10)&0x3ff, 0xdc00 + r&0x3ff
+}

@@ -1,0 +1,208 @@
+package web
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/airlock-dev/airlock/internal/approval"
+	"github.com/airlock-dev/airlock/internal/store"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Authenticator checks an approver's password: the approver's canonical name, or an error
+// (approvers.ErrBadCredentials for an unknown name or a wrong password, in constant work).
+type Authenticator interface {
+	Authenticate(name, password string) (string, error)
+}
+
+// DecideFunc delivers one decision to its turn and returns the turn's verdict, as
+// approval.Decide does: nil when it decided the proposal, *approval.NotPendingError,
+// *approval.RefusedError or another error. The server fills Approver from the session; the
+// function attests the decision with the page's surface credential.
+type DecideFunc func(ctx context.Context, r approval.Request) error
+
+// Options configure a Server.
+type Options struct {
+	// Store is the Airlock store: pending confirmations, the audit log, turn results.
+	Store *store.Store
+	// Temporal, when set, is used to read each turn's principal and status.
+	Temporal client.Client
+	// Approvers returns the current approvers (the file is re-read when it changes).
+	Approvers func() (Authenticator, error)
+	// Decide delivers a decision (see DecideFunc).
+	Decide DecideFunc
+	// WorkflowURL links a turn in the Temporal UI.
+	WorkflowURL func(workflowID string) string
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// DecideTimeout bounds one decision's round trip to the turn (default 30 s).
+	DecideTimeout time.Duration
+	// Log receives one line per refused or failed request (default slog.Default()); never a
+	// password, a session id or a CSRF token.
+	Log *slog.Logger
+}
+
+// Server is the approver page's HTTP handler.
+type Server struct {
+	opt      Options
+	sessions *sessions
+	limiter  *limiter
+	pages    map[string]*template.Template
+	mux      *http.ServeMux
+}
+
+// New builds the Server. Store, Approvers and Decide are required.
+func New(opt Options) (*Server, error) {
+	if opt.Store == nil || opt.Approvers == nil || opt.Decide == nil {
+		return nil, errors.New("web: a Store, Approvers and a Decide function are required")
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.DecideTimeout <= 0 {
+		opt.DecideTimeout = 30 * time.Second
+	}
+	if opt.WorkflowURL == nil {
+		opt.WorkflowURL = func(string) string { return "" }
+	}
+	if opt.Log == nil {
+		opt.Log = slog.Default()
+	}
+	s := &Server{opt: opt, sessions: newSessions(opt.Now), limiter: newLimiter(opt.Now), pages: map[string]*template.Template{}}
+	funcs := template.FuncMap{"show": func(s string) shown { return show(s, fieldLimit) }}
+	for _, p := range []string{"login", "inbox", "turn", "history", "error"} {
+		t, err := template.New(p+".html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html", "templates/"+p+".html")
+		if err != nil {
+			return nil, fmt.Errorf("web: parse template %s: %w", p, err)
+		}
+		s.pages[p] = t
+	}
+	static, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		return nil, fmt.Errorf("web: static assets: %w", err)
+	}
+	m := http.NewServeMux()
+	m.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	m.HandleFunc("GET /login", s.loginPage)
+	m.HandleFunc("POST /login", s.login)
+	m.HandleFunc("POST /logout", s.authed(s.logout))
+	m.HandleFunc("GET /{$}", s.authed(s.inbox))
+	m.HandleFunc("GET /turn", s.authed(s.turn))
+	m.HandleFunc("GET /history", s.authed(s.history))
+	m.HandleFunc("POST /decide", s.authed(s.decide))
+	s.mux = m
+	return s, nil
+}
+
+// csp allows scripts, styles and images from this origin only: no inline script, no framing,
+// forms post only here.
+const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// ServeHTTP sets the security headers on every response, refuses a state change that is not
+// same-origin, and routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", csp)
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
+	if !strings.HasPrefix(r.URL.Path, "/static/") {
+		h.Set("Cache-Control", "no-store") // pages show arguments and carry CSRF tokens
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && !sameOrigin(r) {
+		s.opt.Log.Warn("web: refused a cross-origin or origin-less state change", "path", r.URL.Path, "client", clientIP(r))
+		http.Error(w, "refused: this request does not come from the approver page (Origin check)", http.StatusForbidden)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+type ctxKey struct{}
+
+type signedIn struct {
+	id string
+	session
+}
+
+// authed wraps a handler that needs a signed-in approver: without a live session a GET is
+// redirected to /login and anything else is refused 401; every POST must carry the session's
+// CSRF token (field csrf), else 403.
+func (s *Server) authed(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var sess session
+		var id string
+		ok := false
+		if c, err := r.Cookie(SessionCookie); err == nil {
+			id = c.Value
+			sess, ok = s.sessions.get(id)
+		}
+		if !ok {
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, "/login", http.StatusSeeOther)
+				return
+			}
+			http.Error(w, "refused: sign in first", http.StatusUnauthorized)
+			return
+		}
+		if r.Method == http.MethodPost {
+			if err := r.ParseForm(); err != nil || !validCSRF(sess, r.PostForm.Get("csrf")) {
+				s.opt.Log.Warn("web: refused a state change without a valid CSRF token", "path", r.URL.Path, "approver", sess.approver)
+				http.Error(w, "refused: missing or wrong CSRF token (reload the page)", http.StatusForbidden)
+				return
+			}
+		}
+		next(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, signedIn{id: id, session: sess})))
+	}
+}
+
+func current(r *http.Request) signedIn {
+	v, _ := r.Context().Value(ctxKey{}).(signedIn)
+	return v
+}
+
+// page is what every template gets.
+type page struct {
+	Title    string
+	Approver string
+	CSRF     string
+	Data     any
+}
+
+func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
+	me := current(r)
+	p := page{Title: title, Approver: me.approver, CSRF: me.csrf, Data: data}
+	var b strings.Builder
+	if err := s.pages[name].ExecuteTemplate(&b, "layout", p); err != nil {
+		s.opt.Log.Error("web: render page", "page", name, "err", err)
+		http.Error(w, "internal error rendering the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(b.String()))
+}
+
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, msg string, err error) {
+	if err != nil {
+		s.opt.Log.Error("web: "+msg, "err", err)
+	}
+	s.render(w, r, status, "error", "Error", msg)
+}

@@ -1,0 +1,330 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/approval"
+	"github.com/airlock-dev/airlock/internal/store"
+	"github.com/airlock-dev/airlock/workflows"
+)
+
+var errBad = errors.New("bad credentials")
+
+// users is a fake approvers file: name -> password.
+type users map[string]string
+
+func (u users) Authenticate(name, password string) (string, error) {
+	if p, ok := u[name]; ok && p == password {
+		return name, nil
+	}
+	return "", errBad
+}
+
+type recorder struct {
+	mu   sync.Mutex
+	reqs []approval.Request
+	err  error
+}
+
+func (r *recorder) decide(_ context.Context, req approval.Request) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reqs = append(r.reqs, req)
+	return r.err
+}
+
+type env struct {
+	t   *testing.T
+	srv *httptest.Server
+	st  *store.Store
+	rec *recorder
+	now time.Time
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "airlock.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e := &env{t: t, st: st, rec: &recorder{}, now: time.Now()}
+	s, err := New(Options{Store: st, Approvers: func() (Authenticator, error) { return users{"alice": "correct horse"}, nil },
+		Decide: e.rec.decide, WorkflowURL: func(id string) string { return "http://ui.example/" + url.PathEscape(id) },
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv = httptest.NewServer(s)
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+// client is a browser-like client: a cookie jar (httptest serves plain HTTP, so the Secure
+// cookie is copied by hand) and the page's Origin on every POST.
+type browser struct {
+	e   *env
+	c   *http.Client
+	sid string
+}
+
+func (e *env) browser() *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{e: e, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+func (b *browser) do(method, path string, form url.Values, origin string) (*http.Response, string) {
+	b.e.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, _ := http.NewRequest(method, b.e.srv.URL+path, body)
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	if b.sid != "" {
+		req.AddCookie(&http.Cookie{Name: SessionCookie, Value: b.sid})
+	}
+	resp, err := b.c.Do(req)
+	if err != nil {
+		b.e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	for _, c := range resp.Cookies() {
+		if c.Name == SessionCookie {
+			b.sid = c.Value
+		}
+	}
+	return resp, string(out)
+}
+
+func (b *browser) post(path string, form url.Values) (*http.Response, string) {
+	return b.do("POST", path, form, b.e.srv.URL)
+}
+
+func (b *browser) get(path string) (*http.Response, string) { return b.do("GET", path, nil, "") }
+
+func (b *browser) login(name, password string) *http.Response {
+	resp, _ := b.post("/login", url.Values{"name": {name}, "password": {password}})
+	return resp
+}
+
+var csrfRe = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func (b *browser) csrf() string {
+	_, page := b.get("/")
+	m := csrfRe.FindStringSubmatch(page)
+	if m == nil {
+		b.e.t.Fatalf("no CSRF token on the inbox:\n%s", page)
+	}
+	return m[1]
+}
+
+func (e *env) confirmation(id, wf, tool string, args string, ttl time.Duration) store.Confirmation {
+	e.t.Helper()
+	c, err := e.st.CreateConfirmation(context.Background(), store.Confirmation{ID: id, TokenHash: []byte("h-" + id), WorkflowID: wf, RunID: "r",
+		Seq: 1, CallID: "call-" + id, CapabilityID: "test.cap", Version: 1, ArgsDigest: "sha256:" + id, Arguments: json.RawMessage(args),
+		Display: tool + " " + args, ExpiresAt: e.now.Add(ttl)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
+}
+
+func TestEveryPageNeedsASignedInApprover(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser()
+	for _, p := range []string{"/", "/history", "/turn?id=turn/c/1"} {
+		resp, _ := b.get(p)
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/login" {
+			t.Errorf("GET %s unauthenticated = %d %q, want 303 to /login", p, resp.StatusCode, resp.Header.Get("Location"))
+		}
+	}
+	resp, _ := b.post("/decide", url.Values{"confirmation_id": {"cf-1"}, "decision": {"approve"}, "csrf": {"x"}})
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("POST /decide unauthenticated = %d, want 401", resp.StatusCode)
+	}
+	b.sid = "forged-session-id"
+	if resp, _ := b.get("/"); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("GET / with an unknown session id = %d, want 303", resp.StatusCode)
+	}
+	if len(e.rec.reqs) != 0 {
+		t.Fatalf("a decision was sent: %+v", e.rec.reqs)
+	}
+}
+
+func TestSignInSetsAStrictSessionCookieAndSignOutEndsIt(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser()
+	resp := b.login("alice", "correct horse")
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login = %d", resp.StatusCode)
+	}
+	var c *http.Cookie
+	for _, x := range resp.Cookies() {
+		if x.Name == SessionCookie {
+			c = x
+		}
+	}
+	if c == nil || !c.Secure || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" || len(c.Value) < 43 {
+		t.Fatalf("session cookie = %+v, want Secure, HttpOnly, SameSite=Strict, Path=/ and a 256-bit id", c)
+	}
+	resp, page := b.get("/")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(page, `id="me">alice<`) {
+		t.Fatalf("inbox after sign-in = %d\n%s", resp.StatusCode, page)
+	}
+	old := b.sid
+	if resp, _ := b.post("/logout", url.Values{"csrf": {b.csrf()}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("logout = %d", resp.StatusCode)
+	}
+	b.sid = old // replaying the old cookie after sign-out
+	if resp, _ := b.get("/"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("old session after sign-out = %d, want 303 to /login", resp.StatusCode)
+	}
+}
+
+func TestStateChangesNeedCSRFAndSameOrigin(t *testing.T) {
+	e := newEnv(t)
+	e.confirmation("cf-a", "turn/c/1", "pay", `{"amount":5}`, time.Minute)
+	b := e.browser()
+	b.login("alice", "correct horse")
+	token := b.csrf()
+	form := url.Values{"confirmation_id": {"cf-a"}, "decision": {"approve"}, "args_digest": {"sha256:cf-a"}}
+	if resp, body := b.post("/decide", form); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "CSRF") {
+		t.Errorf("POST without a CSRF token = %d %q, want 403", resp.StatusCode, body)
+	}
+	form.Set("csrf", token+"x")
+	if resp, _ := b.post("/decide", form); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("POST with a wrong CSRF token = %d, want 403", resp.StatusCode)
+	}
+	form.Set("csrf", token)
+	if resp, body := b.do("POST", "/decide", form, "https://evil.example"); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "Origin") {
+		t.Errorf("cross-origin POST = %d %q, want 403", resp.StatusCode, body)
+	}
+	if resp, _ := b.do("POST", "/decide", form, ""); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("POST without Origin or Referer = %d, want 403", resp.StatusCode)
+	}
+	if len(e.rec.reqs) != 0 {
+		t.Fatalf("a refused request sent a decision: %+v", e.rec.reqs)
+	}
+	resp, _ := b.post("/decide", form)
+	if resp.StatusCode != http.StatusSeeOther || len(e.rec.reqs) != 1 {
+		t.Fatalf("valid POST = %d, decisions %d", resp.StatusCode, len(e.rec.reqs))
+	}
+	if got := e.rec.reqs[0]; got.Approver != "alice" || got.ConfirmationID != "cf-a" || got.Decision != workflows.DecisionApprove {
+		t.Fatalf("decision = %+v", got)
+	}
+}
+
+func TestTheApproverIsTheSignedInOneNeverAFormField(t *testing.T) {
+	e := newEnv(t)
+	e.confirmation("cf-b", "turn/c/1", "pay", `{"amount":5}`, time.Minute)
+	b := e.browser()
+	b.login("alice", "correct horse")
+	b.post("/decide", url.Values{"csrf": {b.csrf()}, "confirmation_id": {"cf-b"}, "decision": {"deny"}, "reason": {"no"}, "args_digest": {"sha256:cf-b"},
+		"approver": {"mallory"}, "Approver": {"mallory"}})
+	if len(e.rec.reqs) != 1 || e.rec.reqs[0].Approver != "alice" || e.rec.reqs[0].Reason != "no" {
+		t.Fatalf("decisions = %+v, want one by alice", e.rec.reqs)
+	}
+}
+
+func TestSignInIsRateLimitedPerNameAndPerAddress(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser()
+	for i := range LoginFailures {
+		if resp := b.login("alice", fmt.Sprintf("wrong %d", i)); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("failure %d = %d, want 401", i, resp.StatusCode)
+		}
+	}
+	resp := b.login("alice", "correct horse")
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("sign-in after %d failures = %d (Retry-After %q), want 429 even with the right password", LoginFailures, resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	// Another name from the same address is limited too (per-address count).
+	if resp := b.login("bob", "x"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("other name from the same address = %d, want 429", resp.StatusCode)
+	}
+}
+
+func TestSecurityHeaders(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser()
+	resp, _ := b.get("/login")
+	h := resp.Header
+	csp := h.Get("Content-Security-Policy")
+	for _, want := range []string{"script-src 'self'", "frame-ancestors 'none'", "default-src 'none'", "form-action 'self'"} {
+		if !strings.Contains(csp, want) {
+			t.Errorf("CSP %q lacks %q", csp, want)
+		}
+	}
+	if strings.Contains(csp, "unsafe-inline") {
+		t.Errorf("CSP allows inline: %q", csp)
+	}
+	if h.Get("X-Frame-Options") != "DENY" || h.Get("Cache-Control") != "no-store" || h.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("headers = %v", h)
+	}
+	resp, js := b.get("/static/app.js")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(js, "countdown") {
+		t.Fatalf("app.js = %d", resp.StatusCode)
+	}
+}
+
+func TestHostileArgumentsAreEscapedAndMarked(t *testing.T) {
+	e := newEnv(t)
+	e.confirmation("cf-x", "turn/c\u202e/1", "web_fetch\u200b", `{"url":"https://files.example.com/\u202e\u2066gpj.troper\u2069/\u200bget","note":"<script>alert(1)</script>\"><img src=x onerror=alert(2)>","host":"https://\u0430pple.example/login"}`, time.Minute)
+	b := e.browser()
+	b.login("alice", "correct horse")
+	_, page := b.get("/")
+	for _, bad := range []string{"<script>alert", "<img src=x", "\u202e", "\u200b", "\u2066"} {
+		if strings.Contains(page, bad) {
+			t.Errorf("page contains %q raw", bad)
+		}
+	}
+	for _, want := range []string{"&lt;script&gt;alert(1)&lt;/script&gt;", "&lt;U&#43;202E&gt;", "&lt;U&#43;2066&gt;", "&lt;U&#43;200B&gt;",
+		`data-flag="bidi_control"`, `data-flag="invisible"`, `data-flag="mixed_script_host"`, "xn--pple-43d.example", "web_fetch&lt;U&#43;200B&gt;"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+}
+
+func TestEditableArgumentsEscapeHiddenRunes(t *testing.T) {
+	raw := json.RawMessage(`{"s":"a\u202eb\u200bc","n":1}`)
+	got := editable(raw)
+	if strings.ContainsAny(got, "\u202e\u200b") || !strings.Contains(got, `\u202e`) {
+		t.Fatalf("editable = %q", got)
+	}
+	var a, b any
+	json.Unmarshal(raw, &a)
+	if err := json.Unmarshal([]byte(got), &b); err != nil || fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Fatalf("editable changed the value: %v vs %v (%v)", a, b, err)
+	}
+}
+
+func TestLongValuesAreTruncatedWithShowAll(t *testing.T) {
+	v := show(strings.Repeat("A", 1000), fieldLimit)
+	if !v.Truncated || !strings.HasPrefix(v.Text, strings.Repeat("A", fieldLimit)) || strings.HasPrefix(v.Text, strings.Repeat("A", fieldLimit+1)) ||
+		len(v.Full) != 1000 || v.Flags[0] != "truncated" {
+		t.Fatalf("show = %+v", v)
+	}
+}
