@@ -10,7 +10,7 @@ import (
 
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/approvers"
-	"github.com/airlock-dev/airlock/internal/inference"
+	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/registry"
 )
 
@@ -277,7 +277,15 @@ type TurnResult struct {
 	Results   []CapabilityResult  `json:"results"`
 	Outcomes  []ProposalOutcome   `json:"outcomes"`
 	Rounds    int                 `json:"rounds"`
-	Usage     inference.Usage     `json:"usage"`
+	Usage     Usage               `json:"usage"`
+}
+
+// Usage is the model tokens a turn used, summed over its inference rounds (as the providers
+// reported them). It mirrors internal/inference.Usage field for field (same JSON), so the
+// contract names no internal type and results recorded before it decode unchanged.
+type Usage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
 }
 
 // HeartbeatTimeout is the heartbeat timeout of the regular activities that may run long
@@ -291,7 +299,7 @@ const HeartbeatTimeout = 2 * time.Second
 const WorkflowTaskTimeout = 2 * time.Second
 
 // StartOptions are the options every client starts a turn with: its workflow id, the task
-// queue ("" = TaskQueue), the workflow task timeout and StartSearchAttributes.
+// queue ("" = TaskQueue), the workflow task timeout, StartSearchAttributes and StartMemo.
 func StartOptions(id, taskQueue string, req TurnRequest) client.StartWorkflowOptions {
 	if taskQueue == "" {
 		taskQueue = TaskQueue
@@ -301,7 +309,23 @@ func StartOptions(id, taskQueue string, req TurnRequest) client.StartWorkflowOpt
 		TaskQueue:             taskQueue,
 		WorkflowTaskTimeout:   WorkflowTaskTimeout,
 		TypedSearchAttributes: StartSearchAttributes(req),
+		Memo:                  StartMemo(req),
 	}
+}
+
+// MemoPreview is the memo key of a turn's message preview (StartMemo).
+const MemoPreview = "preview"
+
+// PreviewLimit bounds the memo preview of a turn's message, in runes.
+const PreviewLimit = 120
+
+// StartMemo is the memo a turn starts with, for operators reading Temporal's UI: under
+// MemoPreview a short preview of the user's message, its hidden runes (controls, bidi and
+// invisible characters) shown as <U+XXXX> and cut to PreviewLimit runes
+// (display.Summary), so the UI never renders the raw message (DESIGN "Hostile text is shown
+// faithfully": Temporal summaries and memos).
+func StartMemo(req TurnRequest) map[string]any {
+	return map[string]any{MemoPreview: display.Summary(req.Message, PreviewLimit)}
 }
 
 // StartSearchAttributes are the search attributes a turn starts with: its conversation and

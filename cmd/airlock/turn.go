@@ -89,7 +89,7 @@ func startTurn(ctx context.Context, c client.Client, st *store.Store, req workfl
 		// With a worker on this client (airlock dev), the first workflow task comes back in the
 		// start response; otherwise the server dispatches it as usual.
 		opts.EnableEagerStart = true
-		opts.StaticSummary = fmt.Sprintf("turn %d of %s", seq, req.Conversation)
+		opts.StaticSummary = display.Summary(fmt.Sprintf("turn %d of %s", seq, req.Conversation), workflows.SummaryLimit)
 		_, err = c.ExecuteWorkflow(ctx, opts, workers.TurnWorkflowName, req)
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
 		if errors.As(err, &started) {

@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/approvers"
+	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
@@ -292,7 +293,7 @@ func replayTurn(ctx context.Context, opts Options, req workflows.TurnRequest, qu
 	so := workflows.StartOptions(id, queue, req)
 	so.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
 	so.EnableEagerStart = true
-	so.StaticSummary = "evaluation replay of " + req.Session
+	so.StaticSummary = display.Summary("evaluation replay of "+req.Session, workflows.SummaryLimit)
 	run, err := opts.Client.ExecuteWorkflow(sctx, so, workers.TurnWorkflowName, req)
 	if err != nil {
 		return TurnRun{}, fmt.Errorf("eval: start turn %s: %w", id, err)
