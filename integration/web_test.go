@@ -448,6 +448,47 @@ func TestWebFourEyesAndDeny(t *testing.T) {
 	}
 }
 
+// TestWebEditRunsTheApproversArguments: bob edits the proposed send_money in the page's JSON
+// form (the amount and the recipient); the original proposal is denied edited_by_approver,
+// the edited arguments run once as a new, approver-originated proposal, and the turn's page
+// shows both outcomes.
+func TestWebEditRunsTheApproversArguments(t *testing.T) {
+	t.Parallel()
+	e := newWebEnv(t, map[string][]string{"pay rent": {calls(call("c1", "send_money", moneyArgs))}})
+	run := e.startTurn("web-edit", workflows.TurnRequest{Message: "pay rent", Principal: "alice"})
+	p := waitPending(t, e.c, run.GetID(), map[string]bool{})
+	b := newTab(t)
+	b.signIn(e.url, "bob")
+	b.waitCard(e.url, p.ConfirmationID)
+	c := card(p.ConfirmationID)
+	prefilled := evalAs[string](b, fmt.Sprintf(`document.querySelector(%q).value`, c+` form.edit textarea`))
+	var shown map[string]any
+	if err := json.Unmarshal([]byte(prefilled), &shown); err != nil || shown["recipient"] != "GB29NWBK60161331926819" {
+		t.Fatalf("the edit form is not prefilled with the literal arguments: %q (%v)", prefilled, err)
+	}
+	const edited = `{"recipient":"GB29NWBK60161331926819","amount":12.05,"subject":"rent (corrected)","date":"2026-12-01"}`
+	b.do("edit",
+		chromedp.Click(css(c+` details.edit summary`)),
+		chromedp.SetValue(css(c+` form.edit textarea`), edited),
+		chromedp.Click(css(c+` button.edit`)), chromedp.WaitVisible(css(`#answer`)))
+	if got := b.text(`#answer`); !strings.Contains(got, "Edited "+p.ConfirmationID+" as bob") {
+		t.Fatalf("answer = %q", got)
+	}
+	page := b.waitTurnText(e.url, run.GetID(), `#outcomes`, "executed")
+	if !strings.Contains(page, workflows.ReasonEditedByApprover) || !strings.Contains(page, "approver") || !strings.Contains(page, "12.05") {
+		t.Fatalf("the turn's page does not show the edit's outcomes: %q", page)
+	}
+	res := result(t, run)
+	if len(res.Outcomes) != 2 || res.Outcomes[0].Outcome != activities.OutcomeDenied || res.Outcomes[0].Reason != workflows.ReasonEditedByApprover ||
+		res.Outcomes[1].Outcome != activities.OutcomeExecuted || res.Outcomes[1].Origin != workflows.OriginApprover || res.Outcomes[1].Approver != "bob" {
+		t.Fatalf("outcomes = %s (%+v)", outcomeList(res), res.Outcomes)
+	}
+	if got := e.rec.of("send_money"); len(got) != 1 || got[0] != canon(t, edited) {
+		t.Fatalf("send_money ran %v, want once with the edited arguments", got)
+	}
+	b.noDialogs()
+}
+
 // TestWebExpiredCannotBeApproved: a confirmation with a short lifetime turns "expired" on the
 // open page by itself (countdown, buttons disabled); a form submitted anyway (the disabled
 // button bypassed with script) is refused by the server, and the call never runs.

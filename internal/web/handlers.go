@@ -262,6 +262,9 @@ type outcomeView struct {
 	Detail    shown
 	Approver  shown
 	Arguments shown
+	// Origin is "model" or "approver" (an approver's edit); EditOf the proposal it replaced.
+	Origin string
+	EditOf int
 }
 
 type resultView struct {
@@ -315,7 +318,8 @@ func (s *Server) turn(w http.ResponseWriter, r *http.Request) {
 			for _, o := range res.Outcomes {
 				d.Outcomes = append(d.Outcomes, outcomeView{Seq: o.Seq, Round: o.Round, Name: show(o.Name, fieldLimit), Cap: o.CapabilityID,
 					Version: o.Version, Outcome: string(o.Outcome), Stage: string(o.Stage), Reason: show(o.Reason, fieldLimit),
-					Detail: show(o.Detail, fieldLimit), Approver: show(o.Approver, fieldLimit), Arguments: show(string(o.Arguments), literalLimit)})
+					Detail: show(o.Detail, fieldLimit), Approver: show(o.Approver, fieldLimit), Arguments: show(string(o.Arguments), literalLimit),
+					Origin: o.Origin, EditOf: o.EditOf})
 			}
 			for _, x := range res.Results {
 				d.Results = append(d.Results, resultView{Seq: x.Seq, Capability: x.CapabilityID, Version: x.Version,
@@ -363,12 +367,11 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "history", "Past decisions", d)
 }
 
-// decisionEdit is the form's value for an edit (workflows.DecisionEdit once the workflow
-// supports it).
-const decisionEdit = "edit"
+// decisionEdit is the form's value for an edit.
+const decisionEdit = workflows.DecisionEdit
 
-// maxEditLen bounds the edited arguments a form may send.
-const maxEditLen = 64 << 10
+// maxEditLen bounds the edited arguments a form may send (what a decision may carry).
+const maxEditLen = workflows.MaxEditArgumentBytes
 
 // decide sends the signed-in approver's decision on one confirmation and remembers the turn's
 // answer for the turn's page: decided, or why not (expired, decided by someone else, refused

@@ -4,13 +4,20 @@ import (
 	"encoding/json"
 
 	"github.com/airlock-dev/airlock/internal/approval"
+	"github.com/airlock-dev/airlock/workflows"
 )
 
-// editRequest turns req into an edit carrying the approver's exact arguments.
+// editRequest turns req into an edit carrying the approver's exact arguments: the turn denies
+// the proposal (edited_by_approver) and runs these as a new, approver-originated proposal
+// that passes the executor's stages again.
 func editRequest(req *approval.Request, args json.RawMessage) error {
-	_ = req
-	_ = args
-	return formError("Editing is not available in this build: approve or deny.")
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(args, &obj); err != nil || obj == nil {
+		return formError("The edited arguments must be one JSON object: nothing was sent.")
+	}
+	req.Decision = workflows.DecisionEdit
+	req.Arguments = args
+	return nil
 }
 
 // setDigest binds req to the argument digest the form displayed: a decision made on a page
