@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -230,5 +231,20 @@ func TestOneLineKeepsWhatMustBeFlagged(t *testing.T) {
 	}
 	if got := fmt.Sprint(Union([]Flag{FlagTruncated, FlagBidi}, []Flag{FlagControl, FlagBidi})); got != "[bidi_control control truncated]" {
 		t.Errorf("Union = %s", got)
+	}
+}
+
+// Prose is not a host: only URLs, e-mail domains and words shaped like host names are checked
+// as hosts, so a spoofed amount ("05.9999" after a bidi override) is not reported as one.
+func TestProseIsNotTakenForAHost(t *testing.T) {
+	for _, s := range []string{"refund \u202e05.9999 tnuoma\u202c", "version 1.2.3", "3.14", "see e.g. this"} {
+		if v := Show(s, 0); len(v.Hosts) != 0 || slices.Contains(v.Flags, FlagMixedScriptHost) {
+			t.Errorf("Show(%q) hosts %v flags %v, want none", s, v.Hosts, v.Flags)
+		}
+	}
+	for _, s := range []string{"\u0430pple.example", "https://\u0430pple.example/x", "ops@\u0430pple.example"} {
+		if v := Show(s, 0); len(v.Hosts) != 1 || !slices.Contains(v.Flags, FlagMixedScriptHost) {
+			t.Errorf("Show(%q) hosts %v flags %v, want the xn-- host flagged", s, v.Hosts, v.Flags)
+		}
 	}
 }

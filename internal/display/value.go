@@ -149,11 +149,32 @@ func hostsIn(s string) []string {
 			if d := field[strings.IndexByte(field, '@')+1:]; strings.Contains(d, ".") {
 				hosts = append(hosts, strings.TrimRight(d, "."))
 			}
-		case strings.Contains(field, ".") && !strings.ContainsAny(field, "/:?#=") && !isNumber(field):
+		case bareHost(field):
 			hosts = append(hosts, field)
 		}
 	}
 	return hosts
+}
+
+// bareHost reports whether field looks like a host name on its own: dot-separated labels of
+// letters, digits and hyphens, the last one with a letter ("example.com", "аpple.example"),
+// so prose such as "05.9999" or a version number is not taken for one.
+func bareHost(field string) bool {
+	labels := strings.Split(strings.TrimSuffix(field, "."), ".")
+	if len(labels) < 2 {
+		return false
+	}
+	for _, l := range labels {
+		if l == "" {
+			return false
+		}
+		for _, r := range l {
+			if !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '-' {
+				return false
+			}
+		}
+	}
+	return strings.IndexFunc(labels[len(labels)-1], unicode.IsLetter) >= 0
 }
 
 // rawHost is the host part of a URL url.Parse refused (it refuses some hostile hosts).
