@@ -25,7 +25,7 @@ func testRegistry(t *testing.T, mutate func(string) string) *registry.Registry {
 		return registry.Output{}, nil
 	}
 	type none struct{}
-	r, err := registry.Load([]registry.Source{{Name: "t", Data: []byte(doc)}}, []registry.Implementation{
+	r, err := registry.Load([]registry.Source{{Name: "t", Data: []byte(doc)}, registry.BasePolicy()}, []registry.Implementation{
 		registry.Typed("system.health", 1, func(context.Context, *none, registry.Invocation) (registry.Output, error) {
 			return registry.Output{}, nil
 		}),

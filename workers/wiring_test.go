@@ -17,7 +17,7 @@ func TestLoadRegistryBindsLayersFromTheCorpus(t *testing.T) {
 		t.Fatal(err)
 	}
 	send, ok := reg.ByToolName("send_money")
-	if !ok || send.Automatic() || !send.Airlock.DistinctApprover {
+	if !ok || send.Automatic() || !reg.Authorize(send, "anyone").DistinctApprover {
 		t.Fatalf("send_money must need a confirmation by someone other than the requester: %+v", send)
 	}
 	read, ok := reg.ByToolName("read_file")

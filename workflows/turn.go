@@ -286,7 +286,7 @@ func (t *turn) failureIsRecorded(ctx workflow.Context, po ProposalOutcome) bool 
 // 2 workflow tasks fewer per round.
 func (t *turn) infer(ctx workflow.Context, round int, out *activities.InferOutput) error {
 	in := activities.InferInput{WorkflowID: t.workflowID, Round: round, Model: t.req.Model, Session: t.req.Session,
-		Conversation: t.req.Conversation, ContextLimit: t.req.ContextLimit, Scope: t.req.Scope}
+		Conversation: t.req.Conversation, ContextLimit: t.req.ContextLimit, Scope: t.req.Scope, Now: workflow.Now(ctx)}
 	// A retry after a dead worker (heartbeat timeout) starts at once; provider errors back
 	// off 0.25, 0.75, 2.25, 6.75 s.
 	retry := &temporal.RetryPolicy{InitialInterval: 250 * time.Millisecond, BackoffCoefficient: 3, MaximumInterval: 30 * time.Second,
@@ -340,7 +340,8 @@ func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (Proposa
 
 	var adm activities.Admission
 	if err := workflow.ExecuteLocalActivity(localCtx(ctx, "admit "+call.Name), a.Admit,
-		activities.AdmitInput{Call: call, Scope: t.req.Scope}).Get(ctx, &adm); err != nil {
+		activities.AdmitInput{Call: call, Scope: t.req.Scope, Principal: t.req.Principal, Now: workflow.Now(ctx),
+			WorkflowID: t.workflowID, RunID: t.runID, Seq: t.seq}).Get(ctx, &adm); err != nil {
 		return po, fmt.Errorf("admit #%d: %w", t.seq, err)
 	}
 	po.CapabilityID, po.Version = adm.CapabilityID, adm.Version

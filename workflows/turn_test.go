@@ -103,7 +103,7 @@ func newFixture(t *testing.T, responses ...json.RawMessage) *fixture {
 	t.Cleanup(func() { st.Close() })
 	f.store = st
 	impls := testImpls(f)
-	reg, err := registry.Load([]registry.Source{{Name: "test", Data: []byte(testRegistry)}}, impls)
+	reg, err := registry.Load(registry.WithStructuralPolicy(registry.Source{Name: "test", Data: []byte(testRegistry)}), impls)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -608,7 +608,7 @@ func TestRegistryChangeVoidsApproval(t *testing.T) {
 	f.at(time.Minute, func() {
 		p := f.pending()[0]
 		d := f.decision(p.ConfirmationID, workflows.DecisionApprove, "a", "")
-		changed, err := registry.Load([]registry.Source{{Name: "test", Data: []byte(strings.Replace(testRegistry, `"test.1"`, `"test.2"`, 1))}},
+		changed, err := registry.Load(registry.WithStructuralPolicy(registry.Source{Name: "test", Data: []byte(strings.Replace(strings.Replace(testRegistry, `"test.1"`, `"test.2"`, 1), `"Send money."`, `"Send money (v2)."`, 1))}),
 			testImpls(f))
 		if err != nil {
 			t.Error(err)
@@ -638,8 +638,8 @@ func TestRegistryChangeVoidsApproval(t *testing.T) {
 // that another approver can still use (so can an empty-approver attempt: refused, reissued).
 func TestDistinctApproverRequired(t *testing.T) {
 	f := newFixture(t, calls(call("c1", "test_send", `{"to":"a","amount":1}`)), answer("ok"))
-	doc := strings.Replace(testRegistry, `"side-effect":"external-write"`, `"approval/distinct-approver":true,"side-effect":"external-write"`, 1)
-	reg, err := registry.Load([]registry.Source{{Name: "test", Data: []byte(doc)}}, testImpls(f))
+	src := registry.Source{Name: "test", Data: []byte(testRegistry)}
+	reg, err := registry.Load([]registry.Source{src, registry.StructuralPolicy("four-eyes policy", "test.1", func(e registry.Entry) bool { return e.ID == "test.send" }, src)}, testImpls(f))
 	if err != nil {
 		t.Fatal(err)
 	}
