@@ -142,8 +142,12 @@ func TestAdmitDeprecationAndPolicyPrincipal(t *testing.T) {
 	  "principals":[{"principal":"ops","grants":["web.read"]},{"principal":"guest","grants":[]}],
 	  "capabilities":[{"capability/id":"web.fetch","version":1,"grants/required":["web.read"],"autonomy":"confirm","approval/distinct-approver":true}]}`
 	r, err := registry.Load([]registry.Source{registry.Base(), {Name: "p", Data: []byte(strict)}}, []registry.Implementation{
-		registry.Typed("system.health", 1, func(context.Context, *none, registry.Invocation) (registry.Output, error) { return registry.Output{}, nil }),
-		registry.Typed("web.fetch", 1, func(context.Context, *urlArgs, registry.Invocation) (registry.Output, error) { return registry.Output{}, nil }),
+		registry.Typed("system.health", 1, func(context.Context, *none, registry.Invocation) (registry.Output, error) {
+			return registry.Output{}, nil
+		}),
+		registry.Typed("web.fetch", 1, func(context.Context, *urlArgs, registry.Invocation) (registry.Output, error) {
+			return registry.Output{}, nil
+		}),
 	})
 	if err != nil {
 		t.Fatal(err)

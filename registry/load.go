@@ -114,6 +114,15 @@ type Registry struct {
 // entry has one and every implementation has an entry; argument schemas compile and use only
 // enforced keywords).
 func Load(sources []Source, impls []Implementation) (*Registry, error) {
+	return load(sources, impls, true)
+}
+
+// LoadUnbound validates documents and policy like Load but binds no implementation: the
+// implementation and argument-schema rules are not checked and no entry is dispatchable. It
+// is for tools that read the registry without serving it (the documentation projection).
+func LoadUnbound(sources []Source) (*Registry, error) { return load(sources, nil, false) }
+
+func load(sources []Source, impls []Implementation, bind bool) (*Registry, error) {
 	le := &LoadError{}
 	var names []string
 	var entries []sourcedEntry
@@ -233,6 +242,7 @@ func Load(sources []Source, impls []Implementation) (*Registry, error) {
 		}
 		im, ok := implByKey[k]
 		switch {
+		case !bind:
 		case e.Status == StatusReserved || !e.Flags.Dispatchable:
 			if ok {
 				used[k] = true // a reserved name may have code waiting; it stays refused
@@ -250,7 +260,7 @@ func Load(sources []Source, impls []Implementation) (*Registry, error) {
 	shapeFailed := brokenDocs > 0 || slices.ContainsFunc(entries, func(se sourcedEntry) bool { return se.shapeFailed })
 	var orphan []string
 	for k := range implByKey {
-		if shapeFailed {
+		if shapeFailed || !bind {
 			break // an entry that failed the shape gate may be the one this code binds to
 		}
 		if !used[k] {

@@ -143,3 +143,51 @@ func TestEntriesForOtherSurfacesNeedNoAirlockBlock(t *testing.T) {
 }
 
 var fixedNow = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+// The checked-in docs/CAPABILITY-REGISTRY.md is exactly the projection of the checked-in
+// registry and policies (make check runs this test): regenerate with `airlock registry doc`.
+func TestCapabilityRegistryDocIsCurrent(t *testing.T) {
+	sets, err := EmbeddedProjectionSets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Projection(sets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join("..", DocPath))
+	if err != nil {
+		t.Fatalf("%v (generate it with: airlock registry doc)", err)
+	}
+	if string(got) != string(want) {
+		t.Fatalf("%s drifted from the registry: regenerate it with `airlock registry doc` (bin/airlock registry doc)", DocPath)
+	}
+}
+
+// The embedded layer policies are GeneratePolicy's output for the embedded layers (one
+// classification, not two): send_money and every other effectful tool keep the four-eyes rule.
+func TestEmbeddedLayerPoliciesAreGenerated(t *testing.T) {
+	for _, n := range LayerNames() {
+		layer, err := Layer(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		emb, err := LayerPolicy(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want PolicyDocument
+		if err := json.Unmarshal(emb.Data, &want); err != nil {
+			t.Fatal(err)
+		}
+		var got PolicyDocument
+		if err := json.Unmarshal(GeneratePolicy(layer, want.Revision).Data, &got); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := json.Marshal(got)
+		b, _ := json.Marshal(want)
+		if string(a) != string(b) {
+			t.Errorf("%s: embedded policy differs from the generated one", n)
+		}
+	}
+}
