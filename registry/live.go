@@ -85,6 +85,18 @@ type Watcher struct {
 	// OnReload, when set, is told of every reload attempt: the revision now served, whether
 	// it changed, and the refusal (nil when the new revision loaded).
 	OnReload func(revision string, changed bool, err error)
+
+	last []fileStamp
+}
+
+// Prime records the files' current state as the state already loaded. Call it before the
+// registry is loaded (or before the files may change) so no change is missed between the load
+// and Run; Run primes itself when it was not.
+func (w *Watcher) Prime() {
+	w.last = make([]fileStamp, len(w.Files))
+	for i, f := range w.Files {
+		w.last[i] = stamp(f)
+	}
 }
 
 type fileStamp struct {
@@ -107,10 +119,10 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if every <= 0 {
 		every = time.Second
 	}
-	last := make([]fileStamp, len(w.Files))
-	for i, f := range w.Files {
-		last[i] = stamp(f)
+	if len(w.last) != len(w.Files) {
+		w.Prime()
 	}
+	last := w.last
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {

@@ -131,6 +131,16 @@ func WatchRegistry(ctx context.Context, d *Deps, home string, log *slog.Logger) 
 				}
 			}
 		}}
+	// A file edited between the first load and now is not missed: load once more at start.
+	w.Prime()
+	if len(d.Watched) > 0 {
+		if _, err := d.Served.Reload(d.Reload); err != nil {
+			log.Error("registry reload refused; the previous revision keeps serving", "diagnostic", err.Error())
+		}
+	}
+	if home != "" {
+		_ = WriteServeReport(home, d.Served, d.Watched)
+	}
 	err := w.Run(ctx)
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return nil
