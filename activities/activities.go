@@ -277,6 +277,9 @@ func ConfirmationID(workflowID, runID string, seq int) string {
 // and seals the plaintext for approvers. The token is not returned.
 func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (IssueOutput, error) {
 	id := ConfirmationID(in.WorkflowID, in.RunID, in.Seq)
+	if in.Surfaced > 0 {
+		id = ConfirmationID(in.WorkflowID, fmt.Sprintf("%s/surfaced/%d", in.RunID, in.Surfaced), in.Seq)
+	}
 	plain, hash, err := token.Mint()
 	if err != nil {
 		return IssueOutput{}, err

@@ -172,6 +172,10 @@ type IssueInput struct {
 	// RegistryRevision is the revision the candidate was admitted under; the confirmation is
 	// bound to it ("" for inputs recorded before it was carried: the worker's own revision).
 	RegistryRevision string `json:"registry_revision,omitempty"`
+	// Surfaced counts how often this proposal was surfaced again because the registry
+	// changed under an earlier confirmation (0 the first time); each time gets its own
+	// confirmation id.
+	Surfaced int `json:"surfaced,omitempty"`
 }
 
 // IssueOutput names the confirmation. It never carries the token: the token is sealed for

@@ -150,7 +150,9 @@ func TestReviewDecisionPresentedTwiceForOnePendingProposalIsRefused(t *testing.T
 	// Round 1 waits on #1. The first signal carries a valid approval while the registry
 	// revision differs (refused: registry_changed, token consumed and reissued); the second
 	// signal presents the same decision again after the registry is back: it must be refused
-	// (its MAC is bound to the consumed token, its nonce was recorded), not accepted.
+	// (its MAC is bound to the consumed token, its nonce was recorded), not accepted. Since
+	// versionRegistryChangeResurfaces the first refusal voids that confirmation and the call
+	// is surfaced under a new one, so the copy is refused as not pending.
 	f := newFixture(t, calls(call("c1", "test_send", `{"to":"a","amount":1}`)), answer("ok"))
 	original := f.acts.Registry
 	changed := reviewRegistry(t, f, "test.2", [2]string{})
@@ -175,7 +177,7 @@ func TestReviewDecisionPresentedTwiceForOnePendingProposalIsRefused(t *testing.T
 			refused = append(refused, r.Reason)
 		}
 	}
-	if strings.Join(refused, " ") != activities.TokenRegistryChanged+" "+activities.NonceReplayed {
+	if strings.Join(refused, " ") != activities.TokenRegistryChanged+" "+activities.RefusalNotPending {
 		t.Fatalf("refusals = %v", refused)
 	}
 }

@@ -73,7 +73,12 @@ const (
 	endDecided  waitEnd = iota // a valid decision (Decision) decided the proposal
 	endExpired                 // the token's time ran out
 	endRefusals                // MaxRefusedDecisions decisions were refused
+	endVoided                  // the registry changed under the confirmation (versionRegistryChangeResurfaces)
 )
+
+// MaxResurfaced bounds how often one proposal is surfaced again because the registry changed
+// under its confirmation; past it the call is closed without running.
+const MaxResurfaced = 4
 
 // MaxRefusedDecisions bounds the refused decisions one proposal accepts (each consumed its
 // token and got it a fresh one). Whoever can signal a turn could otherwise keep an approver's
@@ -92,6 +97,9 @@ type awaited struct {
 	legacy bool
 	// refused counts decisions presented to it and refused (MaxRefusedDecisions).
 	refused int
+	// voided: an approval was refused registry_changed; the wait ends and the proposal is
+	// surfaced again under the served registry.
+	voided bool
 }
 
 func (t *turn) setup(ctx workflow.Context) error {
@@ -261,6 +269,11 @@ const (
 	// pending proposal consumes its token (a refused one gets a fresh token); decide updates;
 	// a confirmed call whose Execute failed is outcome_unknown, whatever its side effect.
 	versionDecisionMAC = "decision-mac"
+	// versionRegistryChangeResurfaces: an approval refused because the capability's entry or
+	// policy changed since its confirmation was issued voids that confirmation; the proposal
+	// is admitted again and surfaced again under the served registry (it used to wait for
+	// expiry).
+	versionRegistryChangeResurfaces = "registry-change-resurfaces"
 )
 
 // RefusalNotPending is the refusal of a decision for a confirmation that is not pending.
@@ -351,7 +364,7 @@ func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (Proposa
 	}
 
 	var decision *activities.Decision
-	if !adm.Automatic {
+	for surfaced := 0; !adm.Automatic; surfaced++ {
 		deniedKey := adm.Key() + "/" + adm.ArgsDigest
 		if t.denied[deniedKey] {
 			return verdict(activities.OutcomeDenied, activities.StageConfirm, "denied_earlier_in_turn",
@@ -361,7 +374,7 @@ func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (Proposa
 		if err := workflow.ExecuteLocalActivity(localCtx(ctx, "issue confirmation "+adm.Key()), a.IssueConfirmation, activities.IssueInput{
 			WorkflowID: t.workflowID, RunID: t.runID, Seq: t.seq, CallID: call.CallID, CapabilityID: adm.CapabilityID,
 			Version: adm.Version, ArgsDigest: adm.ArgsDigest, Arguments: call.Arguments, Display: adm.Display, TTL: t.req.ConfirmationTTL,
-			RegistryRevision: adm.RegistryRevision,
+			RegistryRevision: adm.RegistryRevision, Surfaced: surfaced,
 		}).Get(ctx, &iss); err != nil {
 			return po, fmt.Errorf("issue confirmation #%d: %w", t.seq, err)
 		}
@@ -374,6 +387,31 @@ func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (Proposa
 			return po, err
 		}
 		switch {
+		case end == endVoided:
+			// The capability's entry or policy changed under the confirmation: it is void
+			// (closed as expired, registry_changed) and the proposal is admitted again under
+			// the served registry and, if still admitted and not automatic, surfaced again.
+			if err := t.record(ctx, nil, &activities.Decision{ConfirmationID: p.ConfirmationID, Decision: "expired",
+				Reason: activities.TokenRegistryChanged}, ""); err != nil {
+				return po, err
+			}
+			if surfaced+1 >= MaxResurfaced {
+				return verdict(activities.OutcomeExpired, activities.StageConfirm, activities.TokenRegistryChanged,
+					fmt.Sprintf("the registry changed under this call's confirmation %d times; it was closed without running", MaxResurfaced), nil)
+			}
+			var again activities.Admission
+			if err := workflow.ExecuteLocalActivity(localCtx(ctx, "admit again "+call.Name), a.Admit,
+				activities.AdmitInput{Call: call, Scope: t.req.Scope, Principal: t.req.Principal, Now: workflow.Now(ctx),
+					WorkflowID: t.workflowID, RunID: t.runID, Seq: t.seq}).Get(ctx, &again); err != nil {
+				return po, fmt.Errorf("admit #%d again: %w", t.seq, err)
+			}
+			adm = again
+			po.CapabilityID, po.Version = adm.CapabilityID, adm.Version
+			audit.ArgsDigest = adm.ArgsDigest
+			if !adm.Admitted {
+				return verdict(activities.OutcomeRejected, adm.Stage, adm.Code, adm.Detail, nil)
+			}
+			continue
 		case end == endExpired:
 			return verdict(activities.OutcomeExpired, activities.StageConfirm, "confirmation_expired",
 				fmt.Sprintf("no decision within %s; the call was not run and will not be retried", t.req.ConfirmationTTL),
@@ -390,6 +428,7 @@ func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) (Proposa
 		}
 		po.Approver = sig.Approver
 		decision = &activities.Decision{ConfirmationID: p.ConfirmationID, Decision: "approved", Approver: sig.Approver}
+		break
 	}
 
 	// Stage 5. Local read-only capabilities run as local activities (no server round trip);
@@ -495,6 +534,9 @@ func (t *turn) await(ctx workflow.Context, p PendingConfirmation, adm activities
 		if fired {
 			return sig, endExpired, nil
 		}
+		if t.awaiting.voided {
+			return sig, endVoided, nil
+		}
 		if t.awaiting.refused >= MaxRefusedDecisions {
 			return sig, endRefusals, nil
 		}
@@ -542,6 +584,11 @@ func (t *turn) present(ctx workflow.Context, d Decision) (DecisionResult, error)
 		detail := cons.Detail
 		if cons.Reissued {
 			detail += "; its token was consumed and a fresh one issued: the proposal is still waiting"
+		}
+		if cons.Refusal == activities.TokenRegistryChanged &&
+			workflow.GetVersion(ctx, versionRegistryChangeResurfaces, workflow.DefaultVersion, 1) >= 1 {
+			w.voided = true
+			detail = cons.Detail + "; the confirmation is void and the call is surfaced again under the new registry"
 		}
 		res := DecisionResult{Refusal: cons.Refusal, Detail: detail, Reissued: cons.Reissued}
 		w.refused++
