@@ -192,7 +192,10 @@ func checkPolicies(docs []namedPolicy, broken int, entries map[string]Entry) (*P
 					bad(k, RulePolicyPrincipalRef, "required grant %q is not declared in grants", g)
 				}
 			}
-			if pe.Autonomy == AutonomyAutomatic && !e.Automatic() {
+			// Reserved and non-dispatchable entries are refused at every gate; the rule is
+			// checked again when a reload makes one admissible.
+			admissible := e.Status != StatusReserved && e.Flags.Dispatchable
+			if admissible && pe.Autonomy == AutonomyAutomatic && !e.Automatic() {
 				bad(k, RulePolicyAutonomy, "autonomy automatic, but the registry declares side-effect %q and network %q (only local, read-only capabilities may run without a human)",
 					e.Airlock.SideEffect, e.Airlock.Network)
 			}
