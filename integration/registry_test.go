@@ -250,7 +250,9 @@ func TestRegistryLiveReloadAcceptance(t *testing.T) {
 }
 
 // turnScripts serves each turn from its own scripted session (turns run one after another).
-type turnScripts struct{ cur atomic.Pointer[inference.Scripted] }
+type turnScripts struct {
+	cur atomic.Pointer[inference.Scripted]
+}
 
 func (m *turnScripts) Complete(ctx context.Context, req inference.Request) (inference.Response, error) {
 	return m.cur.Load().Complete(ctx, req)

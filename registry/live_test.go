@@ -102,17 +102,18 @@ func TestWatcherSwapsValidRevisionsAndKeepsTheOldOnABrokenFile(t *testing.T) {
 	}
 	served := r.Revision()
 
-	// 2. A broken policy (automatic for an external capability) is refused; the old revision serves.
-	broken := strings.Replace(string(EmbeddedPolicy), `"autonomy": "confirm"`, `"autonomy": "automatic"`, 1)
+	// 2. A broken policy (it names a capability the registry does not register) is refused;
+	// the old revision serves.
+	broken := strings.Replace(string(EmbeddedPolicy), `"capability/id": "web.fetch"`, `"capability/id": "web.fetchx"`, 1)
 	if err := os.WriteFile(polFile, []byte(broken), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ev := next(t, events)
 	var le *LoadError
-	if !errors.Is(ev.err, ErrReloadRefused) || !errors.As(ev.err, &le) || le.Rules()[0] != RulePolicyAutonomy {
+	if !errors.Is(ev.err, ErrReloadRefused) || !errors.As(ev.err, &le) || le.Rules()[0] != RulePolicyCapabilityRef {
 		t.Fatalf("broken reload: %+v", ev)
 	}
-	if live.Current().Revision() != served || !strings.Contains(live.Status().LastError, "[policy-autonomy]") {
+	if live.Current().Revision() != served || !strings.Contains(live.Status().LastError, "[policy-capability-ref]") {
 		t.Fatalf("the old revision must keep serving and the status say why: %+v", live.Status())
 	}
 
