@@ -3,6 +3,7 @@ package registry_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/airlock-dev/airlock/registry"
 )
@@ -16,7 +17,7 @@ type noArgs struct{}
 // Load binds Go implementations to the embedded registry; the catalog is generated from it,
 // argument schemas included.
 func ExampleLoad() {
-	reg, err := registry.Load([]registry.Source{registry.Base()}, []registry.Implementation{
+	reg, err := registry.Load([]registry.Source{registry.Base(), registry.BasePolicy()}, []registry.Implementation{
 		registry.Typed("system.health", 1, func(context.Context, *noArgs, registry.Invocation) (registry.Output, error) {
 			return registry.Output{}, nil
 		}),
@@ -28,7 +29,7 @@ func ExampleLoad() {
 		fmt.Println(err)
 		return
 	}
-	for _, c := range reg.Catalog(nil) {
+	for _, c := range reg.Catalog(nil, time.Now()) {
 		e, _ := reg.ByToolName(c.Name)
 		fmt.Printf("%s -> %s@%d automatic=%v\n", c.Name, c.CapabilityID, c.Version, e.Automatic())
 	}

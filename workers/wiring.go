@@ -24,7 +24,15 @@ import (
 type Deps struct {
 	Activities *activities.Activities
 	Store      *store.Store
-	Registry   *registry.Registry
+	// Registry is the registry loaded at start; Served is the live one (reloads swap it).
+	Registry *registry.Registry
+	Served   *registry.Live
+	// Reload builds the whole registry again from its files and the embedded documents, with
+	// the same implementations' configuration: what a reload validates and swaps in.
+	Reload func() (*registry.Registry, error)
+	// Watched are the files a reload reads (the registry and policy files; none when both are
+	// embedded).
+	Watched []string
 }
 
 // Close releases the store.
@@ -51,12 +59,14 @@ func Build(ctx context.Context, cfg config.Config, temporalProbe capabilities.Pr
 	if err != nil {
 		return nil, err
 	}
-	reg, err := LoadRegistry(cfg, temporalProbe, st.Ping)
+	load := func() (*registry.Registry, error) { return LoadRegistry(cfg, temporalProbe, st.Ping) }
+	reg, err := load()
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	acts := &activities.Activities{Registry: reg, Store: st, ApproverKey: key, Approvers: approvers.NewSource(cfg.ApproversPath()).Current}
+	served := registry.NewLive(reg)
+	acts := &activities.Activities{Registry: reg, Served: served, Store: st, ApproverKey: key, Approvers: approvers.NewSource(cfg.ApproversPath()).Current}
 	if cfg.CorpusDir != "" {
 		acts.Replay = inference.NewReplay(agentdojo.Recorded(agentdojo.SessionLoader(cfg.CorpusDir)))
 	}
@@ -68,7 +78,19 @@ func Build(ctx context.Context, cfg config.Config, temporalProbe capabilities.Pr
 		}
 		acts.Live = p
 	}
-	return &Deps{Activities: acts, Store: st, Registry: reg}, nil
+	return &Deps{Activities: acts, Store: st, Registry: reg, Served: served, Reload: load, Watched: WatchedFiles(cfg)}, nil
+}
+
+// WatchedFiles are the registry and policy files cfg names (AIRLOCK_REGISTRY, AIRLOCK_POLICY):
+// what a worker polls for live reload. Embedded documents never change under a running worker.
+func WatchedFiles(cfg config.Config) []string {
+	var out []string
+	for _, f := range []string{cfg.RegistryFile, cfg.PolicyFile} {
+		if f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func approverKey(cfg config.Config) (token.Key, error) {
@@ -88,10 +110,10 @@ func ApproverKey(cfg config.Config) (token.Key, error) {
 	return token.LoadKey(cfg.KeyFile())
 }
 
-// LoadRegistry loads the base registry (embedded, or cfg.RegistryFile) plus cfg.Layers and
-// binds the Go and schema-defined implementations, web.fetch with FetchConfig(cfg). Any
-// problem is a *registry.LoadError or an error naming what to configure: the worker must not
-// serve.
+// LoadRegistry loads the base registry (embedded, or cfg.RegistryFile) and its policy sidecar
+// (embedded, or cfg.PolicyFile) plus cfg.Layers with their embedded policies, and binds the Go
+// and schema-defined implementations, web.fetch with FetchConfig(cfg). Any problem is a
+// *registry.LoadError or an error naming what to configure: the worker must not serve.
 func LoadRegistry(cfg config.Config, temporalProbe, storeProbe capabilities.Probe) (*registry.Registry, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
 	defer cancel()
@@ -107,7 +129,15 @@ func LoadRegistry(cfg config.Config, temporalProbe, storeProbe capabilities.Prob
 		}
 		base = src
 	}
-	sources := []registry.Source{base}
+	policy := registry.BasePolicy()
+	if cfg.PolicyFile != "" {
+		src, err := registry.FileSource(cfg.PolicyFile)
+		if err != nil {
+			return nil, err
+		}
+		policy = src
+	}
+	sources := []registry.Source{base, policy}
 	impls := []registry.Implementation{
 		capabilities.SystemHealth(capabilities.HealthConfig{Temporal: temporalProbe, Store: storeProbe}),
 		capabilities.WebFetch(capabilities.NewFetcher(fetch)),
@@ -118,7 +148,11 @@ func LoadRegistry(cfg config.Config, temporalProbe, storeProbe capabilities.Prob
 		if err != nil {
 			return nil, err
 		}
-		sources = append(sources, src)
+		pol, err := registry.LayerPolicy(name)
+		if err != nil {
+			return nil, err
+		}
+		sources = append(sources, src, pol)
 		entries, err := registry.Entries(src)
 		if err != nil {
 			return nil, err

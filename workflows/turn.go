@@ -74,7 +74,12 @@ const (
 	endDecided                 // a valid decision (awaited.decided) decided the proposal
 	endExpired                 // the token's time ran out
 	endRefusals                // MaxRefusedDecisions decisions were refused
+	endVoided                  // the registry changed under the confirmation (versionRegistryChangeResurfaces)
 )
+
+// MaxResurfaced bounds how often one proposal is surfaced again because the registry changed
+// under its confirmation; past it the call is closed without running.
+const MaxResurfaced = 4
 
 // MaxRefusedDecisions bounds the refused decisions one proposal accepts (each consumed its
 // token and got it a fresh one). Whoever can signal a turn could otherwise keep an approver's
@@ -101,6 +106,9 @@ type awaited struct {
 	decided      *Decision
 	editedDigest string
 	end          waitEnd
+	// voided: an approval was refused registry_changed; the wait ends and the proposal is
+	// surfaced again under the served registry (versionRegistryChangeResurfaces).
+	voided bool
 }
 
 // awaitedFor returns the confirmation id the turn waits on now, or nil.
@@ -307,6 +315,11 @@ const (
 	// execute and are recorded in call order (handleBatch). They used to go one by one, each
 	// confirmation blocking the next call's admission.
 	versionBatchConfirmations = "batch-confirmations"
+	// versionRegistryChangeResurfaces: an approval refused because the capability's entry or
+	// policy changed since its confirmation was issued voids that confirmation; the proposal
+	// is admitted again and surfaced again under the served registry (it used to wait for
+	// expiry).
+	versionRegistryChangeResurfaces = "registry-change-resurfaces"
 )
 
 // RefusalNotPending is the refusal of a decision for a confirmation that is not pending.
@@ -332,7 +345,7 @@ func (t *turn) failureIsRecorded(ctx workflow.Context, po ProposalOutcome) bool 
 // 2 workflow tasks fewer per round.
 func (t *turn) infer(ctx workflow.Context, round int, out *activities.InferOutput) error {
 	in := activities.InferInput{WorkflowID: t.workflowID, Round: round, Model: t.req.Model, Session: t.req.Session,
-		Conversation: t.req.Conversation, ContextLimit: t.req.ContextLimit, Scope: t.req.Scope}
+		Conversation: t.req.Conversation, ContextLimit: t.req.ContextLimit, Scope: t.req.Scope, Now: workflow.Now(ctx)}
 	// A retry after a dead worker (heartbeat timeout) starts at once; provider errors back
 	// off 0.25, 0.75, 2.25, 6.75 s.
 	retry := &temporal.RetryPolicy{InitialInterval: 250 * time.Millisecond, BackoffCoefficient: 3, MaximumInterval: 30 * time.Second,
@@ -362,6 +375,9 @@ type proposal struct {
 	// the denied_earlier_in_turn rule.
 	wait      *awaited
 	deniedKey string
+	// surfaced counts how often a registry change voided its confirmation and it was
+	// surfaced again (MaxResurfaced).
+	surfaced int
 	// silent: its verdict adds no context message (an edited proposal, whose call id the
 	// approver's proposal answers: one tool message per call id).
 	silent bool
@@ -416,6 +432,18 @@ func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) ([]Propo
 		if err := t.await(ctx, pr.wait); err != nil {
 			return nil, err
 		}
+		for pr.wait != nil && pr.wait.end == endVoided {
+			again, err := t.resurface(ctx, pr)
+			if err != nil || !again {
+				if err != nil {
+					return nil, err
+				}
+				break
+			}
+			if err := t.await(ctx, pr.wait); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return t.finalize(ctx, pr)
 }
@@ -444,9 +472,24 @@ func (t *turn) handleBatch(ctx workflow.Context, round int, calls []parse.Call) 
 		}
 		ws = append(ws, pr.wait)
 	}
-	if len(ws) > 0 {
+	for len(ws) > 0 {
 		if err := t.awaitBatch(ctx, ws); err != nil {
 			return nil, err
+		}
+		// Confirmations a registry change voided: those proposals are admitted again and,
+		// still needing a human, surfaced again together.
+		ws = ws[:0:0]
+		for _, pr := range prs {
+			if pr.wait == nil || pr.wait.end != endVoided {
+				continue
+			}
+			again, err := t.resurface(ctx, pr)
+			if err != nil {
+				return nil, err
+			}
+			if again {
+				ws = append(ws, pr.wait)
+			}
 		}
 	}
 	var out []ProposalOutcome
@@ -490,7 +533,7 @@ func (t *turn) admit(ctx workflow.Context, pr *proposal) error {
 	t.calls++
 
 	if err := workflow.ExecuteLocalActivity(localCtx(ctx, "admit "+call.Name), a.Admit,
-		activities.AdmitInput{Call: call, Scope: t.req.Scope}).Get(ctx, &pr.adm); err != nil {
+		t.admitInput(ctx, pr)).Get(ctx, &pr.adm); err != nil {
 		return fmt.Errorf("admit #%d: %w", pr.po.Seq, err)
 	}
 	adm := pr.adm
@@ -509,6 +552,53 @@ func (t *turn) admit(ctx workflow.Context, pr *proposal) error {
 	return nil
 }
 
+// admitInput is the Admit input of pr: the call, the turn's scope and principal (checked
+// against the policy) and the workflow's clock (deprecation deadlines).
+func (t *turn) admitInput(ctx workflow.Context, pr *proposal) activities.AdmitInput {
+	return activities.AdmitInput{Call: pr.call, Scope: t.req.Scope, Principal: t.req.Principal, Now: workflow.Now(ctx),
+		WorkflowID: t.workflowID, RunID: t.runID, Seq: pr.po.Seq}
+}
+
+// resurface handles pr's confirmation voided by a registry change (versionRegistryChangeResurfaces):
+// the old confirmation is closed (expired, registry_changed), the call is admitted again under
+// the served registry and, when it still needs a human, issued a new confirmation (again is
+// true: wait on pr.wait). Past MaxResurfaced, or when it is no longer admitted or now
+// automatic, pr gets its verdict without another wait.
+func (t *turn) resurface(ctx workflow.Context, pr *proposal) (again bool, err error) {
+	old := pr.wait
+	if err := t.record(ctx, nil, &activities.Decision{ConfirmationID: old.p.ConfirmationID, Decision: "expired",
+		Reason: activities.TokenRegistryChanged}, ""); err != nil {
+		return false, err
+	}
+	pr.wait = nil
+	pr.surfaced++
+	end := func(o activities.Outcome, stage activities.Stage, reason, detail string) (bool, error) {
+		pr.early = &earlyVerdict{outcome: o, stage: stage, reason: reason, detail: detail}
+		return false, nil
+	}
+	if pr.surfaced >= MaxResurfaced {
+		return end(activities.OutcomeExpired, activities.StageConfirm, activities.TokenRegistryChanged,
+			fmt.Sprintf("the registry changed under this call's confirmation %d times; it was closed without running", MaxResurfaced))
+	}
+	if err := workflow.ExecuteLocalActivity(localCtx(ctx, summarize("admit again "+pr.adm.Key())), a.Admit, t.admitInput(ctx, pr)).Get(ctx, &pr.adm); err != nil {
+		return false, fmt.Errorf("admit #%d again: %w", pr.po.Seq, err)
+	}
+	adm := pr.adm
+	pr.po.CapabilityID, pr.po.Version = adm.CapabilityID, adm.Version
+	pr.audit.ArgsDigest = adm.ArgsDigest
+	if !adm.Admitted {
+		return end(activities.OutcomeRejected, adm.Stage, adm.Code, adm.Detail)
+	}
+	if adm.Automatic {
+		return false, nil
+	}
+	pr.deniedKey = adm.Key() + "/" + adm.ArgsDigest
+	if err := t.issue(ctx, pr); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // issue asks for pr's confirmation (IssueConfirmation: its own token and id) and sets pr.wait.
 func (t *turn) issue(ctx workflow.Context, pr *proposal) error {
 	call, adm := pr.call, pr.adm
@@ -516,7 +606,7 @@ func (t *turn) issue(ctx workflow.Context, pr *proposal) error {
 	if err := workflow.ExecuteLocalActivity(localCtx(ctx, "issue confirmation "+adm.Key()), a.IssueConfirmation, activities.IssueInput{
 		WorkflowID: t.workflowID, RunID: t.runID, Seq: pr.po.Seq, CallID: call.CallID, CapabilityID: adm.CapabilityID,
 		Version: adm.Version, ArgsDigest: adm.ArgsDigest, Arguments: call.Arguments, Display: adm.Display, TTL: t.req.ConfirmationTTL,
-		RegistryRevision: adm.RegistryRevision,
+		RegistryRevision: adm.RegistryRevision, Surfaced: pr.surfaced,
 	}).Get(ctx, &iss); err != nil {
 		return fmt.Errorf("issue confirmation #%d: %w", pr.po.Seq, err)
 	}
@@ -601,7 +691,7 @@ func (t *turn) edit(ctx workflow.Context, pr *proposal, d Decision, editedDigest
 	}
 	t.calls++
 	if err := workflow.ExecuteLocalActivity(localCtx(ctx, fmt.Sprintf("admit #%d, edit of #%d (%s)", ed.po.Seq, pr.po.Seq, adm.Key())), a.Admit,
-		activities.AdmitInput{Call: call, Scope: t.req.Scope}).Get(ctx, &ed.adm); err != nil {
+		t.admitInput(ctx, ed)).Get(ctx, &ed.adm); err != nil {
 		return out, fmt.Errorf("admit #%d: %w", ed.po.Seq, err)
 	}
 	ed.po.CapabilityID, ed.po.Version = ed.adm.CapabilityID, ed.adm.Version
@@ -779,6 +869,8 @@ func (t *turn) waitAll(ctx workflow.Context, ws []*awaited) error {
 			switch {
 			case w.decided != nil:
 				w.end = endDecided
+			case w.voided:
+				w.end = endVoided
 			case w.fired:
 				w.end = endExpired
 			case w.refused >= MaxRefusedDecisions:
@@ -854,6 +946,11 @@ func (t *turn) present(ctx workflow.Context, d Decision) (DecisionResult, error)
 		detail := cons.Detail
 		if cons.Reissued {
 			detail += "; its token was consumed and a fresh one issued: the proposal is still waiting"
+		}
+		if cons.Refusal == activities.TokenRegistryChanged &&
+			workflow.GetVersion(ctx, versionRegistryChangeResurfaces, workflow.DefaultVersion, 1) >= 1 {
+			w.voided = true
+			detail = cons.Detail + "; the confirmation is void and the call is surfaced again under the new registry"
 		}
 		res := DecisionResult{Refusal: cons.Refusal, Detail: detail, Reissued: cons.Reissued}
 		w.refused++
