@@ -58,13 +58,18 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, users{"alice": "correct horse"})
+}
+
+func newEnvWith(t *testing.T, auth Authenticator) *env {
+	t.Helper()
 	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "airlock.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	e := &env{t: t, st: st, rec: &recorder{}, now: time.Now()}
-	s, err := New(Options{Store: st, Approvers: func() (Authenticator, error) { return users{"alice": "correct horse"}, nil },
+	s, err := New(Options{Store: st, Approvers: func() (Authenticator, error) { return auth, nil },
 		Decide: e.rec.decide, WorkflowURL: func(id string) string { return "http://ui.example/" + url.PathEscape(id) },
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -326,5 +331,81 @@ func TestLongValuesAreTruncatedWithShowAll(t *testing.T) {
 	if !v.Truncated || !strings.HasPrefix(v.Text, strings.Repeat("A", fieldLimit)) || strings.HasPrefix(v.Text, strings.Repeat("A", fieldLimit+1)) ||
 		len(v.Full) != 1000 || v.Flags[0] != "truncated" {
 		t.Fatalf("show = %+v", v)
+	}
+}
+
+// gate is an Authenticator whose password checks wait until release is closed (a slow
+// bcrypt), counting how many were started.
+type gate struct {
+	users
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g gate) Authenticate(name, password string) (string, error) {
+	g.entered <- struct{}{}
+	<-g.release
+	return g.users.Authenticate(name, password)
+}
+
+// Concurrent wrong guesses are counted before the password is checked: a burst cannot run
+// more than LoginFailures password checks in a window (all 40 ran before).
+func TestSignInLimitHoldsAgainstConcurrentGuesses(t *testing.T) {
+	const n = 8 * LoginFailures
+	g := gate{users: users{"alice": "correct horse"}, entered: make(chan struct{}, n), release: make(chan struct{})}
+	e := newEnvWith(t, g)
+	codes := make(chan int, n)
+	for i := range n {
+		go func() { codes <- e.browser().login("alice", fmt.Sprintf("guess %d", i)).StatusCode }()
+	}
+	// Every guess either answered already (429) or is inside the password check: then let the
+	// checks finish.
+	entered, answered, checked := 0, 0, 0
+	for entered+answered < n {
+		select {
+		case <-g.entered:
+			entered++
+		case c := <-codes:
+			if c != http.StatusTooManyRequests {
+				t.Fatalf("a guess was answered %d before any password check finished", c)
+			}
+			answered++
+		}
+	}
+	close(g.release)
+	for answered < n {
+		switch c := <-codes; c {
+		case http.StatusUnauthorized:
+			checked++
+		case http.StatusTooManyRequests:
+		default:
+			t.Fatalf("a guess was answered %d", c)
+		}
+		answered++
+	}
+	if entered > LoginFailures || checked != entered {
+		t.Fatalf("%d of %d concurrent guesses reached the password check (%d answered 401), want at most %d", entered, n, checked, LoginFailures)
+	}
+}
+
+// A successful sign-in does not count against the limit (its reserved attempt is given back).
+func TestASuccessfulSignInIsNotCountedAsAFailure(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser()
+	for i := range LoginFailures - 1 {
+		if resp := b.login("alice", fmt.Sprintf("wrong %d", i)); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("failure %d = %d, want 401", i, resp.StatusCode)
+		}
+	}
+	for range 3 {
+		if resp := b.login("alice", "correct horse"); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("right password after %d failures = %d, want 303", LoginFailures-1, resp.StatusCode)
+		}
+	}
+	if resp := b.login("alice", "wrong again"); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the %dth failure = %d, want 401", LoginFailures, resp.StatusCode)
+	}
+	if resp := b.login("alice", "correct horse"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("after %d failures = %d, want 429", LoginFailures, resp.StatusCode)
 	}
 }
