@@ -26,8 +26,11 @@ var staticFS embed.FS
 
 // Authenticator checks an approver's password: the approver's canonical name, or an error
 // (approvers.ErrBadCredentials for an unknown name or a wrong password, in constant work).
+// Has reports whether name is still an approver: a session whose approver left the file is
+// ended at its next request (approvers.Set implements both).
 type Authenticator interface {
 	Authenticate(name, password string) (string, error)
+	Has(name string) bool
 }
 
 // DecideFunc delivers one decision to its turn and returns the turn's verdict, as
@@ -142,7 +145,8 @@ type signedIn struct {
 	session
 }
 
-// authed wraps a handler that needs a signed-in approver: without a live session a GET is
+// authed wraps a handler that needs a signed-in approver still listed in the approvers file
+// (one removed since signing in is signed out): without a live session a GET is
 // redirected to /login and anything else is refused 401; every POST must carry the session's
 // CSRF token (field csrf), else 403.
 func (s *Server) authed(next http.HandlerFunc) http.HandlerFunc {
@@ -153,6 +157,20 @@ func (s *Server) authed(next http.HandlerFunc) http.HandlerFunc {
 		if c, err := r.Cookie(SessionCookie); err == nil {
 			id = c.Value
 			sess, ok = s.sessions.get(id)
+		}
+		if ok {
+			set, err := s.opt.Approvers()
+			if err != nil {
+				s.opt.Log.Error("web: read the approvers file", "err", err)
+				http.Error(w, "the approvers file could not be read: see the server's log", http.StatusInternalServerError)
+				return
+			}
+			if !set.Has(sess.approver) { // removed from the approvers file since signing in
+				s.opt.Log.Warn("web: ended the session of an approver no longer in the approvers file", "approver", sess.approver)
+				s.sessions.remove(id)
+				http.SetCookie(w, sessionCookie("", -1))
+				ok = false
+			}
 		}
 		if !ok {
 			if r.Method == http.MethodGet {

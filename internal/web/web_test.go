@@ -28,6 +28,8 @@ var errBad = errors.New("bad credentials")
 // users is a fake approvers file: name -> password.
 type users map[string]string
 
+func (u users) Has(name string) bool { _, ok := u[name]; return ok }
+
 func (u users) Authenticate(name, password string) (string, error) {
 	if p, ok := u[name]; ok && p == password {
 		return name, nil
@@ -407,5 +409,44 @@ func TestASuccessfulSignInIsNotCountedAsAFailure(t *testing.T) {
 	}
 	if resp := b.login("alice", "correct horse"); resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("after %d failures = %d, want 429", LoginFailures, resp.StatusCode)
+	}
+}
+
+// An approver removed from the approvers file while signed in is signed out at the next
+// request: no more pages, no more decisions (each one would burn a refusal of the turn's
+// budget even though the worker refuses it approver_unauthenticated).
+func TestARemovedApproverIsSignedOut(t *testing.T) {
+	var mu sync.Mutex
+	current := users{"alice": "correct horse", "bob": "battery staple"}
+	e := newEnvWith(t, nil)
+	s, err := New(Options{Store: e.st, Approvers: func() (Authenticator, error) { mu.Lock(); defer mu.Unlock(); return current, nil },
+		Decide: e.rec.decide, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv.Config.Handler = s
+	e.confirmation("cf-r", "turn/c/1", "pay", `{"amount":5}`, time.Minute)
+	bob, alice := e.browser(), e.browser()
+	bob.login("bob", "battery staple")
+	alice.login("alice", "correct horse")
+	token := bob.csrf()
+	mu.Lock()
+	current = users{"alice": "correct horse"}
+	mu.Unlock()
+	resp, _ := bob.post("/decide", url.Values{"csrf": {token}, "confirmation_id": {"cf-r"}, "decision": {"deny"}, "reason": {"no"}, "args_digest": {"sha256:cf-r"}})
+	if resp.StatusCode != http.StatusUnauthorized || len(e.rec.reqs) != 0 {
+		t.Fatalf("removed approver's decision = %d, decisions sent %d; want 401 and none", resp.StatusCode, len(e.rec.reqs))
+	}
+	if resp, _ := bob.get("/"); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/login" {
+		t.Fatalf("removed approver's inbox = %d %q, want 303 to /login", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp, _ := alice.get("/"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a remaining approver's inbox = %d, want 200", resp.StatusCode)
+	}
+	mu.Lock()
+	current = users{"alice": "correct horse", "bob": "battery staple"}
+	mu.Unlock()
+	if resp, _ := bob.get("/"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the ended session came back when bob was re-added = %d, want 303 (sign in again)", resp.StatusCode)
 	}
 }
