@@ -299,7 +299,7 @@ func (s *Server) turn(w http.ResponseWriter, r *http.Request) {
 	info := s.turnInfo(ctx, id)
 	d := turnData{WorkflowID: show(id, fieldLimit), Raw: id, TemporalURL: s.opt.WorkflowURL(id), Info: info, Principal: show(info.Principal, fieldLimit)}
 	if a := current(r).lastAnswer; a != nil && a.WorkflowID == id {
-		d.Answer, d.AnswerText = a, show(a.Text, 0)
+		d.Answer, d.AnswerText = a, show(a.Text, literalLimit)
 	}
 	now := s.opt.Now()
 	for _, c := range rows {
@@ -389,6 +389,11 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	req := approval.Request{ConfirmationID: id, Decision: f.Get("decision"), Approver: me.approver, Reason: strings.TrimSpace(f.Get("reason"))}
 	a := answer{WorkflowID: row.WorkflowID, ConfirmationID: id}
+	if len(req.Reason) > approval.MaxReasonBytes {
+		a.Text = fmt.Sprintf("The reason is longer than %d bytes: nothing was sent.", approval.MaxReasonBytes)
+		s.answer(w, r, me, a)
+		return
+	}
 	switch req.Decision {
 	case workflows.DecisionApprove:
 	case workflows.DecisionDeny:

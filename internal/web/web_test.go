@@ -450,3 +450,72 @@ func TestARemovedApproverIsSignedOut(t *testing.T) {
 		t.Fatalf("the ended session came back when bob was re-added = %d, want 303 (sign in again)", resp.StatusCode)
 	}
 }
+
+// A deny reason over approval.MaxReasonBytes (the form's maxlength is only a hint) is refused
+// by the page with what to do; nothing is sent.
+func TestAnOverlongReasonIsRefusedBeforeSending(t *testing.T) {
+	e := newEnv(t)
+	e.confirmation("cf-l", "turn/c/1", "pay", `{"amount":5}`, time.Minute)
+	b := e.browser()
+	b.login("alice", "correct horse")
+	resp, _ := b.post("/decide", url.Values{"csrf": {b.csrf()}, "confirmation_id": {"cf-l"}, "decision": {"deny"},
+		"reason": {strings.Repeat("r", approval.MaxReasonBytes+1)}, "args_digest": {"sha256:cf-l"}})
+	if resp.StatusCode != http.StatusSeeOther || len(e.rec.reqs) != 0 {
+		t.Fatalf("overlong reason = %d, decisions sent %d; want 303 and none", resp.StatusCode, len(e.rec.reqs))
+	}
+	if _, page := b.get(resp.Header.Get("Location")); !strings.Contains(page, "The reason is longer than") {
+		t.Fatalf("the turn page does not say why:\n%s", page)
+	}
+}
+
+// Every model-controlled field on the turn and history pages (workflow id, tool name,
+// arguments' keys and values, deny reason, audit reason and detail, the result's prose,
+// outcomes, result data and errors, the turn's answer to a decision) is escaped and its hidden
+// runes made visible.
+func TestEveryModelFieldIsInertOnTurnAndHistoryPages(t *testing.T) {
+	const x = "<script>alert(1)</script>\u202e\"'><img src=x onerror=alert(2)>"
+	ctx := context.Background()
+	e := newEnv(t)
+	wf := "turn/c" + x + "/1"
+	e.confirmation("cf-p", wf, "pay"+x, `{"k`+strings.ReplaceAll(x, `"`, `\"`)+`":"`+strings.ReplaceAll(x, `"`, `\"`)+`"}`, time.Minute)
+	c2 := e.confirmation("cf-d", wf, "send"+x, `{"to":"a"}`, time.Minute)
+	if err := e.st.DecideConfirmation(ctx, c2.ID, "denied", "alice", "reason"+x, e.now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.AppendAudit(ctx, store.AuditEvent{Key: "k1", WorkflowID: wf, RunID: "r", Seq: 1, CallID: "c", CapabilityID: "test.cap",
+		Version: 1, Outcome: "denied", Stage: "confirm", Reason: "why" + x, Detail: "detail" + x, Approver: "alice", At: e.now}); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := json.Marshal(workflows.TurnResult{WorkflowID: wf, Status: "completed", Prose: "prose" + x,
+		Outcomes: []workflows.ProposalOutcome{{Seq: 1, Name: "tool" + x, Arguments: json.RawMessage(`{"a":"` + strings.ReplaceAll(x, `"`, `\"`) + `"}`),
+			Outcome: "denied", Reason: "r" + x, Detail: "d" + x}},
+		Results: []workflows.CapabilityResult{{Seq: 1, CapabilityID: "test.cap", Version: 1, Data: json.RawMessage(`"data` + strings.ReplaceAll(x, `"`, `\"`) + `"`), Error: "err" + x}}})
+	if err := e.st.SaveTurnResult(ctx, wf, "c", res, e.now); err != nil {
+		t.Fatal(err)
+	}
+	e.rec.err = &approval.RefusedError{ConfirmationID: "cf-p", Code: "approver_is_requester", Detail: "detail" + x, Reissued: true}
+	b := e.browser()
+	b.login("alice", "correct horse")
+	b.post("/decide", url.Values{"csrf": {b.csrf()}, "confirmation_id": {"cf-p"}, "decision": {"approve"}, "args_digest": {"sha256:cf-p"}})
+	_, turn := b.get(turnLink(wf))
+	_, history := b.get("/history")
+	_, inbox := b.get("/")
+	_, reflected := b.get("/turn?id=" + url.QueryEscape(x))
+	for name, page := range map[string]string{"turn": turn, "history": history, "inbox": inbox, "turn?id=payload": reflected} {
+		for _, bad := range []string{"<script>alert", "<img src=x", "\u202e", `"'><img`} {
+			if strings.Contains(page, bad) {
+				t.Errorf("%s page contains %q raw", name, bad)
+			}
+		}
+		if !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt;&lt;U&#43;202E&gt;") {
+			t.Errorf("%s page does not show the payload escaped and marked", name)
+		}
+	}
+	for _, want := range []string{"prose&lt;script&gt;", "tool&lt;script&gt;", `data\u003cscript`, // json.Marshal wrote the data's < as \u003c
+		"err&lt;script&gt;", "why&lt;script&gt;",
+		"detail&lt;script&gt;", "reason&lt;script&gt;", "approver_is_requester", "decide again"} {
+		if !strings.Contains(turn, want) {
+			t.Errorf("turn page lacks %q", want)
+		}
+	}
+}
