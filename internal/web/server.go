@@ -117,8 +117,12 @@ func New(opt Options) (*Server, error) {
 const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
 	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-// ServeHTTP sets the security headers on every response, refuses a state change that is not
-// same-origin, and routes.
+// maxBody bounds a request body (net/http would parse 10 MB of form before anyone signed in):
+// the largest form is an edit, at most workflows.MaxEditArgumentBytes of JSON, URL-encoded.
+const maxBody = 1 << 20
+
+// ServeHTTP sets the security headers on every response, refuses a body over maxBody and a
+// state change that is not same-origin, and routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", csp)
@@ -130,6 +134,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasPrefix(r.URL.Path, "/static/") {
 		h.Set("Cache-Control", "no-store") // pages show arguments and carry CSRF tokens
 	}
+	if r.ContentLength > maxBody {
+		http.Error(w, fmt.Sprintf("refused: a form of this page is at most %d KiB", maxBody>>10), http.StatusRequestEntityTooLarge)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && !sameOrigin(r) {
 		s.opt.Log.Warn("web: refused a cross-origin or origin-less state change", "path", r.URL.Path, "client", clientIP(r))
 		http.Error(w, "refused: this request does not come from the approver page (Origin check)", http.StatusForbidden)

@@ -519,3 +519,34 @@ func TestEveryModelFieldIsInertOnTurnAndHistoryPages(t *testing.T) {
 		}
 	}
 }
+
+// A body over maxBody is refused before it is parsed, signed in or not.
+func TestAnOversizedBodyIsRefused(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser()
+	resp, body := b.post("/login", url.Values{"name": {"alice"}, "password": {strings.Repeat("p", 2<<20)}})
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(body, "at most") {
+		t.Fatalf("2 MiB sign-in = %d %q, want 413", resp.StatusCode, body)
+	}
+	// A chunked body (no Content-Length) is cut at maxBody too: the form is unreadable.
+	req, _ := http.NewRequest("POST", e.srv.URL+"/login", io.MultiReader(strings.NewReader("name=alice&password="), strings.NewReader(strings.Repeat("p", 2<<20))))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", e.srv.URL)
+	req.ContentLength = -1
+	r2, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2.Body.Close()
+	if r2.StatusCode != http.StatusBadRequest {
+		t.Fatalf("chunked 2 MiB sign-in = %d, want 400", r2.StatusCode)
+	}
+	// An edit of the largest allowed arguments still fits.
+	e.confirmation("cf-big", "turn/c/1", "pay", `{"amount":5}`, time.Minute)
+	b.login("alice", "correct horse")
+	args := `{"s":"` + strings.Repeat("\u00e9", (workflows.MaxEditArgumentBytes-16)/2) + `"}`
+	resp, _ = b.post("/decide", url.Values{"csrf": {b.csrf()}, "confirmation_id": {"cf-big"}, "decision": {"edit"}, "arguments": {args}, "args_digest": {"sha256:cf-big"}})
+	if resp.StatusCode != http.StatusSeeOther || len(e.rec.reqs) != 1 {
+		t.Fatalf("largest edit = %d, decisions sent %d; want 303 and one", resp.StatusCode, len(e.rec.reqs))
+	}
+}
