@@ -159,12 +159,9 @@ func newApproversPasswdCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := cfg.ApproversPath()
-			a, found, err := approvers.Find(path, args[0])
+			a, err := findApprover(path, args[0])
 			if err != nil {
 				return err
-			}
-			if !found {
-				return fmt.Errorf("%s has no approver %q (airlock approvers add)", path, args[0])
 			}
 			password, err := readOrGeneratePassword(cmd.InOrStdin(), passwordStdin)
 			if err != nil {
@@ -195,12 +192,9 @@ func newApproversRotateCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := cfg.ApproversPath()
-			a, found, err := approvers.Find(path, args[0])
+			a, err := findApprover(path, args[0])
 			if err != nil {
 				return err
-			}
-			if !found {
-				return fmt.Errorf("%s has no approver %q (airlock approvers add)", path, args[0])
 			}
 			if credOut == "" {
 				return errors.New("--credential-out is required: where to write the new credential (a new path; it is never overwritten)")
@@ -247,4 +241,17 @@ page signs them out at their next request. Their credential file is left where i
 			return nil
 		},
 	}
+}
+
+// findApprover is the approver named name in the approvers file at path; an error that says
+// how to add one when there is none.
+func findApprover(path, name string) (approvers.Approver, error) {
+	a, found, err := approvers.Find(path, name)
+	if err != nil {
+		return a, err
+	}
+	if !found {
+		return a, fmt.Errorf("%s has no approver %q (airlock approvers add)", path, name)
+	}
+	return a, nil
 }
