@@ -313,13 +313,15 @@ func TestGuidanceBinding(t *testing.T) {
 		t.Fatal("doc/url leaked into the result")
 	}
 	for name, mutate := range map[string]func(*GuidanceEntry){
-		"digest mismatch":   func(g *GuidanceEntry) { g.ContractDigest = "sha256:" + strings.Repeat("0", 64) },
-		"other ref":         func(g *GuidanceEntry) { g.ContractRef = "capability-registry.v1#acc.alpha@2" },
-		"usage ref":         func(g *GuidanceEntry) { g.UsageRef = "local:notes.md" },
-		"text over 2 KiB":   func(g *GuidanceEntry) { g.UsageNotes = []string{strings.Repeat("n", MaxGuidanceText)} },
-		"three examples":    func(g *GuidanceEntry) { g.Examples = append(g.Examples, g.Examples[0], g.Examples[0]) },
-		"invalid example":   func(g *GuidanceEntry) { g.Examples = []json.RawMessage{json.RawMessage(`{"mode":"warp"}`)} },
-		"example over 4KiB": func(g *GuidanceEntry) { g.Examples = []json.RawMessage{json.RawMessage(`{"mode":"fast","x":"` + strings.Repeat("x", MaxExampleBytes) + `"}`)} },
+		"digest mismatch": func(g *GuidanceEntry) { g.ContractDigest = "sha256:" + strings.Repeat("0", 64) },
+		"other ref":       func(g *GuidanceEntry) { g.ContractRef = "capability-registry.v1#acc.alpha@2" },
+		"usage ref":       func(g *GuidanceEntry) { g.UsageRef = "local:notes.md" },
+		"text over 2 KiB": func(g *GuidanceEntry) { g.UsageNotes = []string{strings.Repeat("n", MaxGuidanceText)} },
+		"three examples":  func(g *GuidanceEntry) { g.Examples = append(g.Examples, g.Examples[0], g.Examples[0]) },
+		"invalid example": func(g *GuidanceEntry) { g.Examples = []json.RawMessage{json.RawMessage(`{"mode":"warp"}`)} },
+		"example over 4KiB": func(g *GuidanceEntry) {
+			g.Examples = []json.RawMessage{json.RawMessage(`{"mode":"fast","x":"` + strings.Repeat("x", MaxExampleBytes) + `"}`)}
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := build(t, guidanceDoc(guidanceFor(t, base.reg, "acc.alpha@1", mutate)), 0)
