@@ -54,14 +54,23 @@ func TestControllerTransitionTable(t *testing.T) {
 // Per-turn bounds: 3 reads, 2 pages, 64 KiB of catalog context, 4 inference rounds.
 func TestControllerBounds(t *testing.T) {
 	c := NewController()
-	if c.AdmitRead(true) != "" || c.AdmitRead(true) != "" || c.AdmitRead(true) != BudgetPages {
-		t.Fatal("third page admitted")
+	for i, want := range []string{"", "", BudgetPages} {
+		if got := c.AdmitRead(true); got != want {
+			t.Fatalf("page %d: %q, want %q", i+1, got, want)
+		}
 	}
-	if c.AdmitRead(false) != "" || c.AdmitRead(false) != BudgetReads {
-		t.Fatalf("fourth read admitted: %+v", c)
+	for i, want := range []string{"", BudgetReads} {
+		if got := c.AdmitRead(false); got != want {
+			t.Fatalf("describe %d: %q, want %q", i+1, got, want)
+		}
 	}
-	if c.AdmitEgress(MaxListBytes) != "" || c.AdmitEgress(MaxListBytes) != "" || c.AdmitEgress(MaxDescribeBytes) != "" || c.AdmitEgress(1) != BudgetContext {
-		t.Fatalf("context bound: %+v", c)
+	for i, c2 := range []struct {
+		n    int
+		want string
+	}{{MaxListBytes, ""}, {MaxListBytes, ""}, {MaxDescribeBytes, ""}, {1, BudgetContext}} {
+		if got := c.AdmitEgress(c2.n); got != c2.want {
+			t.Fatalf("egress %d: %q, want %q", i+1, got, c2.want)
+		}
 	}
 	if c.Bytes != MaxContextBytes {
 		t.Fatalf("bytes %d", c.Bytes)
