@@ -586,7 +586,8 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 		digest, _ := canonical.Digest(in.Arguments)
 		return fromLedger(ctx, &existing, in, digest, now), nil
 	}
-	c, ok := a.reg().ByKey(keyOf(in.CapabilityID, in.Version))
+	reg := a.reg() // one snapshot: resolved, checked and (for catalog reads) projected alike
+	c, ok := reg.ByKey(keyOf(in.CapabilityID, in.Version))
 	if !ok || c.Impl.Invoke == nil {
 		return refuse(ExecuteOutput{}, temporal.NewNonRetryableApplicationError("capability "+keyOf(in.CapabilityID, in.Version)+" is not bound in this worker's registry", ErrTypeBadInput, nil))
 	}
@@ -636,7 +637,8 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 	}
 	stop := keepAlive(ctx)
 	res, invErr := c.Impl.Invoke(cctx, registry.Invocation{Arguments: in.Arguments, Decoded: decoded, WorkflowID: in.WorkflowID,
-		Seq: in.Seq, CallID: in.CallID, Round: in.Round, Session: in.Session, Now: now})
+		Seq: in.Seq, CallID: in.CallID, Round: in.Round, Session: in.Session, Now: now,
+		Registry: reg, Principal: in.Principal, Scope: in.Scope})
 	stop()
 	out := ExecuteOutput{Outcome: OutcomeExecuted, Output: res, RetrievedAt: now}
 	if ledger && c.Airlock.Idempotent {

@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/airlock-dev/airlock/internal/capabilities"
+	"github.com/airlock-dev/airlock/internal/catalog"
 	"github.com/airlock-dev/airlock/internal/parse"
 	"github.com/airlock-dev/airlock/registry"
 )
@@ -31,6 +33,7 @@ func testRegistry(t *testing.T, mutate func(string) string) *registry.Registry {
 			return registry.Output{}, nil
 		}),
 		registry.Typed("web.fetch", 1, noop),
+		capabilities.CatalogList(&catalog.Catalog{}), capabilities.CatalogDescribe(&catalog.Catalog{}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +151,7 @@ func TestAdmitDeprecationAndPolicyPrincipal(t *testing.T) {
 		registry.Typed("web.fetch", 1, func(context.Context, *urlArgs, registry.Invocation) (registry.Output, error) {
 			return registry.Output{}, nil
 		}),
+		capabilities.CatalogList(&catalog.Catalog{}), capabilities.CatalogDescribe(&catalog.Catalog{}),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -43,6 +43,10 @@ const (
 	StageConfirm  Stage = "confirm"
 	StageExecute  Stage = "execute"
 	StageRecord   Stage = "record"
+	// StageCatalog is the turn's catalog controller (issue 14): a catalog read refused by its
+	// transitions (a mixed catalog-and-effect message, reads after the controller ended, a
+	// read the policy would not run automatically), never by the three gates.
+	StageCatalog Stage = "catalog"
 )
 
 // AuditKind distinguishes outcome rows from refused confirmation attempts and edits.
@@ -332,6 +336,11 @@ type ExecuteInput struct {
 	// approved) under. A worker on another revision refuses to run it: its side-effect class
 	// and policy may differ from what was checked. "" for inputs recorded before it was carried.
 	RegistryRevision string `json:"registry_revision,omitempty"`
+	// Principal and Scope are the turn's principal and capability scope (TurnRequest), handed
+	// to the capability as host context (registry.Invocation): catalog reads derive the
+	// caller's visibility from them, never from the model's arguments.
+	Principal string   `json:"principal,omitempty"`
+	Scope     []string `json:"scope,omitempty"`
 }
 
 // ExecuteOutput is the capability result. Outcome is executed, failed (the capability reported

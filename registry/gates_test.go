@@ -18,7 +18,7 @@ func TestArgumentFormatsAreAsserted(t *testing.T) {
 	  "uuid":{"type":"string","format":"uuid"}}}`
 	doc := strings.Replace(string(Embedded), `"tool/name": "web_fetch"`, `"tool/name": "web_fetch", "schema/ref": "test:formats"`, 1)
 	r, err := Load([]Source{{"formats", []byte(doc)}, BasePolicy()}, []Implementation{
-		baseImpls()[0], {ID: "web.fetch", Version: 1, Schema: json.RawMessage(schema), Invoke: okInvoke}})
+		baseImpls()[0], {ID: "web.fetch", Version: 1, Schema: json.RawMessage(schema), Invoke: okInvoke}, baseImpls()[2], baseImpls()[3]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func deprecatedRegistry(t *testing.T, status, deadline string) *Registry {
 	if deadline != "" {
 		repl += `, "removal/deadline": "` + deadline + `"`
 	}
-	doc := strings.Replace(string(Embedded), `"status": "active"`, repl, 2) // both entries
+	doc := strings.Replace(string(Embedded), `"status": "active"`, repl, 2) // system.health and web.fetch
 	r, err := Load([]Source{{"dep", []byte(doc)}, BasePolicy()}, baseImpls())
 	if err != nil {
 		t.Fatal(err)
@@ -90,13 +90,13 @@ func TestStatusRulesAtTheAdmissionGate(t *testing.T) {
 	if el := r.Eligible(c, UseResolve, before); !el.Admitted() || !strings.Contains(el.Warning, dl) {
 		t.Fatalf("before the deadline: %+v", el)
 	}
-	if len(r.Catalog(nil, before)) != 2 {
+	if len(r.Catalog(nil, before)) != 4 {
 		t.Fatal("deprecated entries stay in the catalog until their deadline")
 	}
 	if el := r.Eligible(c, UseResolve, at); el.Code != RefusalPastDeadline {
 		t.Fatalf("at the deadline: %+v", el)
 	}
-	if n := len(r.Catalog(nil, at)); n != 0 {
+	if n := len(r.Catalog(nil, at)); n != 2 { // the two catalog capabilities stay active
 		t.Fatalf("catalog past the deadline has %d entries", n)
 	}
 	res := deprecatedRegistry(t, "reserved", "")
@@ -104,7 +104,7 @@ func TestStatusRulesAtTheAdmissionGate(t *testing.T) {
 	if el := res.Eligible(c, UseResolve, before); el.Code != RefusalReserved {
 		t.Fatalf("reserved: %+v", el)
 	}
-	if len(res.Catalog(nil, before)) != 0 {
+	if len(res.Catalog(nil, before)) != 2 { // only the two catalog capabilities, still active
 		t.Fatal("reserved entries are never in the catalog")
 	}
 }
@@ -184,7 +184,7 @@ func TestFingerprintFollowsEntryAndPolicy(t *testing.T) {
 	base, pol := string(Embedded), string(EmbeddedPolicy)
 	r0 := load(base, pol)
 	fp := func(r *Registry, k string) string { return r.CapabilityRevision(k) }
-	relabeled := load(strings.Replace(base, `"2026-11-29.1"`, `"2026-11-29.2"`, 1), pol)
+	relabeled := load(strings.Replace(base, `"2026-12-02.1"`, `"2026-12-02.2"`, 1), pol)
 	if fp(r0, "web.fetch@1") != fp(relabeled, "web.fetch@1") || r0.Revision() == relabeled.Revision() {
 		t.Fatal("a revision label alone must change the registry revision, not the capability's fingerprint")
 	}

@@ -17,6 +17,13 @@ var layerFS embed.FS
 //go:embed capability-authorization-policy.v1.json
 var EmbeddedPolicy []byte
 
+// EmbeddedGuidance is the checked-in capability guidance (capability-guidance.v1): optional,
+// lower-trust descriptions bound by digest to exact contracts. It is not part of the registry's
+// authority: guidance that does not bind is omitted, never a load failure.
+//
+//go:embed capability-guidance.v1.json
+var EmbeddedGuidance []byte
+
 // LayerNames lists the embedded registry layers ("agentdojo-banking", …): extra
 // capability-registry.v1 documents a worker may load on top of the base registry, for example
 // the AgentDojo suites whose capabilities are defined by JSON Schema and served by replay.

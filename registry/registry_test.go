@@ -23,6 +23,8 @@ func baseImpls() []Implementation {
 	return []Implementation{
 		Typed("system.health", 1, func(context.Context, *noArgs, Invocation) (Output, error) { return Output{}, nil }),
 		Typed("web.fetch", 1, func(context.Context, *fetchArgs, Invocation) (Output, error) { return Output{}, nil }),
+		Typed("capability.catalog.list", 1, func(context.Context, *noArgs, Invocation) (Output, error) { return Output{}, nil }),
+		Typed("capability.catalog.describe", 1, func(context.Context, *noArgs, Invocation) (Output, error) { return Output{}, nil }),
 	}
 }
 
@@ -32,9 +34,11 @@ func TestLoadEmbeddedBase(t *testing.T) {
 		t.Fatal(err)
 	}
 	cat := r.Catalog(nil, time.Now())
-	if len(cat) != 2 || cat[0].CapabilityID != "system.health" || cat[1].Name != "web_fetch" {
+	if len(cat) != 4 || cat[0].CapabilityID != "capability.catalog.describe" || cat[1].CapabilityID != "capability.catalog.list" ||
+		cat[2].CapabilityID != "system.health" || cat[3].Name != "web_fetch" {
 		t.Fatalf("catalog = %+v", cat)
 	}
+	cat = cat[2:]
 	var schema map[string]any
 	if err := json.Unmarshal(cat[1].Parameters, &schema); err != nil {
 		t.Fatal(err)

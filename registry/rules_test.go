@@ -23,6 +23,12 @@ func fixtureImpls(t *testing.T, src Source) []Implementation {
 	if err != nil {
 		return impls
 	}
+	// Fixtures register system.health and web.fetch: the catalog capabilities (which joined
+	// the base later) are bound only where a fixture registers them.
+	impls = slices.DeleteFunc(impls, func(im Implementation) bool {
+		return strings.HasPrefix(im.ID, "capability.catalog.") &&
+			!slices.ContainsFunc(doc.Entries, func(e Entry) bool { return e.ID == im.ID && e.Version == im.Version })
+	})
 	for _, e := range doc.Entries {
 		if name, ok := strings.CutPrefix(e.Airlock.SchemaRef, "testdata:"); ok {
 			b, err := os.ReadFile(filepath.Join("testdata", "schemas", name))
@@ -68,6 +74,7 @@ func TestEachRuleHasAFixtureThatFailsWithItsOwnRule(t *testing.T) {
 			switch {
 			case rule == RulePolicyMissing:
 				sources = []Source{src}
+				impls = fixtureImpls(t, src)
 			case strings.HasPrefix(string(rule), "policy-"):
 				sources = []Source{Base(), src}
 			default:
@@ -129,7 +136,7 @@ func TestEntriesForOtherSurfacesNeedNoAirlockBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Capabilities()) != 6 {
+	if len(r.Capabilities()) != 8 {
 		t.Fatalf("capabilities = %d", len(r.Capabilities()))
 	}
 	rj, _ := r.ByKey("room.join@1")

@@ -2,8 +2,10 @@ package workers
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/agentdojo"
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/capabilities"
+	"github.com/airlock-dev/airlock/internal/catalog"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/recording"
@@ -81,16 +84,60 @@ func Build(ctx context.Context, cfg config.Config, temporalProbe capabilities.Pr
 	return &Deps{Activities: acts, Store: st, Registry: reg, Served: served, Reload: load, Watched: WatchedFiles(cfg)}, nil
 }
 
-// WatchedFiles are the registry and policy files cfg names (AIRLOCK_REGISTRY, AIRLOCK_POLICY):
+// WatchedFiles are the registry, policy and guidance files cfg names (AIRLOCK_REGISTRY,
+// AIRLOCK_POLICY, AIRLOCK_GUIDANCE):
 // what a worker polls for live reload. Embedded documents never change under a running worker.
 func WatchedFiles(cfg config.Config) []string {
 	var out []string
-	for _, f := range []string{cfg.RegistryFile, cfg.PolicyFile} {
+	for _, f := range []string{cfg.RegistryFile, cfg.PolicyFile, cfg.GuidanceFile} {
 		if f != "" {
 			out = append(out, f)
 		}
 	}
 	return out
+}
+
+// ready is the readiness of capabilities that run in the worker itself (no provider to lose).
+func ready(context.Context) error { return nil }
+
+// LoadGuidance reads the capability guidance: the embedded document, or cfg.GuidanceFile.
+// Guidance is optional and lower-trust: a file that cannot be read or parsed contributes
+// nothing (logged on log), and no worker ever refuses to serve because of it.
+func LoadGuidance(cfg config.Config, log *slog.Logger) *catalog.GuidanceSet {
+	src := registry.Source{Name: "embedded capability guidance", Data: registry.EmbeddedGuidance}
+	if cfg.GuidanceFile != "" {
+		f, err := registry.FileSource(cfg.GuidanceFile)
+		if err != nil {
+			log.Warn("capability guidance not loaded; capabilities describe without guidance", "error", err)
+			return nil
+		}
+		src = f
+	}
+	gs, errs := catalog.ParseGuidance(src)
+	for _, err := range errs {
+		log.Warn("capability guidance not loaded; capabilities describe without guidance", "error", err)
+	}
+	return gs
+}
+
+// CursorKey is the key catalog list cursors are authenticated with, derived from the approver
+// key every worker shares (AIRLOCK_APPROVER_KEY or the key file), so a cursor one worker issued
+// is accepted by another. Without one (a tool that serves no turn, before any worker created
+// the key file) it is a random key: its cursors are valid in this process only.
+func CursorKey(cfg config.Config) []byte {
+	var k token.Key
+	var err error
+	if hex := os.Getenv("AIRLOCK_APPROVER_KEY"); hex != "" {
+		k, err = token.ParseKey(hex)
+	} else {
+		k, err = token.LoadKey(cfg.KeyFile())
+	}
+	if err != nil {
+		if _, rerr := rand.Read(k[:]); rerr != nil {
+			return nil
+		}
+	}
+	return catalog.DeriveCursorKey(k[:])
 }
 
 func approverKey(cfg config.Config) (token.Key, error) {
@@ -138,10 +185,12 @@ func LoadRegistry(cfg config.Config, temporalProbe, storeProbe capabilities.Prob
 		policy = src
 	}
 	sources := []registry.Source{base, policy}
-	impls := []registry.Implementation{
-		capabilities.SystemHealth(capabilities.HealthConfig{Temporal: temporalProbe, Store: storeProbe}),
-		capabilities.WebFetch(capabilities.NewFetcher(fetch)),
-	}
+	health := capabilities.SystemHealth(capabilities.HealthConfig{Temporal: temporalProbe, Store: storeProbe})
+	health.Ready = ready
+	cat := &catalog.Catalog{Key: CursorKey(cfg), Guidance: LoadGuidance(cfg, slog.Default())}
+	list, describe := capabilities.CatalogList(cat), capabilities.CatalogDescribe(cat)
+	list.Ready, describe.Ready = ready, ready
+	impls := []registry.Implementation{health, list, describe, capabilities.WebFetch(capabilities.NewFetcher(fetch))}
 	var tools map[string][]recording.Tool
 	for _, name := range cfg.Layers {
 		src, err := registry.Layer(name)

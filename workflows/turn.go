@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/airlock-dev/airlock/activities"
+	"github.com/airlock-dev/airlock/internal/catalog"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/parse"
 	"github.com/airlock-dev/airlock/registry"
@@ -64,6 +65,9 @@ type turn struct {
 	awaits     []*awaited
 	presenting bool
 	wake       workflow.Channel
+	// ctl is the catalog controller, nil until a message proposes a catalog read
+	// (versionCatalogController).
+	ctl *catalog.Controller
 }
 
 // waitEnd is how a confirmation wait ended.
@@ -214,6 +218,10 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 	}
 
 	for round := 1; round <= req.MaxRounds; round++ {
+		if t.ctl != nil && !t.ctl.MayInfer() {
+			t.ctl.Fire(catalog.EventBudget, catalog.Correlation{}, catalog.BudgetRounds)
+			return t.finish(ctx, EndCatalogStopped)
+		}
 		t.result.Rounds = round
 		var inf activities.InferOutput
 		err := t.infer(ctx, round, &inf)
@@ -251,6 +259,13 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 			return t.fail(ctx, err)
 		}
 		t.result.Prose = parsed.Text
+		if handled, stop, err := t.catalogMessage(ctx, round, parsed.Calls); err != nil {
+			return t.fail(ctx, err)
+		} else if stop {
+			return t.finish(ctx, EndCatalogStopped)
+		} else if handled {
+			continue
+		}
 		if len(parsed.Calls) == 0 {
 			if parsed.Incomplete != "" {
 				// The provider marked the message as not a finished answer (cut off, filtered,
@@ -320,6 +335,12 @@ const (
 	// is admitted again and surfaced again under the served registry (it used to wait for
 	// expiry).
 	versionRegistryChangeResurfaces = "registry-change-resurfaces"
+	// versionCatalogController: a message that proposes capability.catalog.list or
+	// capability.catalog.describe goes through the turn's catalog controller (catalogMessage):
+	// per-turn read, page, round and context bounds, a mixed catalog-and-effect message refused
+	// as ambiguous, and a stopped controller ends the turn. Asked only when such a message
+	// occurs.
+	versionCatalogController = "catalog-controller"
 )
 
 // RefusalNotPending is the refusal of a decision for a confirmation that is not pending.
@@ -381,6 +402,9 @@ type proposal struct {
 	// silent: its verdict adds no context message (an edited proposal, whose call id the
 	// approver's proposal answers: one tool message per call id).
 	silent bool
+	// egress, set for a catalog read, admits its result into model context (or replaces it
+	// with a budget refusal) before it is recorded.
+	egress func(out *activities.ExecuteOutput)
 }
 
 type earlyVerdict struct {
@@ -726,7 +750,7 @@ func (t *turn) execute(ctx workflow.Context, pr *proposal, decision *activities.
 	// external or effectful ones as regular activities with a durable result.
 	in := activities.ExecuteInput{WorkflowID: t.workflowID, Seq: po.Seq, Round: pr.round, CallID: call.CallID, CapabilityID: adm.CapabilityID,
 		Version: adm.Version, Arguments: call.Arguments, Session: t.req.Session, RegistryRevision: adm.RegistryRevision,
-		ConfirmationID: po.ConfirmationID}
+		ConfirmationID: po.ConfirmationID, Principal: t.req.Principal, Scope: t.req.Scope}
 	summary := summarize("execute " + adm.Key())
 	retry := &temporal.RetryPolicy{InitialInterval: 250 * time.Millisecond, BackoffCoefficient: 4, MaximumInterval: 10 * time.Second,
 		MaximumAttempts: 3, NonRetryableErrorTypes: []string{activities.ErrTypeBadInput}}
@@ -755,6 +779,9 @@ func (t *turn) execute(ctx workflow.Context, pr *proposal, decision *activities.
 			out.Outcome = activities.OutcomeUnknown
 			out.Output.Error = "the effect may have started before execution failed; it was not run again: " + err.Error()
 		}
+	}
+	if pr.egress != nil {
+		pr.egress(&out)
 	}
 	retrieved := out.RetrievedAt
 	env.Trust = "untrusted"
@@ -1088,6 +1115,7 @@ func (t *turn) drainLateSignals(ctx workflow.Context) {
 
 func (t *turn) finish(ctx workflow.Context, reason string) (TurnResult, error) {
 	t.drainLateSignals(ctx)
+	t.result.Catalog = t.catalogControl()
 	t.result.Status = StatusCompleted
 	t.result.EndReason = reason
 	t.setStatus(ctx, StatusCompleted)
@@ -1097,6 +1125,7 @@ func (t *turn) finish(ctx workflow.Context, reason string) (TurnResult, error) {
 
 func (t *turn) fail(ctx workflow.Context, err error) (TurnResult, error) {
 	t.drainLateSignals(ctx)
+	t.result.Catalog = t.catalogControl()
 	t.result.Status = StatusFailed
 	t.result.EndReason = "error: " + err.Error()
 	t.setStatus(ctx, StatusFailed)
