@@ -498,7 +498,9 @@ func TestWebEditRunsTheApproversArguments(t *testing.T) {
 func TestWebExpiredCannotBeApproved(t *testing.T) {
 	t.Parallel()
 	e := newWebEnv(t, map[string][]string{"fetch it": {calls(call("c1", "web_fetch", `{"url":"https://example.com/report"}`))}})
-	run := e.startTurn("web-expire", workflows.TurnRequest{Message: "fetch it", ConfirmationTTL: 6 * time.Second})
+	// Long enough to sign in and open the inbox on a loaded machine (the card leaves the inbox
+	// once the turn records the expiry), short enough to watch it run out.
+	run := e.startTurn("web-expire", workflows.TurnRequest{Message: "fetch it", ConfirmationTTL: 20 * time.Second})
 	p := waitPending(t, e.c, run.GetID(), map[string]bool{})
 	b := newTab(t)
 	b.signIn(e.url, "bob")
