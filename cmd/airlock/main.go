@@ -49,6 +49,8 @@ Configuration comes from the environment, overridden by flags:
                               a worker reloads it when it changes, and on SIGHUP)
   AIRLOCK_POLICY              replace the embedded authorization policy (capability-
                               authorization-policy.v1) of the base registry (watched too)
+  AIRLOCK_GUIDANCE            capability guidance (capability-guidance.v1) for catalog describe,
+                              bound by digest to each contract (default embedded; watched)
   AIRLOCK_TASK_QUEUE          Temporal task queue (default airlock-turns)
   AIRLOCK_APPROVER_KEY_FILE   approver key sealing tokens (default $AIRLOCK_HOME/approver.key;
                               or AIRLOCK_APPROVER_KEY as 64 hex characters)
