@@ -129,7 +129,7 @@ func TestEntriesForOtherSurfacesNeedNoAirlockBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Capabilities()) != 6 {
+	if len(r.Capabilities()) != 9 { // the base 5 (2 capabilities, 3 proposal tools) and these 4
 		t.Fatalf("capabilities = %d", len(r.Capabilities()))
 	}
 	rj, _ := r.ByKey("room.join@1")
