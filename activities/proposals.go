@@ -167,10 +167,8 @@ func (a *Activities) capture(ctx context.Context, in CaptureInput) (CaptureOutpu
 		}
 	}
 	kinds := map[string]int{}
-	proposalCalls := 0
 	for _, c := range in.Calls {
 		if ref, ok := offered[c.Name]; ok {
-			proposalCalls++
 			kinds[proposals.KindOf(ref.CapabilityID)]++
 		}
 	}
@@ -187,11 +185,11 @@ func (a *Activities) capture(ctx context.Context, in CaptureInput) (CaptureOutpu
 			v.Parse = true
 			refuse(string(c.Reason), "the call did not parse")
 			continue
+		case len(in.Calls) > proposals.MaxProposalCallsPerTurn:
+			refuse(proposals.RefusedTooMany, fmt.Sprintf("at most %d proposal calls a turn", proposals.MaxProposalCallsPerTurn))
+			continue
 		case !isProposal:
 			refuse(proposals.RefusedUnknownTool, "not a proposal tool offered in this turn")
-			continue
-		case proposalCalls > proposals.MaxProposalCallsPerTurn:
-			refuse(proposals.RefusedTooMany, fmt.Sprintf("at most %d proposal calls a turn", proposals.MaxProposalCallsPerTurn))
 			continue
 		case kinds[kind] > 1:
 			refuse(proposals.RefusedDuplicateKind, "at most one proposal of each kind a turn")
