@@ -100,11 +100,11 @@ func TestProposalCorrectionCapturedDecidedProjected(t *testing.T) {
 			t.Fatalf("audit row carries proposal text: %+v", e)
 		}
 	}
-	desc, err := c.DescribeWorkflowExecution(context.Background(), wf2, "")
+	desc, err := c.DescribeWorkflow(context.Background(), wf2, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := desc.String(); strings.Contains(s, "CORRECTED-ANSWER") {
+	if s := desc.RawResponse.String(); strings.Contains(s, "CORRECTED-ANSWER") {
 		t.Fatalf("search attributes or memo carry proposal text")
 	}
 	// The effective output has not changed: no judgment before a human decided.
