@@ -18,6 +18,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/canonical"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/parse"
+	"github.com/airlock-dev/airlock/internal/proposals"
 	"github.com/airlock-dev/airlock/internal/recording"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
@@ -55,6 +56,9 @@ type Activities struct {
 	Approvers func() (*approvers.Set, error)
 	// Now is the clock (time.Now when nil); tests may fix it.
 	Now func() time.Time
+	// Memory is the memory root agent memory proposals bind to and materialize into (zero:
+	// request_memory_change is never offered).
+	Memory proposals.Memory
 }
 
 func (a *Activities) now() time.Time {
@@ -125,6 +129,9 @@ func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, err
 	for _, c := range cat {
 		req.Tools = append(req.Tools, inference.Tool{Name: c.Name, Description: c.Description, Parameters: c.Parameters})
 		out.Catalog = append(out.Catalog, CatalogRef{Name: c.Name, CapabilityID: c.CapabilityID, Version: c.Version, PerTurnCap: c.PerTurnCap})
+	}
+	if err := a.offerProposals(ctx, in, reg, allow, now, &req, &out); err != nil {
+		return out, err
 	}
 	p := a.Live
 	if in.Session != "" {

@@ -65,6 +65,8 @@ type CatalogRef struct {
 	CapabilityID string `json:"capability_id"`
 	Version      int    `json:"version"`
 	PerTurnCap   int    `json:"per_turn_cap"`
+	// Kind is KindProposal for an agent proposal tool ("" for a capability).
+	Kind string `json:"kind,omitempty"`
 }
 
 // LoadContextInput asks for the durable context of a conversation.
@@ -99,6 +101,9 @@ type InferOutput struct {
 	Catalog  []CatalogRef       `json:"catalog"`
 	// RegistryRevision is the registry revision the catalog was generated from.
 	RegistryRevision string `json:"registry_revision"`
+	// ProposalSnapshot is the id of the stored context snapshot the round's proposal tools
+	// were offered from ("" when none was offered).
+	ProposalSnapshot string `json:"proposal_snapshot,omitempty"`
 }
 
 // ParseInput is one raw response to parse strictly.

@@ -100,6 +100,9 @@ func (r *Registry) Catalog(allow func(id string) bool, now time.Time) []CatalogE
 		if allow != nil && !allow(c.ID) {
 			continue
 		}
+		if c.Airlock.Kind == KindProposal {
+			continue // offered only when a turn's context admits a target (ProposalCatalog)
+		}
 		out = append(out, CatalogEntry{
 			Tool:         Tool{Name: c.Airlock.ToolName, Description: c.Airlock.Description, Parameters: c.Schema},
 			CapabilityID: c.ID,

@@ -81,6 +81,10 @@ type Airlock struct {
 	// schema rather than Go code (for example "agentdojo:banking/send_money"); the bound
 	// Implementation supplies the schema itself.
 	SchemaRef string `json:"schema/ref,omitempty"`
+	// Kind is KindCapability (absent: executed by the executor) or KindProposal (an agent
+	// proposal tool: captured as an inert record awaiting a human decision, never executed;
+	// offered only through ProposalCatalog).
+	Kind Kind `json:"kind,omitempty"`
 }
 
 // Entry is one capability-registry.v1 entry.

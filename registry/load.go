@@ -241,6 +241,11 @@ func load(sources []Source, impls []Implementation, bind bool) (*Registry, error
 			}
 		}
 		im, ok := implByKey[k]
+		if !ok && e.Airlock.Kind == KindProposal {
+			// Proposal tools are bound by the registry itself: their schemas are part of
+			// Airlock's contract (ProposalImplementation), never supplied by a layer.
+			im, ok = ProposalImplementation(e.ID, e.Version)
+		}
 		switch {
 		case !bind:
 		case e.Status == StatusReserved || !e.Flags.Dispatchable:
@@ -367,6 +372,7 @@ func checkEntry(src string, e Entry) []Diagnostic {
 	if d, err := time.ParseDuration(a.Timeout); err != nil || d <= 0 {
 		bad(RuleTimeout, "airlock timeout %q is not a positive duration", a.Timeout)
 	}
+	p = append(p, checkProposalEntry(src, e)...)
 	return p
 }
 

@@ -69,6 +69,10 @@ const (
 	// RuleArgumentSchema: the argument schema compiles and every keyword in it is enforced
 	// (formats asserted; annotation-only or unknown keywords refused).
 	RuleArgumentSchema Rule = "argument-schema"
+	// RuleProposalKind: airlock kind is capability or proposal; a proposal entry is local,
+	// a local write (it records an inert proposal), capped at one call a turn, not idempotent
+	// and dispatchable (captured, never executed).
+	RuleProposalKind Rule = "proposal-kind"
 )
 
 // Rules of the capability-authorization-policy.v1 sidecar.
@@ -131,6 +135,7 @@ func AllRules() []RuleInfo {
 		{RuleImplementationBound, false, "every admitted dispatchable entry has an implementation (Go code or a JSON Schema)"},
 		{RuleImplementationRegistered, false, "every implementation has an entry"},
 		{RuleArgumentSchema, false, "the argument schema compiles and uses only enforced keywords (format asserted)"},
+		{RuleProposalKind, false, "kind is capability or proposal; a proposal tool is dispatchable, local, local-write, capped at 1 a turn and not idempotent"},
 		{RulePolicyParse, true, "the policy document is one JSON value"},
 		{RulePolicySchemaVersion, true, `"schema/v" is "capability-authorization-policy.v1"`},
 		{RulePolicyShape, true, "no key outside capability-authorization-policy.v1.schema.json"},

@@ -136,7 +136,7 @@ func TestEntriesForOtherSurfacesNeedNoAirlockBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Capabilities()) != 8 {
+	if len(r.Capabilities()) != 11 { // the base 7 (4 capabilities, 3 proposal tools) and these 4
 		t.Fatalf("capabilities = %d", len(r.Capabilities()))
 	}
 	rj, _ := r.ByKey("room.join@1")

@@ -202,6 +202,8 @@ func airlockFieldRule(field string) Rule {
 		return RulePerTurnCap
 	case "timeout":
 		return RuleTimeout
+	case "kind":
+		return RuleProposalKind
 	}
 	return RuleAirlockBlock
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/catalog"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/inference"
+	"github.com/airlock-dev/airlock/internal/proposals"
 	"github.com/airlock-dev/airlock/internal/recording"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
@@ -69,7 +70,8 @@ func Build(ctx context.Context, cfg config.Config, temporalProbe capabilities.Pr
 		return nil, err
 	}
 	served := registry.NewLive(reg)
-	acts := &activities.Activities{Registry: reg, Served: served, Store: st, ApproverKey: key, Approvers: approvers.NewSource(cfg.ApproversPath()).Current}
+	acts := &activities.Activities{Registry: reg, Served: served, Store: st, ApproverKey: key, Approvers: approvers.NewSource(cfg.ApproversPath()).Current,
+		Memory: MemoryFromEnv()}
 	if cfg.CorpusDir != "" {
 		acts.Replay = inference.NewReplay(agentdojo.Recorded(agentdojo.SessionLoader(cfg.CorpusDir)))
 	}
@@ -82,6 +84,13 @@ func Build(ctx context.Context, cfg config.Config, temporalProbe capabilities.Pr
 		acts.Live = p
 	}
 	return &Deps{Activities: acts, Store: st, Registry: reg, Served: served, Reload: load, Watched: WatchedFiles(cfg)}, nil
+}
+
+// MemoryFromEnv is the memory root agent memory proposals bind to: AIRLOCK_MEMORY_ROOT (an
+// absolute path to a real directory holding memory.md). Unset: memory proposals are never
+// offered.
+func MemoryFromEnv() proposals.Memory {
+	return proposals.Memory{Root: os.Getenv("AIRLOCK_MEMORY_ROOT")}
 }
 
 // WatchedFiles are the registry, policy and guidance files cfg names (AIRLOCK_REGISTRY,

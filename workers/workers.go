@@ -27,6 +27,7 @@ type WorkflowRegistry interface {
 // RegisterWorkflows registers every workflow under its stable type name.
 func RegisterWorkflows(r WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.TurnWorkflow, workflow.RegisterOptions{Name: TurnWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.ProposalWorkflow, workflow.RegisterOptions{Name: workflows.ProposalWorkflowName})
 }
 
 // Register registers the workflows and every method of acts (as activities and local

@@ -244,6 +244,9 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 			activities.ParseInput{Response: inf.Response, Catalog: inf.Catalog, Round: round, WorkflowID: t.workflowID}).Get(ctx, &parsed); err != nil {
 			return t.fail(ctx, fmt.Errorf("parse round %d: %w", round, err))
 		}
+		if done, res, err := t.proposalHook(ctx, round, inf, &parsed); done {
+			return res, err
+		}
 		assistant := inference.Message{Role: inference.RoleAssistant, Content: parsed.Text}
 		for _, c := range parsed.Calls {
 			if !answerable(c) {
