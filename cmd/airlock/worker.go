@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/telemetry"
 	"github.com/airlock-dev/airlock/workers"
 )
 
@@ -58,6 +60,14 @@ func runWorker(ctx context.Context, cmd *cobra.Command, ready chan<- struct{}) e
 		cfg.TaskQueue, deps.Registry.Revision(), len(deps.Registry.Capabilities()), deps.Store.Driver())
 	if ready != nil {
 		close(ready)
+	}
+	if addr := os.Getenv("AIRLOCK_METRICS_ADDR"); addr != "" {
+		// /healthz: this worker's Temporal connection and store answer.
+		h := telemetry.Handler(nil,
+			telemetry.Check{Name: "temporal", Probe: probe},
+			telemetry.Check{Name: "store", Probe: deps.Store.Ping})
+		fmt.Fprintf(cmd.ErrOrStderr(), "worker: /metrics and /healthz on http://%s\n", addr)
+		return telemetry.Serve(ctx, addr, h, nil)
 	}
 	<-ctx.Done()
 	return nil
