@@ -71,11 +71,13 @@ func DefaultClusterPorts() ClusterPorts {
 	}
 }
 
-// FreeClusterPorts picks a free loopback port for every process (tests).
+// FreeClusterPorts picks a free loopback port for every process (tests). Membership ports are
+// taken below 32768: the server stores them in a smallint column (cluster_membership.rpc_port),
+// and a port of the kernel's ephemeral range stops the service ("out of range for type
+// smallint").
 func FreeClusterPorts() (ClusterPorts, error) {
 	var p ClusterPorts
 	for _, f := range []*int{&p.Frontend, &p.History, &p.Matching, &p.Worker, &p.FrontendHTTP,
-		&p.FrontendMembership, &p.HistoryMembership, &p.MatchingMembership, &p.WorkerMembership,
 		&p.FrontendMetrics, &p.HistoryMetrics, &p.MatchingMetrics, &p.WorkerMetrics, &p.UI} {
 		v, err := FreePort()
 		if err != nil {
@@ -83,7 +85,28 @@ func FreeClusterPorts() (ClusterPorts, error) {
 		}
 		*f = v
 	}
+	for _, f := range []*int{&p.FrontendMembership, &p.HistoryMembership, &p.MatchingMembership, &p.WorkerMembership} {
+		v, err := freePortBelow32768()
+		if err != nil {
+			return p, err
+		}
+		*f = v
+	}
 	return p, nil
+}
+
+// freePortBelow32768 returns a port in [20000, 32767] that was free on 127.0.0.1 when asked.
+func freePortBelow32768() (int, error) {
+	start := 20000 + int(time.Now().UnixNano()%12000)
+	for i := range 12768 {
+		port := 20000 + (start-20000+i*7919)%12768
+		l, err := net.Listen("tcp", hostPort(port))
+		if err == nil {
+			l.Close()
+			return port, nil
+		}
+	}
+	return 0, errors.New("stack: no free port in 20000-32767")
 }
 
 // service returns the gRPC, membership and metrics ports of a Temporal service.
@@ -199,7 +222,14 @@ func StartCluster(ctx context.Context, o ClusterOptions) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	if err := pollNil(ctx, func() error { return Status(ctx, c.Address) }); err != nil {
+	if err := pollNil(ctx, func() error {
+		for _, svc := range ClusterServices {
+			if _, ok := daemonPID(o.Dir, svc); !ok {
+				return fmt.Errorf("Temporal %s exited:\n%s", svc, logTail(LogPath(o.Dir, svc)))
+			}
+		}
+		return Status(ctx, c.Address)
+	}); err != nil {
 		_ = StopCluster(o.Dir)
 		return nil, fmt.Errorf("stack: cluster frontend at %s: %w\n--- tail of %s ---\n%s", c.Address, err, LogPath(o.Dir, "frontend"), logTail(LogPath(o.Dir, "frontend")))
 	}
