@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/stack"
 	"github.com/airlock-dev/airlock/internal/token"
 	"github.com/airlock-dev/airlock/workflows"
@@ -104,6 +105,25 @@ TEMPORAL_SQL_PASSWORD_FILE (or TEMPORAL_SQL_PASSWORD), and AIRLOCK_DATABASE_URL 
 		Short:   "Start the cluster, two workers and the approver page (detached)",
 		Example: "  make cluster\n  airlock cluster up && airlock cluster status",
 		RunE:    func(cmd *cobra.Command, _ []string) error { return clusterUp(cmd) },
+	}, &cobra.Command{
+		Use:   "init",
+		Short: "Register the namespace (if missing) and Airlock's search attributes on the Temporal server TEMPORAL_ADDRESS names",
+		Long: `Prepare an existing Temporal server (a production cluster, docker/compose.yaml's
+airlock-init) for Airlock: create TEMPORAL_NAMESPACE if it is missing (retention 1 day) and
+register the search attributes turns carry. Idempotent.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
+			defer cancel()
+			o, err := config.TemporalOptions()
+			if err != nil {
+				return err
+			}
+			if err := stack.Prepare(ctx, o, workflows.SearchAttributes()); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "namespace %s on %s has Airlock's search attributes\n", o.Namespace, o.HostPort)
+			return nil
+		},
 	}, &cobra.Command{
 		Use:   "down",
 		Short: "Stop every process of the cluster (the databases are kept)",
@@ -218,4 +238,16 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
+}
+
+func newHealthCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "health URL",
+		Short:  "Exit 0 when URL answers HTTP 200 (container health checks: the image has no curl)",
+		Args:   cobra.ExactArgs(1),
+		Hidden: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return stack.HTTPReady(args[0])(cmd.Context())
+		},
+	}
 }
