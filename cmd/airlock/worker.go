@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -36,13 +37,13 @@ without an implementation, an implementation without an entry).`,
 }
 
 // runWorker runs a worker until ctx ends. ready, if set, is closed once the worker polls.
+// With AIRLOCK_METRICS_ADDR it serves /metrics (the SDK's and Airlock's) and /healthz there.
 func runWorker(ctx context.Context, cmd *cobra.Command, ready chan<- struct{}) error {
-	c, err := config.DialTemporal(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	var c client.Client // set before the worker starts; the probe runs only from activities
 	probe := func(ctx context.Context) error {
+		if c == nil {
+			return errors.New("not connected to Temporal yet")
+		}
 		_, err := c.CheckHealth(ctx, &client.CheckHealthRequest{})
 		return err
 	}
@@ -51,6 +52,23 @@ func runWorker(ctx context.Context, cmd *cobra.Command, ready chan<- struct{}) e
 		return err
 	}
 	defer deps.Close()
+	metrics, err := telemetry.NewMetrics(telemetry.PendingFromStore(deps.Store))
+	if err != nil {
+		return err
+	}
+	defer metrics.Shutdown(context.Background())
+	tracing, err := telemetry.TracingInterceptor()
+	if err != nil {
+		return err
+	}
+	c, err = config.DialTemporalWith(ctx, func(o *client.Options) {
+		o.MetricsHandler = metrics.SDKHandler()
+		o.Interceptors = append(o.Interceptors, tracing, metrics.Interceptor(deps.Store))
+	})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
 	w := workers.New(c, deps.Activities, cfg.TaskQueue)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
@@ -63,7 +81,7 @@ func runWorker(ctx context.Context, cmd *cobra.Command, ready chan<- struct{}) e
 	}
 	if addr := os.Getenv("AIRLOCK_METRICS_ADDR"); addr != "" {
 		// /healthz: this worker's Temporal connection and store answer.
-		h := telemetry.Handler(nil,
+		h := telemetry.Handler(metrics.Handler(),
 			telemetry.Check{Name: "temporal", Probe: probe},
 			telemetry.Check{Name: "store", Probe: deps.Store.Ping})
 		fmt.Fprintf(cmd.ErrOrStderr(), "worker: /metrics and /healthz on http://%s\n", addr)

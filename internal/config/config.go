@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -201,7 +202,7 @@ func TemporalOptions() (client.Options, error) {
 	}
 	TuneForLoopback(&o)
 	if o.Logger == nil {
-		o.Logger = tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()})))
+		o.Logger = tlog.NewStructuredLogger(NewLogger(os.Stderr))
 	}
 	return o, nil
 }
@@ -220,6 +221,18 @@ func TuneForLoopback(o *client.Options) {
 	}
 }
 
+// NewLogger is the process's structured logger on w: JSON lines when AIRLOCK_LOG_FORMAT=json
+// (one object a line, for log collectors; the SDK adds WorkflowID, RunID, ActivityType and
+// the like to every line a workflow or activity logs), text otherwise; level from
+// AIRLOCK_LOG_LEVEL.
+func NewLogger(w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: logLevel()}
+	if strings.EqualFold(os.Getenv("AIRLOCK_LOG_FORMAT"), "json") {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
 // logLevel reads AIRLOCK_LOG_LEVEL (debug, info, warn, error; default warn): the SDK's own
 // debug lines drown the turn's progress otherwise.
 func logLevel() slog.Level {
@@ -231,10 +244,17 @@ func logLevel() slog.Level {
 }
 
 // DialTemporal connects a Temporal client with TemporalOptions.
-func DialTemporal(ctx context.Context) (client.Client, error) {
+func DialTemporal(ctx context.Context) (client.Client, error) { return DialTemporalWith(ctx, nil) }
+
+// DialTemporalWith is DialTemporal with adjust (if set) applied to the options first: a
+// worker's metrics handler and interceptors.
+func DialTemporalWith(ctx context.Context, adjust func(*client.Options)) (client.Client, error) {
 	o, err := TemporalOptions()
 	if err != nil {
 		return nil, err
+	}
+	if adjust != nil {
+		adjust(&o)
 	}
 	c, err := client.DialContext(ctx, o)
 	if err != nil {
