@@ -211,7 +211,7 @@ func clusterUp(cmd *cobra.Command) error {
 	}
 	web := envOr("AIRLOCK_WEB_ADDR", clusterWebAddr)
 	fmt.Fprintf(cmd.ErrOrStderr(), "starting the approver page at http://%s/\n", web)
-	if err := c.StartProcess(ctx, "airlock-web", []string{self, "web", "--addr", web}, env,
+	if err := c.StartProcess(ctx, "airlock-web", []string{self, "web", "--addr", web}, append(env, "AIRLOCK_METRICS_ADDR="),
 		stack.HTTPReady("http://"+web+"/login")); err != nil {
 		return err
 	}
