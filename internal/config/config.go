@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/contrib/envconfig"
 	tlog "go.temporal.io/sdk/log"
 
+	"github.com/airlock-dev/airlock/internal/codec"
 	"github.com/airlock-dev/airlock/internal/redact"
 	"github.com/airlock-dev/airlock/internal/stack"
 )
@@ -201,6 +202,14 @@ func TemporalOptions() (client.Options, error) {
 		o.Namespace = client.DefaultNamespace
 	}
 	TuneForLoopback(&o)
+	pc, err := codec.FromEnv()
+	if err != nil {
+		return o, err
+	}
+	if pc != nil && o.DataConverter == nil {
+		// Every client and worker encrypts payloads with the same key ring (AIRLOCK_PAYLOAD_KEYS_FILE).
+		o.DataConverter = codec.DataConverter(pc)
+	}
 	if o.Logger == nil {
 		o.Logger = tlog.NewStructuredLogger(NewLogger(os.Stderr))
 	}
