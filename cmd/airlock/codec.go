@@ -71,4 +71,3 @@ func newCodecKeyCmd() *cobra.Command {
 		},
 	}
 }
-

@@ -101,7 +101,10 @@ func runWeb(ctx context.Context, out, errOut io.Writer, addr, certFile, keyFile 
 		if err != nil {
 			return err
 		}
-		probe := func(ctx context.Context) error { _, err := c.CheckHealth(ctx, &client.CheckHealthRequest{}); return err }
+		probe := func(ctx context.Context) error {
+			_, err := c.CheckHealth(ctx, &client.CheckHealthRequest{})
+			return err
+		}
 		h := telemetry.Handler(m.Handler(), telemetry.Check{Name: "temporal", Probe: probe}, telemetry.Check{Name: "store", Probe: st.Ping})
 		go func() {
 			if err := telemetry.Serve(ctx, maddr, h, nil); err != nil {
