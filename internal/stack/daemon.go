@@ -58,7 +58,8 @@ func startDaemon(dir, name string, argv, env []string) (int, <-chan struct{}, er
 	pid := cmd.Process.Pid
 	content := strconv.Itoa(pid) + "\n" + argv[0] + "\n"
 	tmp := pidPath(dir, name) + ".tmp"
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err == nil {
+	err = os.WriteFile(tmp, []byte(content), 0o644)
+	if err == nil {
 		err = os.Rename(tmp, pidPath(dir, name))
 	}
 	if err != nil {

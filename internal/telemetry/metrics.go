@@ -135,9 +135,8 @@ type countingActivity struct {
 	c *counting
 }
 
-// recordActivity is the registered name of stage 6 (the method Activities.Record).
-const recordActivity = "Record"
-
+// ExecuteActivity runs the activity and, when it was stage 6 (its argument a RecordInput) and
+// succeeded, counts what it recorded.
 func (a *countingActivity) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
 	res, err := a.Next.ExecuteActivity(ctx, in)
 	if err != nil || len(in.Args) != 1 {
