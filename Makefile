@@ -119,7 +119,7 @@ test-cluster: build cluster-bin ## the cluster test: turns with automatic and co
 stop: ## stop the detached local Temporal dev server
 	-$(AIRLOCK) stack down
 
-clean: stop ## remove local state (.airlock/) and bin/airlock (keeps bin/temporal)
+clean: stop cluster-down ## remove local state (.airlock/) and bin/airlock (keeps bin/temporal)
 	rm -rf .airlock $(AIRLOCK)
 
 # turn-mixed and turn-session-recorded-error were recorded before the decision-mac version
