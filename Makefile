@@ -35,11 +35,13 @@ $(TEMPORAL):
 	@echo "› building the Temporal CLI $(TEMPORAL_VERSION) into bin/ with go install (once: about 6 minutes on 2 cores with an empty Go build cache, seconds with a warm one)"
 	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_VERSION)
 
-check: $(WORKFLOWCHECK) $(STATICCHECK) ## gofmt, go vet, staticcheck and workflowcheck (determinism of workflow code)
+check: $(WORKFLOWCHECK) $(STATICCHECK) ## gofmt, go vet, staticcheck, workflowcheck (determinism of workflow code) and the registry projection's drift check
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
 	$(WORKFLOWCHECK) ./workflows/...
+	@echo "› docs/CAPABILITY-REGISTRY.md matches the registry and its policy sidecars (regenerate: airlock registry doc)"
+	$(GO) test -count=1 -run '^(TestCapabilityRegistryDocIsCurrent|TestEmbeddedLayerPoliciesAreGenerated|TestEachRuleHasAFixtureThatFailsWithItsOwnRule)$$' ./registry/
 
 $(STATICCHECK):
 	@echo "› building staticcheck $(STATICCHECK_VERSION) into bin/ (once)"

@@ -37,8 +37,12 @@ const (
 
 // Activities holds the dependencies of every activity. Fields are set once at worker start.
 type Activities struct {
+	// Registry is the registry served when Served is nil (tests, tools).
 	Registry *registry.Registry
-	Store    *store.Store
+	// Served, when set, is the live registry this worker serves (reloaded without a restart);
+	// every activity takes one snapshot of it and uses that throughout.
+	Served *registry.Live
+	Store  *store.Store
 	// Live serves turns without a Session; Replay serves turns with one. Either may be nil,
 	// in which case such turns fail with a non-retryable error that says what to configure.
 	Live   inference.Provider
@@ -58,6 +62,14 @@ func (a *Activities) now() time.Time {
 		return a.Now().UTC()
 	}
 	return time.Now().UTC()
+}
+
+// reg is the registry this activity runs against: one snapshot of Served, else Registry.
+func (a *Activities) reg() *registry.Registry {
+	if a.Served != nil {
+		return a.Served.Current()
+	}
+	return a.Registry
 }
 
 func keyOf(id string, version int) string { return fmt.Sprintf("%s@%d", id, version) }
@@ -98,13 +110,18 @@ func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, err
 	if len(in.Scope) > 0 {
 		allow = func(id string) bool { return slices.Contains(in.Scope, id) }
 	}
-	cat := a.Registry.Catalog(allow)
+	reg := a.reg()
+	now := in.Now
+	if now.IsZero() {
+		now = a.now()
+	}
+	cat := reg.Catalog(allow, now)
 	msgs, err := a.loadContext(ctx, in.Conversation, in.ContextLimit)
 	if err != nil {
 		return InferOutput{}, err
 	}
 	req := inference.Request{Model: in.Model, Session: in.Session, Round: in.Round, Messages: msgs}
-	out := InferOutput{RegistryRevision: a.Registry.Revision()}
+	out := InferOutput{RegistryRevision: reg.Revision()}
 	for _, c := range cat {
 		req.Tools = append(req.Tools, inference.Tool{Name: c.Name, Description: c.Description, Parameters: c.Parameters})
 		out.Catalog = append(out.Catalog, CatalogRef{Name: c.Name, CapabilityID: c.CapabilityID, Version: c.Version, PerTurnCap: c.PerTurnCap})
@@ -153,43 +170,69 @@ func (a *Activities) Parse(ctx context.Context, in ParseInput) (parse.Result, er
 	return res, nil
 }
 
-// Admit runs executor stages 1-3 (resolve, validate, policy) for one candidate. Rejections are
-// results, not errors.
+// Admit runs executor stages 1-3 (resolve, validate, policy) for one candidate against one
+// snapshot of the served registry. Rejections are results, not errors. A deprecated capability
+// admitted before its deadline is logged and audited (deprecated_admitted) so operators see it.
 func (a *Activities) Admit(ctx context.Context, in AdmitInput) (Admission, error) {
-	return Admit(a.Registry, in), nil
+	if in.Now.IsZero() {
+		in.Now = a.now()
+	}
+	ad := Admit(a.reg(), in)
+	if ad.Warning != "" {
+		activity.GetLogger(ctx).Warn("deprecated capability admitted", "capability", ad.Key(), "warning", ad.Warning, "workflow", in.WorkflowID, "seq", in.Seq)
+		if a.Store != nil && in.WorkflowID != "" {
+			if _, err := a.Store.AppendAudit(ctx, store.AuditEvent{Key: fmt.Sprintf("%s/%s/%d/%s", in.WorkflowID, in.RunID, in.Seq, AuditDeprecatedAdmitted),
+				WorkflowID: in.WorkflowID, RunID: in.RunID, Seq: in.Seq, CallID: in.Call.CallID, CapabilityID: ad.CapabilityID, Version: ad.Version,
+				Outcome: AuditDeprecatedAdmitted, Stage: string(StageResolve), Detail: ad.Warning, ArgsDigest: ad.ArgsDigest, At: a.now()}); err != nil {
+				return ad, fmt.Errorf("audit deprecated admission: %w", err)
+			}
+		}
+	}
+	return ad, nil
 }
 
 // Admit is the pure form of the Admit activity, shared with tools that classify proposals
-// without a worker (for example `airlock parse`).
+// without a worker (for example `airlock parse`). Three gates stay distinct:
 //
-// Stage 1 resolve: the name must be a registered tool name exactly (never corrected), the
-// entry active or deprecated, dispatchable and model-visible, and the version the one
-// advertised. Stage 2 validate: strict JSON Schema and, for Go types, strict decode plus
-// validator/v10 rules. Stage 3 policy: the turn's capability scope; confirmation is required
-// unless the registry declares the capability local and read-only.
+// Stage 1 resolve (registry admission): the name must be a registered tool name exactly (never
+// corrected), the entry admitted for resolve at in.Now (active, or deprecated before its
+// removal/deadline; never reserved), dispatchable, offered to the model, and the version the
+// one advertised. Stage 2 validate: strict JSON Schema (formats asserted) and, for Go types,
+// strict decode plus validator/v10 rules. Stage 3 policy (runtime policy): the turn's
+// capability scope, then the authorization policy sidecar for in.Principal (no policy entry,
+// autonomy deny, an unknown principal or a missing grant are rejections). Confirmation is
+// required unless the policy says automatic and the registry declares the capability local
+// and read-only. A zero in.Now is the wall clock.
 func Admit(reg *registry.Registry, in AdmitInput) Admission {
 	c := in.Call
+	now := in.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
 	rej := func(stage Stage, code, detail string) Admission {
 		return Admission{Stage: stage, Code: code, Detail: detail, RegistryRevision: reg.Revision()}
 	}
 	cap, ok := reg.ByToolName(c.Name)
 	if !ok {
-		return rej(StageResolve, "unknown_capability", fmt.Sprintf("no capability is registered under the tool name %q", c.Name))
+		return rej(StageResolve, registry.RefusalUnregistered, fmt.Sprintf("no capability is registered under the tool name %q", c.Name))
 	}
 	ad := Admission{CapabilityID: cap.ID, Version: cap.Version, SideEffect: cap.Airlock.SideEffect, Network: cap.Airlock.Network,
-		Automatic: cap.Automatic(), DistinctApprover: cap.Airlock.DistinctApprover, Timeout: cap.TimeoutDuration(),
-		RegistryRevision: reg.Revision()}
+		Timeout: cap.TimeoutDuration(), RegistryRevision: cap.Fingerprint()}
 	reject := func(stage Stage, code, detail string) Admission {
 		ad.Stage, ad.Code, ad.Detail = stage, code, detail
-		ad.Automatic = false
+		ad.Automatic, ad.Warning = false, ""
 		return ad
 	}
-	switch {
-	case cap.Status == registry.StatusReserved:
-		return reject(StageResolve, "reserved", cap.Key()+" is reserved: registered but not admitted")
-	case !cap.Flags.Dispatchable || !cap.Airlock.ModelVisible:
-		return reject(StageResolve, "not_dispatchable", cap.Key()+" is not offered to the model")
-	case c.Version != 0 && c.Version != cap.Version:
+	el := reg.Eligible(cap, registry.UseCatalog, now)
+	if !el.Admitted() {
+		code := el.Code
+		if code == registry.RefusalNotModelVisible {
+			code = registry.RefusalNotDispatchable // as before: not offered to the model
+		}
+		return reject(StageResolve, code, el.Detail)
+	}
+	ad.Warning = el.Warning
+	if c.Version != 0 && c.Version != cap.Version {
 		return reject(StageResolve, "version_mismatch", fmt.Sprintf("%s requested at version %d", cap.ID, c.Version))
 	}
 	if _, err := cap.ValidateArguments(c.Arguments); err != nil {
@@ -202,16 +245,22 @@ func Admit(reg *registry.Registry, in AdmitInput) Admission {
 	if len(in.Scope) > 0 && !slices.Contains(in.Scope, cap.ID) {
 		return reject(StagePolicy, "out_of_scope", cap.ID+" is not in this turn's capability scope")
 	}
+	auth := reg.Authorize(cap, in.Principal)
+	if auth.Code != "" {
+		return reject(StagePolicy, auth.Code, auth.Detail)
+	}
 	digest, err := canonical.Digest(c.Arguments)
 	if err != nil {
 		return reject(StageValidate, "schema_mismatch", err.Error())
 	}
 	canon, _ := canonical.Canonicalize(c.Arguments)
 	ad.Admitted = true
+	ad.Automatic = auth.Automatic
+	ad.DistinctApprover = auth.DistinctApprover
 	ad.ArgsDigest = digest
 	ad.Display = fmt.Sprintf("%s %s", c.Name, canon)
-	if cap.Status == registry.StatusDeprecated {
-		ad.Detail = cap.Key() + " is deprecated"
+	if ad.Warning != "" {
+		ad.Detail = ad.Warning
 	}
 	return ad
 }
@@ -228,6 +277,9 @@ func ConfirmationID(workflowID, runID string, seq int) string {
 // and seals the plaintext for approvers. The token is not returned.
 func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (IssueOutput, error) {
 	id := ConfirmationID(in.WorkflowID, in.RunID, in.Seq)
+	if in.Surfaced > 0 {
+		id = ConfirmationID(in.WorkflowID, fmt.Sprintf("%s/surfaced/%d", in.RunID, in.Surfaced), in.Seq)
+	}
 	plain, hash, err := token.Mint()
 	if err != nil {
 		return IssueOutput{}, err
@@ -239,7 +291,7 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 	now := a.now()
 	rev := in.RegistryRevision
 	if rev == "" {
-		rev = a.Registry.Revision()
+		rev = a.reg().CapabilityRevision(keyOf(in.CapabilityID, in.Version))
 	}
 	row, err := a.Store.CreateConfirmation(ctx, store.Confirmation{
 		ID: id, TokenHash: hash, SealedToken: sealed, WorkflowID: in.WorkflowID, RunID: in.RunID, Seq: in.Seq,
@@ -424,7 +476,7 @@ func (a *Activities) judge(row store.Confirmation, in ConsumeInput, now time.Tim
 		return ApproverIsRequester, fmt.Sprintf("%s requires an approver other than the requester %q", keyOf(in.CapabilityID, in.Version), in.Principal)
 	case !now.Before(row.ExpiresAt):
 		return TokenExpired, "the confirmation expired at " + row.ExpiresAt.Format(time.RFC3339)
-	case approves && row.RegistryRevision != a.Registry.Revision():
+	case approves && row.RegistryRevision != a.reg().CapabilityRevision(keyOf(in.CapabilityID, in.Version)):
 		// The approver saw the call under another registry (side-effect class, policy): the
 		// approval does not carry over. A denial still stands.
 		return TokenRegistryChanged, "the registry changed since the confirmation was issued"
@@ -534,11 +586,12 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 		digest, _ := canonical.Digest(in.Arguments)
 		return fromLedger(ctx, &existing, in, digest, now), nil
 	}
-	c, ok := a.Registry.ByKey(keyOf(in.CapabilityID, in.Version))
+	reg := a.reg() // one snapshot: resolved, checked and (for catalog reads) projected alike
+	c, ok := reg.ByKey(keyOf(in.CapabilityID, in.Version))
 	if !ok || c.Impl.Invoke == nil {
 		return refuse(ExecuteOutput{}, temporal.NewNonRetryableApplicationError("capability "+keyOf(in.CapabilityID, in.Version)+" is not bound in this worker's registry", ErrTypeBadInput, nil))
 	}
-	if rev := a.Registry.Revision(); in.RegistryRevision != "" && in.RegistryRevision != rev {
+	if rev := c.Fingerprint(); in.RegistryRevision != "" && in.RegistryRevision != rev {
 		// The call was admitted (and approved) under another registry: its side-effect class,
 		// network and policy were checked against entries this worker does not serve. Nothing
 		// runs; a fresh proposal is admitted under this registry.
@@ -584,7 +637,8 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 	}
 	stop := keepAlive(ctx)
 	res, invErr := c.Impl.Invoke(cctx, registry.Invocation{Arguments: in.Arguments, Decoded: decoded, WorkflowID: in.WorkflowID,
-		Seq: in.Seq, CallID: in.CallID, Round: in.Round, Session: in.Session, Now: now})
+		Seq: in.Seq, CallID: in.CallID, Round: in.Round, Session: in.Session, Now: now,
+		Registry: reg, Principal: in.Principal, Scope: in.Scope})
 	stop()
 	out := ExecuteOutput{Outcome: OutcomeExecuted, Output: res, RetrievedAt: now}
 	if ledger && c.Airlock.Idempotent {

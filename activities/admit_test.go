@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
+	"github.com/airlock-dev/airlock/internal/capabilities"
+	"github.com/airlock-dev/airlock/internal/catalog"
 	"github.com/airlock-dev/airlock/internal/parse"
 	"github.com/airlock-dev/airlock/registry"
 )
@@ -25,11 +28,12 @@ func testRegistry(t *testing.T, mutate func(string) string) *registry.Registry {
 		return registry.Output{}, nil
 	}
 	type none struct{}
-	r, err := registry.Load([]registry.Source{{Name: "t", Data: []byte(doc)}}, []registry.Implementation{
+	r, err := registry.Load([]registry.Source{{Name: "t", Data: []byte(doc)}, registry.BasePolicy()}, []registry.Implementation{
 		registry.Typed("system.health", 1, func(context.Context, *none, registry.Invocation) (registry.Output, error) {
 			return registry.Output{}, nil
 		}),
 		registry.Typed("web.fetch", 1, noop),
+		capabilities.CatalogList(&catalog.Catalog{}), capabilities.CatalogDescribe(&catalog.Catalog{}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -116,5 +120,53 @@ func TestBoundDataSurvivesWorstCaseEscaping(t *testing.T) {
 	worst, _ := json.Marshal(strings.Repeat("\x01", 4*MaxResultBytes))
 	if d := boundData(worst); len(d) > MaxResultBytes || !json.Valid(d) {
 		t.Fatalf("bounded data is %d bytes (valid %v), bound %d", len(d), json.Valid(d), MaxResultBytes)
+	}
+}
+
+// Stage 1 judges deprecation on the workflow's clock (AdmitInput.Now): admitted with a
+// warning before removal/deadline, refused at resolve from it on; stage 3 checks the
+// principal against the policy sidecar.
+func TestAdmitDeprecationAndPolicyPrincipal(t *testing.T) {
+	deadline := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+	reg := testRegistry(t, func(doc string) string {
+		return strings.Replace(doc, `"status": "active"`, `"status": "deprecated", "removal/deadline": "2027-01-01T00:00:00Z"`, 2)
+	})
+	call := parse.Call{Name: "web_fetch", Arguments: json.RawMessage(`{"url":"https://a.example/"}`)}
+	ad := Admit(reg, AdmitInput{Call: call, Now: deadline.Add(-time.Minute)})
+	if !ad.Admitted || !strings.Contains(ad.Warning, "deprecated") {
+		t.Fatalf("before the deadline: %+v", ad)
+	}
+	ad = Admit(reg, AdmitInput{Call: call, Now: deadline})
+	if ad.Admitted || ad.Stage != StageResolve || ad.Code != registry.RefusalPastDeadline {
+		t.Fatalf("at the deadline: %+v", ad)
+	}
+	type none struct{}
+	strict := `{"schema/v":"capability-authorization-policy.v1","revision":"p","grants":["web.read"],
+	  "principals":[{"principal":"ops","grants":["web.read"]},{"principal":"guest","grants":[]}],
+	  "capabilities":[{"capability/id":"web.fetch","version":1,"grants/required":["web.read"],"autonomy":"confirm","approval/distinct-approver":true}]}`
+	r, err := registry.Load([]registry.Source{registry.Base(), {Name: "p", Data: []byte(strict)}}, []registry.Implementation{
+		registry.Typed("system.health", 1, func(context.Context, *none, registry.Invocation) (registry.Output, error) {
+			return registry.Output{}, nil
+		}),
+		registry.Typed("web.fetch", 1, func(context.Context, *urlArgs, registry.Invocation) (registry.Output, error) {
+			return registry.Output{}, nil
+		}),
+		capabilities.CatalogList(&catalog.Catalog{}), capabilities.CatalogDescribe(&catalog.Catalog{}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for principal, code := range map[string]string{"ops": "", "guest": registry.PolicyUngranted, "mallory": registry.PolicyUnknownPrincipal} {
+		ad := Admit(r, AdmitInput{Call: call, Principal: principal})
+		if ad.Code != code || (code != "" && ad.Stage != StagePolicy) {
+			t.Errorf("%s: %+v, want %q", principal, ad, code)
+		}
+		if code == "" && (!ad.DistinctApprover || ad.Automatic) {
+			t.Errorf("ops: four-eyes comes from the policy: %+v", ad)
+		}
+	}
+	h := Admit(r, AdmitInput{Call: parse.Call{Name: "system_health", Arguments: json.RawMessage(`{}`)}, Principal: "ops"})
+	if h.Admitted || h.Stage != StagePolicy || h.Code != registry.PolicyNoEntry {
+		t.Fatalf("registered without a policy entry is denied: %+v", h)
 	}
 }

@@ -43,6 +43,10 @@ const (
 	StageConfirm  Stage = "confirm"
 	StageExecute  Stage = "execute"
 	StageRecord   Stage = "record"
+	// StageCatalog is the turn's catalog controller (issue 14): a catalog read refused by its
+	// transitions (a mixed catalog-and-effect message, reads after the controller ended, a
+	// read the policy would not run automatically), never by the three gates.
+	StageCatalog Stage = "catalog"
 )
 
 // AuditKind distinguishes outcome rows from refused confirmation attempts and edits.
@@ -84,6 +88,9 @@ type InferInput struct {
 	ContextLimit int `json:"context_limit"`
 	// Scope limits the catalog to these capability ids (empty: every model-visible entry).
 	Scope []string `json:"scope,omitempty"`
+	// Now is the workflow's clock at the round: the catalog leaves out deprecated entries past
+	// their deadline as of it. Zero: the activity's clock.
+	Now time.Time `json:"now,omitzero"`
 }
 
 // InferOutput is the raw provider response plus the catalog refs advertised with it.
@@ -111,7 +118,20 @@ type ParseInput struct {
 type AdmitInput struct {
 	Call  parse.Call `json:"call"`
 	Scope []string   `json:"scope,omitempty"`
+	// Principal is the turn's requester, checked against the authorization policy (stage 3).
+	Principal string `json:"principal,omitempty"`
+	// Now is the workflow's clock at the proposal (workflow.Now): deprecation deadlines are
+	// judged on it. Zero (inputs recorded before it was carried): the activity's clock.
+	Now time.Time `json:"now,omitzero"`
+	// WorkflowID, RunID and Seq identify the proposal, for the deprecated_admitted audit row.
+	WorkflowID string `json:"workflow_id,omitempty"`
+	RunID      string `json:"run_id,omitempty"`
+	Seq        int    `json:"seq,omitempty"`
 }
+
+// AuditDeprecatedAdmitted is the audit kind of a deprecated capability admitted before its
+// removal/deadline (the operator-visible warning P072 asks for).
+const AuditDeprecatedAdmitted = "deprecated_admitted"
 
 // Admission is the result of stages 1-3. When Admitted is false, Stage and Code say where and
 // why the candidate was rejected.
@@ -126,14 +146,21 @@ type Admission struct {
 	Network      registry.Network    `json:"network,omitempty"`
 	// Automatic is true only for local, read-only capabilities.
 	Automatic bool `json:"automatic"`
-	// DistinctApprover requires an approver other than the turn's principal.
+	// DistinctApprover requires an approver other than the turn's principal (from the
+	// authorization policy).
 	DistinctApprover bool `json:"distinct_approver,omitempty"`
+	// Warning is set when a deprecated capability was admitted before its deadline.
+	Warning string `json:"warning,omitempty"`
 	// ArgsDigest is the hex SHA-256 of the canonical arguments (the confirmation binding).
 	ArgsDigest string `json:"args_digest,omitempty"`
 	// Display is the literal, human-readable form of the call shown to approvers.
-	Display          string        `json:"display,omitempty"`
-	Timeout          time.Duration `json:"timeout,omitempty"`
-	RegistryRevision string        `json:"registry_revision,omitempty"`
+	Display string        `json:"display,omitempty"`
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// RegistryRevision is what the admission is bound to: the capability's registry
+	// Fingerprint (entry, policy entry, principals' grants, argument schema) when it resolved,
+	// else the whole registry's revision. A confirmation issued and an execution run under
+	// another fingerprint are refused registry_changed.
+	RegistryRevision string `json:"registry_revision,omitempty"`
 }
 
 // Key is "id@version".
@@ -154,6 +181,10 @@ type IssueInput struct {
 	// RegistryRevision is the revision the candidate was admitted under; the confirmation is
 	// bound to it ("" for inputs recorded before it was carried: the worker's own revision).
 	RegistryRevision string `json:"registry_revision,omitempty"`
+	// Surfaced counts how often this proposal was surfaced again because the registry
+	// changed under an earlier confirmation (0 the first time); each time gets its own
+	// confirmation id.
+	Surfaced int `json:"surfaced,omitempty"`
 }
 
 // IssueOutput names the confirmation. It never carries the token: the token is sealed for
@@ -305,6 +336,11 @@ type ExecuteInput struct {
 	// approved) under. A worker on another revision refuses to run it: its side-effect class
 	// and policy may differ from what was checked. "" for inputs recorded before it was carried.
 	RegistryRevision string `json:"registry_revision,omitempty"`
+	// Principal and Scope are the turn's principal and capability scope (TurnRequest), handed
+	// to the capability as host context (registry.Invocation): catalog reads derive the
+	// caller's visibility from them, never from the model's arguments.
+	Principal string   `json:"principal,omitempty"`
+	Scope     []string `json:"scope,omitempty"`
 }
 
 // ExecuteOutput is the capability result. Outcome is executed, failed (the capability reported

@@ -377,7 +377,7 @@ func (c *Client) Decide(ctx context.Context, r DecideRequest) error {
 	case !c.hasKey:
 		return fmt.Errorf("%w: Decide needs Options.ApproverKey or ApproverKeyFile", ErrNotConfigured)
 	case !c.cred.Valid():
-		return fmt.Errorf("%w: Decide needs Options.CredentialFile (an approver credential: airlock approvers add NAME)", ErrNotConfigured)
+		return fmt.Errorf("%w: Decide needs Options.CredentialFile, an approver credential created by `airlock approvers add NAME` (OptionsFromEnv takes AIRLOCK_CREDENTIAL, else ~/.config/airlock/credential.json when it exists)", ErrNotConfigured)
 	}
 	req := approval.Request{ConfirmationID: r.ConfirmationID, Decision: r.Decision, Approver: c.approver, Reason: r.Reason,
 		ArgsDigest: r.ArgsDigest, Signer: c.cred}

@@ -43,7 +43,7 @@ import (
 // fetch_idempotent (the same, declared idempotent).
 var approvalRegistry = `{"schema/v":"capability-registry.v1","revision":"approval-test.1","entries":[` + strings.Join([]string{
 	apEntry("test.record-value", "record_value", "external-write", "external", "Record a value in the external ledger.", ""),
-	apEntry("test.pay", "pay", "external-write", "external", "Pay someone.", `,"approval/distinct-approver":true`),
+	apEntry("test.pay", "pay", "external-write", "external", "Pay someone.", ""),
 	apEntry("test.fetch-page", "fetch_page", "none", "external", "Fetch a web page.", ""),
 	apEntry("test.fetch-idempotent", "fetch_idempotent", "none", "external", "Fetch a web page (idempotent).", `,"idempotent":true`),
 	apEntry("test.slow-record", "slow_record", "external-write", "external", "Record a value, slowly.", ""),
@@ -72,7 +72,10 @@ func newApprovalEnv(t *testing.T) *durEnv {
 func newGatedApprovalEnv(t *testing.T, gate <-chan struct{}) *durEnv {
 	t.Helper()
 	e := newDurEnv(t)
-	reg, err := registry.Load([]registry.Source{{Name: "approval-test", Data: []byte(approvalRegistry)}}, []registry.Implementation{
+	approvalSrc := registry.Source{Name: "approval-test", Data: []byte(approvalRegistry)}
+	// test.pay keeps the four-eyes rule (now in the policy sidecar).
+	reg, err := registry.Load([]registry.Source{approvalSrc, registry.StructuralPolicy("approval-test policy", "approval-test.1",
+		func(e registry.Entry) bool { return e.ID == "test.pay" }, approvalSrc)}, []registry.Implementation{
 		effect[messageArgs](e, "test.record-value", "record_value", `{"recorded":true}`),
 		effect[messageArgs](e, "test.pay", "pay", `{"paid":true}`),
 		effect[urlArgs](e, "test.fetch-page", "fetch_page", `{"body":"<html>page</html>"}`),

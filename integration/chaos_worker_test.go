@@ -111,7 +111,7 @@ func chaosWorkerMain() int {
 		return fail(err)
 	}
 	defer st.Close()
-	reg, err := registry.Load([]registry.Source{{Name: "chaos", Data: []byte(chaosRegistry)}}, chaosImpls(os.Getenv(chaosEffectsEnv)))
+	reg, err := registry.Load(registry.WithStructuralPolicy(registry.Source{Name: "chaos", Data: []byte(chaosRegistry)}), chaosImpls(os.Getenv(chaosEffectsEnv)))
 	if err != nil {
 		return fail(err)
 	}

@@ -242,7 +242,7 @@ func TestExampleClientRunsATurn(t *testing.T) {
 	if err != nil {
 		t.Fatalf("example client: %v\n%s", err, out)
 	}
-	for _, want := range []string{"confirmation needed", "web_fetch", "approved", "#1 web_fetch: executed approved by alice", "assistant: all done"} {
+	for _, want := range []string{"confirmation needed", "web_fetch", "approved", "#1 web_fetch: executed decided by alice", "assistant: all done"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("example output lacks %q:\n%s", want, out)
 		}

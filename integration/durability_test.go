@@ -287,7 +287,7 @@ func newDurEnv(t *testing.T) *durEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.st.Close() })
-	if e.reg, err = registry.Load([]registry.Source{{Name: "durability-test", Data: []byte(durabilityRegistry)}}, e.impls()); err != nil {
+	if e.reg, err = registry.Load(registry.WithStructuralPolicy(registry.Source{Name: "durability-test", Data: []byte(durabilityRegistry)}), e.impls()); err != nil {
 		t.Fatal(err)
 	}
 	return e

@@ -41,7 +41,7 @@ import (
 // effect a human must confirm; send_money falls under the four-eyes rule.
 var webRegistry = `{"schema/v":"capability-registry.v1","revision":"web-test.1","entries":[` + strings.Join([]string{
 	apEntry("test.web-fetch", "web_fetch", "none", "external", "Fetch a web page.", ""),
-	apEntry("test.send-money", "send_money", "external-write", "external", "Send money.", `,"approval/distinct-approver":true`),
+	apEntry("test.send-money", "send_money", "external-write", "external", "Send money.", ""),
 	apEntry("test.send-email", "send_email", "external-write", "external", "Send an email.", ""),
 }, ",") + `]}`
 
@@ -92,7 +92,10 @@ func newWebEnv(t *testing.T, routes map[string][]string) *webEnv {
 	t.Helper()
 	browserPath(t)
 	e := &webEnv{durEnv: newDurEnv(t)}
-	reg, err := registry.Load([]registry.Source{{Name: "web-test", Data: []byte(webRegistry)}}, []registry.Implementation{
+	src := registry.Source{Name: "web-test", Data: []byte(webRegistry)}
+	// The policy sidecar: every capability confirmed, send_money under the four-eyes rule.
+	policy := registry.StructuralPolicy("web-test policy", "web-test.1", func(e registry.Entry) bool { return e.ID == "test.send-money" }, src)
+	reg, err := registry.Load([]registry.Source{src, policy}, []registry.Implementation{
 		effect[urlArgs](e.durEnv, "test.web-fetch", "web_fetch", `{"body":"<html>page</html>"}`),
 		effect[sendMoneyArgs](e.durEnv, "test.send-money", "send_money", `{"sent":true}`),
 		effect[sendEmailArgs](e.durEnv, "test.send-email", "send_email", `{"sent":true}`),
@@ -495,7 +498,9 @@ func TestWebEditRunsTheApproversArguments(t *testing.T) {
 func TestWebExpiredCannotBeApproved(t *testing.T) {
 	t.Parallel()
 	e := newWebEnv(t, map[string][]string{"fetch it": {calls(call("c1", "web_fetch", `{"url":"https://example.com/report"}`))}})
-	run := e.startTurn("web-expire", workflows.TurnRequest{Message: "fetch it", ConfirmationTTL: 6 * time.Second})
+	// Long enough to sign in and open the inbox on a loaded machine (the card leaves the inbox
+	// once the turn records the expiry), short enough to watch it run out.
+	run := e.startTurn("web-expire", workflows.TurnRequest{Message: "fetch it", ConfirmationTTL: 20 * time.Second})
 	p := waitPending(t, e.c, run.GetID(), map[string]bool{})
 	b := newTab(t)
 	b.signIn(e.url, "bob")

@@ -71,9 +71,6 @@ type Airlock struct {
 	// Timeout is the execute deadline as a Go duration string ("15s").
 	Timeout      string `json:"timeout"`
 	ModelVisible bool   `json:"model-visible"`
-	// DistinctApprover, when true, requires the approver of a confirmation to differ from the
-	// turn's principal (four-eyes rule for consequential capabilities).
-	DistinctApprover bool `json:"approval/distinct-approver,omitempty"`
 	// Idempotent, when true, declares that running the capability twice with the same
 	// arguments has the effect of running it once. Only then may an execution interrupted by a
 	// crash be started again (the outcome counts the attempts); every other confirmed or
@@ -94,8 +91,23 @@ type Entry struct {
 	Surfaces []Surface `json:"surfaces"`
 	WireName string    `json:"wire/name"`
 	Status   Status    `json:"status"`
-	Flags    Flags     `json:"flags"`
-	Airlock  Airlock   `json:"airlock"`
+	// RemovalDeadline is the RFC 3339 instant after which a deprecated entry is refused
+	// (required for deprecated entries, absent otherwise).
+	RemovalDeadline string `json:"removal/deadline,omitempty"`
+	Flags           Flags  `json:"flags"`
+	// Airlock is required for dispatchable entries that are not reserved; entries P072
+	// registers for other surfaces (federated-only, reserved) may leave it out.
+	Airlock Airlock `json:"airlock,omitzero"`
+}
+
+// Deadline is the parsed removal/deadline of a deprecated entry; ok is false when the entry
+// has none (validated at load).
+func (e Entry) Deadline() (t time.Time, ok bool) {
+	if e.RemovalDeadline == "" {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, e.RemovalDeadline)
+	return t, err == nil
 }
 
 // Key is "id@version", the identity used in summaries, budgets and audit rows.
@@ -134,7 +146,6 @@ var (
 	reCoreID      = regexp.MustCompile(`^core/[a-z][a-z0-9-]*$`)
 	reSovereignID = regexp.MustCompile(`^[a-z][a-z0-9.-]*@(participant|org):did:key:z[1-9A-HJ-NP-Za-km-z]+$`)
 	reCustomID    = regexp.MustCompile(`^~[a-z][a-z0-9.-]*@(participant|org):did:key:z[1-9A-HJ-NP-Za-km-z]+$`)
-	reWireName    = regexp.MustCompile(`^(app|host|role|plugin|core)/[a-z0-9][a-z0-9._-]*$`)
 	// ToolNamePattern is the grammar of model-facing tool names.
 	ToolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 )

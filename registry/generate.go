@@ -39,7 +39,8 @@ const (
 //	capability/id  <idPrefix>.<name lower-cased, "_" → "-">   (P072 bare dotted id)
 //	wire/name      app/<capability/id>
 //	per-turn/cap   10 for read-only tools, 3 otherwise; timeout 10s
-//	approval/distinct-approver  true for every tool with a side effect (four-eyes rule)
+//
+// Its policy sidecar is GeneratePolicy over the same document.
 //
 // The document is only generated here; Load checks it like any other (grammar, uniqueness,
 // an implementation per entry), so a tool name outside the grammar or two tools mapping to one
@@ -69,7 +70,6 @@ func GenerateLayer(name, revision, owner, idPrefix string, tools []ToolSpec) (So
 		}
 		if t.SideEffect != SideEffectNone {
 			a.PerTurnCap = generatedWriteCap
-			a.DistinctApprover = true
 		}
 		doc.Entries = append(doc.Entries, Entry{
 			ID: id, Version: 1, Owner: owner, Surfaces: []Surface{SurfaceHostLocal},
@@ -83,4 +83,13 @@ func GenerateLayer(name, revision, owner, idPrefix string, tools []ToolSpec) (So
 		return Source{}, fmt.Errorf("registry: generate layer %s: %w", name, err)
 	}
 	return Source{Name: "generated layer " + name, Data: data}, nil
+}
+
+// GeneratePolicy is the capability-authorization-policy.v1 sidecar of a generated layer: the
+// structural policy (automatic only where the entry is local and read-only, confirm
+// otherwise), every principal granted the layer's grants, and the four-eyes rule for every
+// capability with a side effect. The embedded AgentDojo policies under registry/policies are
+// its output for the embedded layers; a test keeps them equal.
+func GeneratePolicy(layer Source, revision string) Source {
+	return StructuralPolicy("policy of "+layer.Name, revision, func(e Entry) bool { return !e.ReadOnly() }, layer)
 }

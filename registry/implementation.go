@@ -25,6 +25,15 @@ type Invocation struct {
 	Session string
 	// Now is the retrieval time stamped on results (the activity's clock).
 	Now time.Time
+	// Registry is the registry snapshot the call executes against (the one stage 5 resolved
+	// it in); catalog capabilities project it, so a read never mixes two revisions. Nil when
+	// the caller has none (tools, tests).
+	Registry *Registry
+	// Principal and Scope are the turn's principal and capability scope as the host
+	// established them (TurnRequest), never taken from the model's arguments. Catalog
+	// capabilities derive the caller's visibility from them.
+	Principal string
+	Scope     []string
 }
 
 // Citation is a source a result came from, surfaced in the TurnResult.
@@ -59,6 +68,10 @@ type Implementation struct {
 	Args    any
 	Schema  json.RawMessage
 	Invoke  func(ctx context.Context, inv Invocation) (Output, error)
+	// Ready, when set, observes the provider's readiness now (nil error: ready; an error:
+	// unavailable). Nil means readiness is unknown. It is reported by catalog describe and
+	// never decides whether a call may run.
+	Ready func(ctx context.Context) error
 }
 
 // Typed builds an Implementation whose arguments are the Go struct A. fn receives the decoded,

@@ -8,8 +8,21 @@ import (
 	"strings"
 )
 
-//go:embed layers/*.json
+//go:embed layers/*.json policies/*.json
 var layerFS embed.FS
+
+// EmbeddedPolicy is the checked-in authorization policy sidecar of the base registry
+// (capability-authorization-policy.v1).
+//
+//go:embed capability-authorization-policy.v1.json
+var EmbeddedPolicy []byte
+
+// EmbeddedGuidance is the checked-in capability guidance (capability-guidance.v1): optional,
+// lower-trust descriptions bound by digest to exact contracts. It is not part of the registry's
+// authority: guidance that does not bind is omitted, never a load failure.
+//
+//go:embed capability-guidance.v1.json
+var EmbeddedGuidance []byte
 
 // LayerNames lists the embedded registry layers ("agentdojo-banking", …): extra
 // capability-registry.v1 documents a worker may load on top of the base registry, for example
@@ -34,8 +47,23 @@ func Layer(name string) (Source, error) {
 	return Source{Name: "layer " + name, Data: b}, nil
 }
 
+// LayerPolicy returns the embedded policy sidecar of the layer called name
+// (registry/policies/<name>.v1.json, GeneratePolicy's output for the layer).
+func LayerPolicy(name string) (Source, error) {
+	b, err := layerFS.ReadFile("policies/" + name + ".v1.json")
+	if err != nil {
+		return Source{}, fmt.Errorf("registry: layer %q has no embedded policy (known layers: %s)", name, strings.Join(LayerNames(), ", "))
+	}
+	return Source{Name: "policy of layer " + name, Data: b}, nil
+}
+
 // Base returns the embedded base registry document.
 func Base() Source { return Source{Name: "registry/capability-registry.v1.json", Data: Embedded} }
+
+// BasePolicy returns the embedded policy sidecar of the base registry.
+func BasePolicy() Source {
+	return Source{Name: "registry/capability-authorization-policy.v1.json", Data: EmbeddedPolicy}
+}
 
 // Entries decodes the entries of a source without binding, for tooling that must list them
 // (for example to bind schema-defined implementations per entry).

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -26,11 +27,13 @@ var Embedded []byte
 // ErrInvalid is wrapped by every load failure; the LoadError lists each problem.
 var ErrInvalid = errors.New("registry: invalid capability registry")
 
-// LoadError is the operator diagnostic of a failed load: every problem found, one per line,
-// each naming the entry. The worker refuses to serve while it is returned (P072 "load-time
-// fail-closed").
+// LoadError is the operator diagnostic of a failed load: every problem found, each naming
+// the document, the entry and the rule it breaks. The worker refuses to serve while it is
+// returned (P072 "load-time fail-closed"); a reload that returns it keeps the old revision.
 type LoadError struct {
-	Source   string
+	Source      string
+	Diagnostics []Diagnostic
+	// Problems are the Diagnostics rendered one per line (Diagnostic.String).
 	Problems []string
 }
 
@@ -42,13 +45,26 @@ func (e *LoadError) Error() string {
 // Unwrap makes errors.Is(err, ErrInvalid) true.
 func (e *LoadError) Unwrap() error { return ErrInvalid }
 
-// Source is one registry document to load: a name for diagnostics and its bytes.
+// Rules lists the distinct rules of the diagnostics, in first-seen order.
+func (e *LoadError) Rules() []Rule {
+	var out []Rule
+	for _, d := range e.Diagnostics {
+		if !slices.Contains(out, d.Rule) {
+			out = append(out, d.Rule)
+		}
+	}
+	return out
+}
+
+// Source is one document to load: a name for diagnostics and its bytes. A source is a
+// registry document (capability-registry.v1) or a policy sidecar
+// (capability-authorization-policy.v1), told apart by its "schema/v".
 type Source struct {
 	Name string
 	Data []byte
 }
 
-// FileSource reads a registry document from disk. A missing file is an error (fail closed).
+// FileSource reads a document from disk. A missing file is an error (fail closed).
 func FileSource(path string) (Source, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -65,57 +81,116 @@ type Capability struct {
 	Schema json.RawMessage
 	// compiled validates arguments at stage 2.
 	compiled *jsv.Schema
+	// fingerprint digests the entry, its policy entry, the principals' grants and the
+	// argument schema: what an approval of this capability was given under.
+	fingerprint string
 }
 
-// Registry is a loaded, validated, fully bound registry. It is immutable and safe for
-// concurrent use.
+// Fingerprint identifies what a confirmation of this capability is bound to: its entry, its
+// policy entry, the principals' grants and its argument schema ("cap:" + 16 hex digits). A
+// registry change that leaves all four alone keeps it; any other change voids approvals.
+func (c *Capability) Fingerprint() string { return c.fingerprint }
+
+// Registry is a loaded, validated, fully bound registry and its policy. It is immutable and
+// safe for concurrent use; a reload builds a new one (see Live).
 type Registry struct {
 	revision string
 	caps     []*Capability // sorted by capability/id, then version
 	byTool   map[string]*Capability
 	byKey    map[string]*Capability
+	policy   *Policy
 }
 
-// Load parses and validates one or more registry documents (the base registry plus optional
-// layers), then binds impls. Every problem is collected into one *LoadError.
+// Load parses and validates registry documents (the base registry plus optional layers) and
+// their policy sidecars, then binds impls. Three gates stay distinct: this is the load-time
+// shape and consistency check; Eligible is the registry-admission gate; Authorize is the
+// runtime policy gate. Every problem is collected into one *LoadError, each a Diagnostic that
+// names its document, entry and Rule (AllRules lists them).
 //
-// Checks: strict JSON (unknown fields rejected); schema/v; P072 id grammar; version >= 1;
-// owner; surfaces equal to the set derived from the flags; wire/name namespace and
-// uniqueness; status; tool/name grammar and uniqueness; side-effect, network, per-turn/cap,
-// timeout; (id, version) uniqueness; every active or deprecated entry has an implementation
-// and every implementation has an entry; Go argument types generate a schema; supplied
-// schemas compile.
+// Order: each document is parsed and passed through its JSON Schema (strict, formats
+// asserted); then the cross-entry rules (uniqueness of id@version, wire/name and tool/name;
+// surfaces derived from the flags; the airlock block where required); then the policy
+// against the entries; then the binding of implementations (every admitted dispatchable
+// entry has one and every implementation has an entry; argument schemas compile and use only
+// enforced keywords).
 func Load(sources []Source, impls []Implementation) (*Registry, error) {
+	return load(sources, impls, true)
+}
+
+// LoadUnbound validates documents and policy like Load but binds no implementation: the
+// implementation and argument-schema rules are not checked and no entry is dispatchable. It
+// is for tools that read the registry without serving it (the documentation projection).
+func LoadUnbound(sources []Source) (*Registry, error) { return load(sources, nil, false) }
+
+func load(sources []Source, impls []Implementation, bind bool) (*Registry, error) {
 	le := &LoadError{}
 	var names []string
-	var entries []Entry
+	var entries []sourcedEntry
+	var policies []namedPolicy
 	var revs []string
 	var content []byte
+	regSchema, polSchema, err := compiledSchemas()
+	if err != nil {
+		return nil, err
+	}
+	add := func(ds ...Diagnostic) { le.Diagnostics = append(le.Diagnostics, ds...) }
+	docs, brokenDocs, brokenPolicies := 0, 0, 0
 	for _, src := range sources {
 		names = append(names, src.Name)
-		doc, err := decodeDocument(src.Data)
+		content = append(content, src.Data...)
+		policyDoc := isPolicy(src.Data)
+		raw, err := jsv.UnmarshalJSON(bytes.NewReader(src.Data))
 		if err != nil {
-			le.Problems = append(le.Problems, fmt.Sprintf("%s: %v", src.Name, err))
+			rule := RuleDocumentParse
+			if policyDoc {
+				rule, brokenPolicies = RulePolicyParse, brokenPolicies+1
+			} else {
+				brokenDocs++
+			}
+			add(Diagnostic{Source: src.Name, Rule: rule, Message: "malformed JSON: " + err.Error()})
 			continue
 		}
-		if doc.SchemaV != SchemaVersion {
-			le.Problems = append(le.Problems, fmt.Sprintf("%s: schema/v is %q, want %q", src.Name, doc.SchemaV, SchemaVersion))
+		if policyDoc {
+			ds := schemaGate(src.Name, polSchema, raw, policyRule, entryName(raw, "capabilities"))
+			add(ds...)
+			doc, err := decodeStrict[PolicyDocument](src.Data)
+			if err != nil || len(ds) > 0 {
+				if len(ds) == 0 {
+					add(Diagnostic{Source: src.Name, Rule: RulePolicyShape, Message: err.Error()})
+				}
+				brokenPolicies++
+				continue
+			}
+			revs = append(revs, doc.Revision)
+			policies = append(policies, namedPolicy{source: src.Name, doc: doc})
+			continue
 		}
-		if len(doc.Entries) == 0 {
-			le.Problems = append(le.Problems, fmt.Sprintf("%s: no entries (an empty allow-set is refused)", src.Name))
+		docs++
+		ds := schemaGate(src.Name, regSchema, raw, registryRule, entryName(raw, "entries"))
+		add(ds...)
+		doc, err := decodeDocument(src.Data)
+		if err != nil {
+			if len(ds) == 0 {
+				add(Diagnostic{Source: src.Name, Rule: RuleStrictShape, Message: err.Error()})
+			}
+			brokenDocs++
+			continue
+		}
+		if len(ds) > 0 {
+			brokenDocs++
 		}
 		revs = append(revs, doc.Revision)
-		content = append(content, src.Data...)
-		entries = append(entries, doc.Entries...)
+		for _, e := range doc.Entries {
+			entries = append(entries, sourcedEntry{Entry: e, source: src.Name, shapeFailed: len(ds) > 0})
+		}
 	}
 	le.Source = strings.Join(names, " + ")
-	if len(sources) == 0 {
-		le.Problems = append(le.Problems, "no registry document given")
+	if docs == 0 && brokenDocs == 0 {
+		add(Diagnostic{Rule: RuleNonEmpty, Message: "no registry document given (an empty allow-set is refused)"})
 	}
 
 	// The revision is the documents' declared revisions plus a digest of their content: an
-	// entry edited without bumping "revision" is still a registry change (approvals given
-	// under the old content are void).
+	// entry edited without bumping "revision" is still a registry change.
 	sum := sha256.Sum256(content)
 	r := &Registry{revision: strings.Join(revs, "+") + "#" + hex.EncodeToString(sum[:6]), byTool: map[string]*Capability{}, byKey: map[string]*Capability{}}
 	wire := map[string]string{}
@@ -123,59 +198,100 @@ func Load(sources []Source, impls []Implementation) (*Registry, error) {
 	for _, im := range impls {
 		k := fmt.Sprintf("%s@%d", im.ID, im.Version)
 		if _, dup := implByKey[k]; dup {
-			le.Problems = append(le.Problems, fmt.Sprintf("implementation %s bound twice", k))
+			add(Diagnostic{Entry: k, Rule: RuleImplementationRegistered, Message: "implementation bound twice"})
 		}
 		implByKey[k] = im
 	}
 	used := map[string]bool{}
-	for _, e := range entries {
-		le.Problems = append(le.Problems, checkEntry(e)...)
+	byKey := map[string]Entry{}
+	for _, se := range entries {
+		e := se.Entry
 		k := e.Key()
+		bad := func(rule Rule, format string, a ...any) {
+			add(Diagnostic{Source: se.source, Entry: k, Rule: rule, Message: fmt.Sprintf(format, a...)})
+		}
 		if _, dup := r.byKey[k]; dup {
-			le.Problems = append(le.Problems, fmt.Sprintf("%s: duplicate capability/id and version", k))
+			bad(RuleIDUnique, "capability/id and version are registered twice")
 			continue
 		}
-		if prev, dup := wire[e.WireName]; dup && e.WireName != "" {
-			le.Problems = append(le.Problems, fmt.Sprintf("%s: wire/name %q already used by %s", k, e.WireName, prev))
+		c := &Capability{Entry: e}
+		r.byKey[k] = c
+		byKey[k] = e
+		r.caps = append(r.caps, c)
+		if se.shapeFailed {
+			used[k] = true // its shape diagnostics stand; no second diagnostic for the binding
+			continue
+		}
+		if ds := checkEntry(se.source, e); len(ds) > 0 {
+			add(ds...)
+			if slices.ContainsFunc(ds, func(d Diagnostic) bool { return d.Rule == RuleAirlockBlock }) {
+				used[k] = true // nothing to bind without the block; its diagnostic stands
+				continue
+			}
+		}
+		if prev, dup := wire[e.WireName]; dup {
+			bad(RuleWireUnique, "wire/name %q already used by %s", e.WireName, prev)
 		}
 		wire[e.WireName] = k
-		c := &Capability{Entry: e}
-		if prev, dup := r.byTool[e.Airlock.ToolName]; dup {
-			le.Problems = append(le.Problems, fmt.Sprintf("%s: tool/name %q already used by %s", k, e.Airlock.ToolName, prev.Key()))
-		} else {
-			r.byTool[e.Airlock.ToolName] = c
+		if e.Airlock.ToolName != "" {
+			if prev, dup := r.byTool[e.Airlock.ToolName]; dup {
+				bad(RuleToolNameUnique, "tool/name %q already used by %s", e.Airlock.ToolName, prev.Key())
+			} else {
+				r.byTool[e.Airlock.ToolName] = c
+			}
 		}
-		r.byKey[k] = c
-		r.caps = append(r.caps, c)
 		im, ok := implByKey[k]
 		switch {
-		case e.Status == StatusReserved:
+		case !bind:
+		case e.Status == StatusReserved || !e.Flags.Dispatchable:
 			if ok {
 				used[k] = true // a reserved name may have code waiting; it stays refused
 			}
 		case !ok:
-			le.Problems = append(le.Problems, fmt.Sprintf("%s: entry has no implementation (nothing to execute; refusing to serve)", k))
+			bad(RuleImplementationBound, "entry has no implementation (nothing to execute; refusing to serve)")
 		default:
 			used[k] = true
 			c.Impl = im
 			if err := c.bindSchema(); err != nil {
-				le.Problems = append(le.Problems, fmt.Sprintf("%s: %v", k, err))
+				bad(RuleArgumentSchema, "%v", err)
 			}
 		}
 	}
+	shapeFailed := brokenDocs > 0 || slices.ContainsFunc(entries, func(se sourcedEntry) bool { return se.shapeFailed })
 	var orphan []string
 	for k := range implByKey {
+		if shapeFailed || !bind {
+			break // an entry that failed the shape gate may be the one this code binds to
+		}
 		if !used[k] {
 			orphan = append(orphan, k)
 		}
 	}
 	sort.Strings(orphan)
 	for _, k := range orphan {
-		le.Problems = append(le.Problems, fmt.Sprintf("%s: implementation has no registry entry", k))
+		add(Diagnostic{Entry: k, Rule: RuleImplementationRegistered, Message: "implementation has no registry entry (an unregistered capability is never admitted)"})
 	}
-	if len(le.Problems) > 0 {
+	pol, pds := checkPolicies(policies, brokenPolicies, byKey)
+	add(pds...)
+	r.policy = pol
+	if len(le.Diagnostics) > 0 {
+		for _, d := range le.Diagnostics {
+			le.Problems = append(le.Problems, d.String())
+		}
 		return nil, le
 	}
+	principals, _ := json.Marshal(pol.principals)
+	for _, c := range r.caps {
+		pe, _ := json.Marshal(pol.byKey[c.Key()])
+		ent, _ := json.Marshal(c.Entry)
+		h := sha256.New()
+		for _, part := range [][]byte{ent, pe, principals, c.Schema} {
+			h.Write(part)
+			h.Write([]byte{0})
+		}
+		c.fingerprint = "cap:" + hex.EncodeToString(h.Sum(nil)[:8])
+	}
+	pol.revision = r.revision
 	sort.Slice(r.caps, func(i, j int) bool {
 		if r.caps[i].ID != r.caps[j].ID {
 			return r.caps[i].ID < r.caps[j].ID
@@ -185,8 +301,28 @@ func Load(sources []Source, impls []Implementation) (*Registry, error) {
 	return r, nil
 }
 
-func decodeDocument(b []byte) (Document, error) {
-	var doc Document
+// isPolicy tells a policy sidecar from a registry document by its "schema/v" (any version of
+// capability-authorization-policy), also when the document does not parse.
+func isPolicy(b []byte) bool {
+	var head struct {
+		SchemaV string `json:"schema/v"`
+	}
+	if json.Unmarshal(b, &head) == nil {
+		return strings.HasPrefix(head.SchemaV, "capability-authorization-policy")
+	}
+	return bytes.Contains(b, []byte(`"capability-authorization-policy`))
+}
+
+type sourcedEntry struct {
+	Entry
+	source      string
+	shapeFailed bool
+}
+
+func decodeDocument(b []byte) (Document, error) { return decodeStrict[Document](b) }
+
+func decodeStrict[T any](b []byte) (T, error) {
+	var doc T
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&doc); err != nil {
@@ -198,65 +334,38 @@ func decodeDocument(b []byte) (Document, error) {
 	return doc, nil
 }
 
-func checkEntry(e Entry) []string {
-	var p []string
-	k := e.Key()
-	bad := func(format string, a ...any) { p = append(p, k+": "+fmt.Sprintf(format, a...)) }
-	if !ValidID(e.ID) {
-		bad("capability/id %q matches none of the P072 id shapes", e.ID)
-	}
-	if e.Version < 1 {
-		bad("version must be >= 1")
-	}
-	if strings.TrimSpace(e.Owner) == "" {
-		bad("owner is required")
-	}
-	if !reWireName.MatchString(e.WireName) {
-		bad("wire/name %q must start with a known namespace (app/, host/, role/, plugin/, core/)", e.WireName)
-	}
-	switch e.Status {
-	case StatusActive, StatusReserved, StatusDeprecated:
-	default:
-		bad("status %q is not active, reserved or deprecated", e.Status)
+// checkEntry runs the per-entry rules the schema cannot state (it passed the schema gate).
+func checkEntry(src string, e Entry) []Diagnostic {
+	var p []Diagnostic
+	bad := func(rule Rule, format string, a ...any) {
+		p = append(p, Diagnostic{Source: src, Entry: e.Key(), Rule: rule, Message: fmt.Sprintf(format, a...)})
 	}
 	want := derivedSurfaces(e.Flags)
 	got := map[Surface]bool{}
 	for _, s := range e.Surfaces {
-		if s != SurfaceFederated && s != SurfaceHostLocal {
-			bad("unknown surface %q", s)
-		}
 		got[s] = true
 	}
-	if len(e.Surfaces) == 0 {
-		bad("surfaces must be a non-empty subset of {federated, host-local}")
-	} else if len(got) != len(want) || got[SurfaceFederated] != want[SurfaceFederated] || got[SurfaceHostLocal] != want[SurfaceHostLocal] {
-		bad("surfaces %v contradict the set derived from the flags", e.Surfaces)
+	if len(got) != len(want) || got[SurfaceFederated] != want[SurfaceFederated] || got[SurfaceHostLocal] != want[SurfaceHostLocal] {
+		bad(RuleSurfacesDerived, "surfaces %v contradict the set derived from the flags", e.Surfaces)
+	}
+	if e.Status == StatusDeprecated {
+		if _, ok := e.Deadline(); !ok {
+			bad(RuleDeprecatedDeadline, "removal/deadline %q is not an RFC 3339 instant", e.RemovalDeadline)
+		}
+	}
+	hasBlock := e.Airlock != (Airlock{})
+	if e.Flags.Dispatchable && e.Status != StatusReserved && !hasBlock {
+		bad(RuleAirlockBlock, "a dispatchable entry needs the airlock block (tool name, classes, cap, timeout)")
+	}
+	if !hasBlock {
+		return p
 	}
 	a := e.Airlock
-	if !ToolNamePattern.MatchString(a.ToolName) {
-		bad("airlock tool/name %q must match %s", a.ToolName, ToolNamePattern)
-	}
-	if strings.TrimSpace(a.Description) == "" {
-		bad("airlock description is required")
-	}
-	switch a.SideEffect {
-	case SideEffectNone, SideEffectLocalWrite, SideEffectExternalWrite:
-	default:
-		bad("airlock side-effect %q is not none, local-write or external-write", a.SideEffect)
-	}
-	switch a.Network {
-	case NetworkLocal, NetworkExternal:
-	default:
-		bad("airlock network %q is not local or external", a.Network)
-	}
-	if a.PerTurnCap < 1 {
-		bad("airlock per-turn/cap must be >= 1")
+	if a.ModelVisible && !e.Flags.Dispatchable {
+		bad(RuleModelVisibleDispatchable, "model-visible but not dispatchable")
 	}
 	if d, err := time.ParseDuration(a.Timeout); err != nil || d <= 0 {
-		bad("airlock timeout %q is not a positive duration", a.Timeout)
-	}
-	if a.ModelVisible && !e.Flags.Dispatchable {
-		bad("model-visible but not dispatchable")
+		bad(RuleTimeout, "airlock timeout %q is not a positive duration", a.Timeout)
 	}
 	return p
 }
@@ -288,7 +397,12 @@ func (c *Capability) bindSchema() error {
 	if err != nil {
 		return fmt.Errorf("argument schema is not JSON: %w", err)
 	}
+	if err := checkEnforced(doc, ""); err != nil {
+		return fmt.Errorf("argument schema refused: %w", err)
+	}
 	comp := jsv.NewCompiler()
+	comp.AssertFormat()
+	comp.DefaultDraft(jsv.Draft2020)
 	url := "mem://" + c.Key() + ".json"
 	if err := comp.AddResource(url, doc); err != nil {
 		return fmt.Errorf("argument schema: %w", err)
@@ -320,4 +434,13 @@ func (r *Registry) ByToolName(name string) (*Capability, bool) {
 func (r *Registry) ByKey(key string) (*Capability, bool) {
 	c, ok := r.byKey[key]
 	return c, ok
+}
+
+// CapabilityRevision is the Fingerprint of the capability registered under key ("id@version"),
+// or "" when none is: what an admission, a confirmation and an execution of it are bound to.
+func (r *Registry) CapabilityRevision(key string) string {
+	if c, ok := r.byKey[key]; ok {
+		return c.fingerprint
+	}
+	return ""
 }

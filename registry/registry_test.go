@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 type fetchArgs struct {
@@ -22,18 +23,22 @@ func baseImpls() []Implementation {
 	return []Implementation{
 		Typed("system.health", 1, func(context.Context, *noArgs, Invocation) (Output, error) { return Output{}, nil }),
 		Typed("web.fetch", 1, func(context.Context, *fetchArgs, Invocation) (Output, error) { return Output{}, nil }),
+		Typed("capability.catalog.list", 1, func(context.Context, *noArgs, Invocation) (Output, error) { return Output{}, nil }),
+		Typed("capability.catalog.describe", 1, func(context.Context, *noArgs, Invocation) (Output, error) { return Output{}, nil }),
 	}
 }
 
 func TestLoadEmbeddedBase(t *testing.T) {
-	r, err := Load([]Source{Base()}, baseImpls())
+	r, err := Load([]Source{Base(), BasePolicy()}, baseImpls())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := r.Catalog(nil)
-	if len(cat) != 2 || cat[0].CapabilityID != "system.health" || cat[1].Name != "web_fetch" {
+	cat := r.Catalog(nil, time.Now())
+	if len(cat) != 4 || cat[0].CapabilityID != "capability.catalog.describe" || cat[1].CapabilityID != "capability.catalog.list" ||
+		cat[2].CapabilityID != "system.health" || cat[3].Name != "web_fetch" {
 		t.Fatalf("catalog = %+v", cat)
 	}
+	cat = cat[2:]
 	var schema map[string]any
 	if err := json.Unmarshal(cat[1].Parameters, &schema); err != nil {
 		t.Fatal(err)
@@ -53,25 +58,27 @@ func TestLoadEmbeddedBase(t *testing.T) {
 
 func TestLoadFailsClosed(t *testing.T) {
 	base := string(Embedded)
+	pol := BasePolicy()
 	cases := []struct {
 		name  string
 		src   []Source
 		impls []Implementation
 		want  string
 	}{
-		{"no sources", nil, baseImpls(), "no registry document"},
-		{"malformed", []Source{{"x", []byte(`{"schema/v":`)}}, baseImpls(), "malformed JSON"},
-		{"unknown field", []Source{{"x", []byte(`{"schema/v":"capability-registry.v1","entries":[],"extra":1}`)}}, nil, "unknown field"},
-		{"empty", []Source{{"x", []byte(`{"schema/v":"capability-registry.v1","entries":[]}`)}}, nil, "empty allow-set"},
-		{"wrong schema/v", []Source{{"x", []byte(strings.Replace(base, `"capability-registry.v1"`, `"capability-registry.v2"`, 1))}}, baseImpls(), "schema/v"},
-		{"entry without implementation", []Source{Base()}, baseImpls()[:1], "web.fetch@1: entry has no implementation"},
-		{"implementation without entry", []Source{Base()}, append(baseImpls(), Typed("shell.run", 1, func(context.Context, *noArgs, Invocation) (Output, error) { return Output{}, nil })), "shell.run@1: implementation has no registry entry"},
+		{"no sources", nil, baseImpls(), "[non-empty] no registry document"},
+		{"no policy", []Source{Base()}, baseImpls(), "[policy-missing]"},
+		{"malformed", []Source{{"x", []byte(`{"schema/v":`)}, pol}, baseImpls(), "[document-parse] malformed JSON"},
+		{"unknown field", []Source{{"x", []byte(`{"schema/v":"capability-registry.v1","entries":[],"extra":1}`)}, pol}, nil, "[strict-shape] at /: additional properties 'extra' not allowed"},
+		{"empty", []Source{{"x", []byte(`{"schema/v":"capability-registry.v1","entries":[]}`)}, pol}, nil, "[non-empty]"},
+		{"wrong schema/v", []Source{{"x", []byte(strings.Replace(base, `"capability-registry.v1"`, `"capability-registry.v2"`, 1))}, pol}, baseImpls(), "[schema-version]"},
+		{"entry without implementation", []Source{Base(), pol}, baseImpls()[:1], "web.fetch@1: [implementation-bound] entry has no implementation"},
+		{"implementation without entry", []Source{Base(), pol}, append(baseImpls(), Typed("shell.run", 1, func(context.Context, *noArgs, Invocation) (Output, error) { return Output{}, nil })), "shell.run@1: [implementation-registered] implementation has no registry entry"},
 		{"surfaces contradict flags", []Source{{"x", []byte(strings.Replace(base, `"surfaces": [
         "host-local"
       ],
-      "wire/name": "app/web.fetch"`, `"surfaces": ["federated"], "wire/name": "app/web.fetch"`, 1))}}, baseImpls(), "contradict"},
-		{"bad id", []Source{{"x", []byte(strings.Replace(base, `"web.fetch"`, `"Web_Fetch"`, 1))}}, baseImpls(), "P072 id shapes"},
-		{"duplicate tool name", []Source{{"x", []byte(strings.Replace(base, `"web_fetch"`, `"system_health"`, 1))}}, baseImpls(), "already used"},
+      "wire/name": "app/web.fetch"`, `"surfaces": ["federated"], "wire/name": "app/web.fetch"`, 1))}, pol}, baseImpls(), "[surfaces-derived]"},
+		{"bad id", []Source{{"x", []byte(strings.Replace(base, `"web.fetch"`, `"Web_Fetch"`, 1))}, pol}, baseImpls(), "P072 id shapes"},
+		{"duplicate tool name", []Source{{"x", []byte(strings.Replace(base, `"web_fetch"`, `"system_health"`, 1))}, pol}, baseImpls(), "already used"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -90,7 +97,7 @@ func TestLoadFailsClosed(t *testing.T) {
 }
 
 func TestValidateArgumentsStrict(t *testing.T) {
-	r, err := Load([]Source{Base()}, baseImpls())
+	r, err := Load([]Source{Base(), BasePolicy()}, baseImpls())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +144,11 @@ func TestLayersLoadWithSchemaImplementations(t *testing.T) {
 		for _, e := range ents {
 			impls = append(impls, Implementation{ID: e.ID, Version: e.Version, Schema: json.RawMessage(`{"type":"object"}`), Invoke: okInvoke})
 		}
-		if _, err := Load([]Source{src}, impls); err != nil {
+		pol, err := LayerPolicy(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load([]Source{src, pol}, impls); err != nil {
 			t.Errorf("layer %s: %v", name, err)
 		}
 	}

@@ -2,8 +2,10 @@ package workers
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/agentdojo"
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/capabilities"
+	"github.com/airlock-dev/airlock/internal/catalog"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/recording"
@@ -24,7 +27,15 @@ import (
 type Deps struct {
 	Activities *activities.Activities
 	Store      *store.Store
-	Registry   *registry.Registry
+	// Registry is the registry loaded at start; Served is the live one (reloads swap it).
+	Registry *registry.Registry
+	Served   *registry.Live
+	// Reload builds the whole registry again from its files and the embedded documents, with
+	// the same implementations' configuration: what a reload validates and swaps in.
+	Reload func() (*registry.Registry, error)
+	// Watched are the files a reload reads (the registry and policy files; none when both are
+	// embedded).
+	Watched []string
 }
 
 // Close releases the store.
@@ -51,12 +62,14 @@ func Build(ctx context.Context, cfg config.Config, temporalProbe capabilities.Pr
 	if err != nil {
 		return nil, err
 	}
-	reg, err := LoadRegistry(cfg, temporalProbe, st.Ping)
+	load := func() (*registry.Registry, error) { return LoadRegistry(cfg, temporalProbe, st.Ping) }
+	reg, err := load()
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	acts := &activities.Activities{Registry: reg, Store: st, ApproverKey: key, Approvers: approvers.NewSource(cfg.ApproversPath()).Current}
+	served := registry.NewLive(reg)
+	acts := &activities.Activities{Registry: reg, Served: served, Store: st, ApproverKey: key, Approvers: approvers.NewSource(cfg.ApproversPath()).Current}
 	if cfg.CorpusDir != "" {
 		acts.Replay = inference.NewReplay(agentdojo.Recorded(agentdojo.SessionLoader(cfg.CorpusDir)))
 	}
@@ -68,7 +81,63 @@ func Build(ctx context.Context, cfg config.Config, temporalProbe capabilities.Pr
 		}
 		acts.Live = p
 	}
-	return &Deps{Activities: acts, Store: st, Registry: reg}, nil
+	return &Deps{Activities: acts, Store: st, Registry: reg, Served: served, Reload: load, Watched: WatchedFiles(cfg)}, nil
+}
+
+// WatchedFiles are the registry, policy and guidance files cfg names (AIRLOCK_REGISTRY,
+// AIRLOCK_POLICY, AIRLOCK_GUIDANCE):
+// what a worker polls for live reload. Embedded documents never change under a running worker.
+func WatchedFiles(cfg config.Config) []string {
+	var out []string
+	for _, f := range []string{cfg.RegistryFile, cfg.PolicyFile, cfg.GuidanceFile} {
+		if f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// ready is the readiness of capabilities that run in the worker itself (no provider to lose).
+func ready(context.Context) error { return nil }
+
+// LoadGuidance reads the capability guidance: the embedded document, or cfg.GuidanceFile.
+// Guidance is optional and lower-trust: a file that cannot be read or parsed contributes
+// nothing (logged on log), and no worker ever refuses to serve because of it.
+func LoadGuidance(cfg config.Config, log *slog.Logger) *catalog.GuidanceSet {
+	src := registry.Source{Name: "embedded capability guidance", Data: registry.EmbeddedGuidance}
+	if cfg.GuidanceFile != "" {
+		f, err := registry.FileSource(cfg.GuidanceFile)
+		if err != nil {
+			log.Warn("capability guidance not loaded; capabilities describe without guidance", "error", err)
+			return nil
+		}
+		src = f
+	}
+	gs, errs := catalog.ParseGuidance(src)
+	for _, err := range errs {
+		log.Warn("capability guidance not loaded; capabilities describe without guidance", "error", err)
+	}
+	return gs
+}
+
+// CursorKey is the key catalog list cursors are authenticated with, derived from the approver
+// key every worker shares (AIRLOCK_APPROVER_KEY or the key file), so a cursor one worker issued
+// is accepted by another. Without one (a tool that serves no turn, before any worker created
+// the key file) it is a random key: its cursors are valid in this process only.
+func CursorKey(cfg config.Config) []byte {
+	var k token.Key
+	var err error
+	if hex := os.Getenv("AIRLOCK_APPROVER_KEY"); hex != "" {
+		k, err = token.ParseKey(hex)
+	} else {
+		k, err = token.LoadKey(cfg.KeyFile())
+	}
+	if err != nil {
+		if _, rerr := rand.Read(k[:]); rerr != nil {
+			return nil
+		}
+	}
+	return catalog.DeriveCursorKey(k[:])
 }
 
 func approverKey(cfg config.Config) (token.Key, error) {
@@ -88,10 +157,10 @@ func ApproverKey(cfg config.Config) (token.Key, error) {
 	return token.LoadKey(cfg.KeyFile())
 }
 
-// LoadRegistry loads the base registry (embedded, or cfg.RegistryFile) plus cfg.Layers and
-// binds the Go and schema-defined implementations, web.fetch with FetchConfig(cfg). Any
-// problem is a *registry.LoadError or an error naming what to configure: the worker must not
-// serve.
+// LoadRegistry loads the base registry (embedded, or cfg.RegistryFile) and its policy sidecar
+// (embedded, or cfg.PolicyFile) plus cfg.Layers with their embedded policies, and binds the Go
+// and schema-defined implementations, web.fetch with FetchConfig(cfg). Any problem is a
+// *registry.LoadError or an error naming what to configure: the worker must not serve.
 func LoadRegistry(cfg config.Config, temporalProbe, storeProbe capabilities.Probe) (*registry.Registry, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
 	defer cancel()
@@ -107,18 +176,32 @@ func LoadRegistry(cfg config.Config, temporalProbe, storeProbe capabilities.Prob
 		}
 		base = src
 	}
-	sources := []registry.Source{base}
-	impls := []registry.Implementation{
-		capabilities.SystemHealth(capabilities.HealthConfig{Temporal: temporalProbe, Store: storeProbe}),
-		capabilities.WebFetch(capabilities.NewFetcher(fetch)),
+	policy := registry.BasePolicy()
+	if cfg.PolicyFile != "" {
+		src, err := registry.FileSource(cfg.PolicyFile)
+		if err != nil {
+			return nil, err
+		}
+		policy = src
 	}
+	sources := []registry.Source{base, policy}
+	health := capabilities.SystemHealth(capabilities.HealthConfig{Temporal: temporalProbe, Store: storeProbe})
+	health.Ready = ready
+	cat := &catalog.Catalog{Key: CursorKey(cfg), Guidance: LoadGuidance(cfg, slog.Default())}
+	list, describe := capabilities.CatalogList(cat), capabilities.CatalogDescribe(cat)
+	list.Ready, describe.Ready = ready, ready
+	impls := []registry.Implementation{health, list, describe, capabilities.WebFetch(capabilities.NewFetcher(fetch))}
 	var tools map[string][]recording.Tool
 	for _, name := range cfg.Layers {
 		src, err := registry.Layer(name)
 		if err != nil {
 			return nil, err
 		}
-		sources = append(sources, src)
+		pol, err := registry.LayerPolicy(name)
+		if err != nil {
+			return nil, err
+		}
+		sources = append(sources, src, pol)
 		entries, err := registry.Entries(src)
 		if err != nil {
 			return nil, err

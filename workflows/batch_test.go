@@ -248,8 +248,8 @@ func TestEditFailingValidationIsRejectedAndNothingRuns(t *testing.T) {
 // swapped after signing does not verify. Another approver's edit then decides it.
 func TestEditByTheRequesterOnAFourEyesCapabilityIsRefused(t *testing.T) {
 	f := newFixture(t, calls(call("c1", "test_send", `{"to":"a","amount":1}`)), answer("ok"))
-	doc := strings.Replace(testRegistry, `"side-effect":"external-write"`, `"approval/distinct-approver":true,"side-effect":"external-write"`, 1)
-	reg, err := registry.Load([]registry.Source{{Name: "test", Data: []byte(doc)}}, testImpls(f))
+	src := registry.Source{Name: "test", Data: []byte(testRegistry)}
+	reg, err := registry.Load([]registry.Source{src, registry.StructuralPolicy("four-eyes policy", "test.1", func(e registry.Entry) bool { return e.ID == "test.send" }, src)}, testImpls(f))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -278,6 +278,26 @@ type TurnResult struct {
 	Outcomes  []ProposalOutcome   `json:"outcomes"`
 	Rounds    int                 `json:"rounds"`
 	Usage     Usage               `json:"usage"`
+	// Catalog is the turn's catalog controller when the model used catalog discovery (nil
+	// otherwise): its final state and what it used of the per-turn bounds.
+	Catalog *CatalogControl `json:"catalog,omitempty"`
+}
+
+// EndCatalogStopped is the TurnResult.EndReason of a turn whose catalog controller stopped
+// (a refused read, an exhausted catalog bound, a mixed catalog-and-effect message): no further
+// inference runs; Catalog.StopReason says why.
+const EndCatalogStopped = "catalog_stopped"
+
+// CatalogControl is the catalog controller's state at the end of a turn: completed (an answer
+// or an effect proposal followed the reads) or stopped, or still awaiting inference when the
+// turn ended otherwise; reads, list pages, inference rounds and catalog bytes used.
+type CatalogControl struct {
+	State      string `json:"state"`
+	Reads      int    `json:"reads"`
+	Pages      int    `json:"pages"`
+	Rounds     int    `json:"rounds"`
+	Bytes      int    `json:"bytes"`
+	StopReason string `json:"stop_reason,omitempty"`
 }
 
 // Usage is the model tokens a turn used, summed over its inference rounds (as the providers

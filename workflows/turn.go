@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/airlock-dev/airlock/activities"
+	"github.com/airlock-dev/airlock/internal/catalog"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/parse"
 	"github.com/airlock-dev/airlock/registry"
@@ -64,6 +65,9 @@ type turn struct {
 	awaits     []*awaited
 	presenting bool
 	wake       workflow.Channel
+	// ctl is the catalog controller, nil until a message proposes a catalog read
+	// (versionCatalogController).
+	ctl *catalog.Controller
 }
 
 // waitEnd is how a confirmation wait ended.
@@ -74,7 +78,12 @@ const (
 	endDecided                 // a valid decision (awaited.decided) decided the proposal
 	endExpired                 // the token's time ran out
 	endRefusals                // MaxRefusedDecisions decisions were refused
+	endVoided                  // the registry changed under the confirmation (versionRegistryChangeResurfaces)
 )
+
+// MaxResurfaced bounds how often one proposal is surfaced again because the registry changed
+// under its confirmation; past it the call is closed without running.
+const MaxResurfaced = 4
 
 // MaxRefusedDecisions bounds the refused decisions one proposal accepts (each consumed its
 // token and got it a fresh one). Whoever can signal a turn could otherwise keep an approver's
@@ -101,6 +110,9 @@ type awaited struct {
 	decided      *Decision
 	editedDigest string
 	end          waitEnd
+	// voided: an approval was refused registry_changed; the wait ends and the proposal is
+	// surfaced again under the served registry (versionRegistryChangeResurfaces).
+	voided bool
 }
 
 // awaitedFor returns the confirmation id the turn waits on now, or nil.
@@ -206,6 +218,10 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 	}
 
 	for round := 1; round <= req.MaxRounds; round++ {
+		if t.ctl != nil && !t.ctl.MayInfer() {
+			t.ctl.Fire(catalog.EventBudget, catalog.Correlation{}, catalog.BudgetRounds)
+			return t.finish(ctx, EndCatalogStopped)
+		}
 		t.result.Rounds = round
 		var inf activities.InferOutput
 		err := t.infer(ctx, round, &inf)
@@ -243,6 +259,13 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 			return t.fail(ctx, err)
 		}
 		t.result.Prose = parsed.Text
+		if handled, stop, err := t.catalogMessage(ctx, round, parsed.Calls); err != nil {
+			return t.fail(ctx, err)
+		} else if stop {
+			return t.finish(ctx, EndCatalogStopped)
+		} else if handled {
+			continue
+		}
 		if len(parsed.Calls) == 0 {
 			if parsed.Incomplete != "" {
 				// The provider marked the message as not a finished answer (cut off, filtered,
@@ -307,6 +330,17 @@ const (
 	// execute and are recorded in call order (handleBatch). They used to go one by one, each
 	// confirmation blocking the next call's admission.
 	versionBatchConfirmations = "batch-confirmations"
+	// versionRegistryChangeResurfaces: an approval refused because the capability's entry or
+	// policy changed since its confirmation was issued voids that confirmation; the proposal
+	// is admitted again and surfaced again under the served registry (it used to wait for
+	// expiry).
+	versionRegistryChangeResurfaces = "registry-change-resurfaces"
+	// versionCatalogController: a message that proposes capability.catalog.list or
+	// capability.catalog.describe goes through the turn's catalog controller (catalogMessage):
+	// per-turn read, page, round and context bounds, a mixed catalog-and-effect message refused
+	// as ambiguous, and a stopped controller ends the turn. Asked only when such a message
+	// occurs.
+	versionCatalogController = "catalog-controller"
 )
 
 // RefusalNotPending is the refusal of a decision for a confirmation that is not pending.
@@ -332,7 +366,7 @@ func (t *turn) failureIsRecorded(ctx workflow.Context, po ProposalOutcome) bool 
 // 2 workflow tasks fewer per round.
 func (t *turn) infer(ctx workflow.Context, round int, out *activities.InferOutput) error {
 	in := activities.InferInput{WorkflowID: t.workflowID, Round: round, Model: t.req.Model, Session: t.req.Session,
-		Conversation: t.req.Conversation, ContextLimit: t.req.ContextLimit, Scope: t.req.Scope}
+		Conversation: t.req.Conversation, ContextLimit: t.req.ContextLimit, Scope: t.req.Scope, Now: workflow.Now(ctx)}
 	// A retry after a dead worker (heartbeat timeout) starts at once; provider errors back
 	// off 0.25, 0.75, 2.25, 6.75 s.
 	retry := &temporal.RetryPolicy{InitialInterval: 250 * time.Millisecond, BackoffCoefficient: 3, MaximumInterval: 30 * time.Second,
@@ -362,9 +396,15 @@ type proposal struct {
 	// the denied_earlier_in_turn rule.
 	wait      *awaited
 	deniedKey string
+	// surfaced counts how often a registry change voided its confirmation and it was
+	// surfaced again (MaxResurfaced).
+	surfaced int
 	// silent: its verdict adds no context message (an edited proposal, whose call id the
 	// approver's proposal answers: one tool message per call id).
 	silent bool
+	// egress, set for a catalog read, admits its result into model context (or replaces it
+	// with a budget refusal) before it is recorded.
+	egress func(out *activities.ExecuteOutput)
 }
 
 type earlyVerdict struct {
@@ -416,6 +456,18 @@ func (t *turn) handle(ctx workflow.Context, round int, call parse.Call) ([]Propo
 		if err := t.await(ctx, pr.wait); err != nil {
 			return nil, err
 		}
+		for pr.wait != nil && pr.wait.end == endVoided {
+			again, err := t.resurface(ctx, pr)
+			if err != nil || !again {
+				if err != nil {
+					return nil, err
+				}
+				break
+			}
+			if err := t.await(ctx, pr.wait); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return t.finalize(ctx, pr)
 }
@@ -444,9 +496,24 @@ func (t *turn) handleBatch(ctx workflow.Context, round int, calls []parse.Call) 
 		}
 		ws = append(ws, pr.wait)
 	}
-	if len(ws) > 0 {
+	for len(ws) > 0 {
 		if err := t.awaitBatch(ctx, ws); err != nil {
 			return nil, err
+		}
+		// Confirmations a registry change voided: those proposals are admitted again and,
+		// still needing a human, surfaced again together.
+		ws = ws[:0:0]
+		for _, pr := range prs {
+			if pr.wait == nil || pr.wait.end != endVoided {
+				continue
+			}
+			again, err := t.resurface(ctx, pr)
+			if err != nil {
+				return nil, err
+			}
+			if again {
+				ws = append(ws, pr.wait)
+			}
 		}
 	}
 	var out []ProposalOutcome
@@ -490,7 +557,7 @@ func (t *turn) admit(ctx workflow.Context, pr *proposal) error {
 	t.calls++
 
 	if err := workflow.ExecuteLocalActivity(localCtx(ctx, "admit "+call.Name), a.Admit,
-		activities.AdmitInput{Call: call, Scope: t.req.Scope}).Get(ctx, &pr.adm); err != nil {
+		t.admitInput(ctx, pr)).Get(ctx, &pr.adm); err != nil {
 		return fmt.Errorf("admit #%d: %w", pr.po.Seq, err)
 	}
 	adm := pr.adm
@@ -509,6 +576,53 @@ func (t *turn) admit(ctx workflow.Context, pr *proposal) error {
 	return nil
 }
 
+// admitInput is the Admit input of pr: the call, the turn's scope and principal (checked
+// against the policy) and the workflow's clock (deprecation deadlines).
+func (t *turn) admitInput(ctx workflow.Context, pr *proposal) activities.AdmitInput {
+	return activities.AdmitInput{Call: pr.call, Scope: t.req.Scope, Principal: t.req.Principal, Now: workflow.Now(ctx),
+		WorkflowID: t.workflowID, RunID: t.runID, Seq: pr.po.Seq}
+}
+
+// resurface handles pr's confirmation voided by a registry change (versionRegistryChangeResurfaces):
+// the old confirmation is closed (expired, registry_changed), the call is admitted again under
+// the served registry and, when it still needs a human, issued a new confirmation (again is
+// true: wait on pr.wait). Past MaxResurfaced, or when it is no longer admitted or now
+// automatic, pr gets its verdict without another wait.
+func (t *turn) resurface(ctx workflow.Context, pr *proposal) (again bool, err error) {
+	old := pr.wait
+	if err := t.record(ctx, nil, &activities.Decision{ConfirmationID: old.p.ConfirmationID, Decision: "expired",
+		Reason: activities.TokenRegistryChanged}, ""); err != nil {
+		return false, err
+	}
+	pr.wait = nil
+	pr.surfaced++
+	end := func(o activities.Outcome, stage activities.Stage, reason, detail string) (bool, error) {
+		pr.early = &earlyVerdict{outcome: o, stage: stage, reason: reason, detail: detail}
+		return false, nil
+	}
+	if pr.surfaced >= MaxResurfaced {
+		return end(activities.OutcomeExpired, activities.StageConfirm, activities.TokenRegistryChanged,
+			fmt.Sprintf("the registry changed under this call's confirmation %d times; it was closed without running", MaxResurfaced))
+	}
+	if err := workflow.ExecuteLocalActivity(localCtx(ctx, summarize("admit again "+pr.adm.Key())), a.Admit, t.admitInput(ctx, pr)).Get(ctx, &pr.adm); err != nil {
+		return false, fmt.Errorf("admit #%d again: %w", pr.po.Seq, err)
+	}
+	adm := pr.adm
+	pr.po.CapabilityID, pr.po.Version = adm.CapabilityID, adm.Version
+	pr.audit.ArgsDigest = adm.ArgsDigest
+	if !adm.Admitted {
+		return end(activities.OutcomeRejected, adm.Stage, adm.Code, adm.Detail)
+	}
+	if adm.Automatic {
+		return false, nil
+	}
+	pr.deniedKey = adm.Key() + "/" + adm.ArgsDigest
+	if err := t.issue(ctx, pr); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // issue asks for pr's confirmation (IssueConfirmation: its own token and id) and sets pr.wait.
 func (t *turn) issue(ctx workflow.Context, pr *proposal) error {
 	call, adm := pr.call, pr.adm
@@ -516,7 +630,7 @@ func (t *turn) issue(ctx workflow.Context, pr *proposal) error {
 	if err := workflow.ExecuteLocalActivity(localCtx(ctx, "issue confirmation "+adm.Key()), a.IssueConfirmation, activities.IssueInput{
 		WorkflowID: t.workflowID, RunID: t.runID, Seq: pr.po.Seq, CallID: call.CallID, CapabilityID: adm.CapabilityID,
 		Version: adm.Version, ArgsDigest: adm.ArgsDigest, Arguments: call.Arguments, Display: adm.Display, TTL: t.req.ConfirmationTTL,
-		RegistryRevision: adm.RegistryRevision,
+		RegistryRevision: adm.RegistryRevision, Surfaced: pr.surfaced,
 	}).Get(ctx, &iss); err != nil {
 		return fmt.Errorf("issue confirmation #%d: %w", pr.po.Seq, err)
 	}
@@ -601,7 +715,7 @@ func (t *turn) edit(ctx workflow.Context, pr *proposal, d Decision, editedDigest
 	}
 	t.calls++
 	if err := workflow.ExecuteLocalActivity(localCtx(ctx, fmt.Sprintf("admit #%d, edit of #%d (%s)", ed.po.Seq, pr.po.Seq, adm.Key())), a.Admit,
-		activities.AdmitInput{Call: call, Scope: t.req.Scope}).Get(ctx, &ed.adm); err != nil {
+		t.admitInput(ctx, ed)).Get(ctx, &ed.adm); err != nil {
 		return out, fmt.Errorf("admit #%d: %w", ed.po.Seq, err)
 	}
 	ed.po.CapabilityID, ed.po.Version = ed.adm.CapabilityID, ed.adm.Version
@@ -636,7 +750,7 @@ func (t *turn) execute(ctx workflow.Context, pr *proposal, decision *activities.
 	// external or effectful ones as regular activities with a durable result.
 	in := activities.ExecuteInput{WorkflowID: t.workflowID, Seq: po.Seq, Round: pr.round, CallID: call.CallID, CapabilityID: adm.CapabilityID,
 		Version: adm.Version, Arguments: call.Arguments, Session: t.req.Session, RegistryRevision: adm.RegistryRevision,
-		ConfirmationID: po.ConfirmationID}
+		ConfirmationID: po.ConfirmationID, Principal: t.req.Principal, Scope: t.req.Scope}
 	summary := summarize("execute " + adm.Key())
 	retry := &temporal.RetryPolicy{InitialInterval: 250 * time.Millisecond, BackoffCoefficient: 4, MaximumInterval: 10 * time.Second,
 		MaximumAttempts: 3, NonRetryableErrorTypes: []string{activities.ErrTypeBadInput}}
@@ -665,6 +779,9 @@ func (t *turn) execute(ctx workflow.Context, pr *proposal, decision *activities.
 			out.Outcome = activities.OutcomeUnknown
 			out.Output.Error = "the effect may have started before execution failed; it was not run again: " + err.Error()
 		}
+	}
+	if pr.egress != nil {
+		pr.egress(&out)
 	}
 	retrieved := out.RetrievedAt
 	env.Trust = "untrusted"
@@ -779,6 +896,8 @@ func (t *turn) waitAll(ctx workflow.Context, ws []*awaited) error {
 			switch {
 			case w.decided != nil:
 				w.end = endDecided
+			case w.voided:
+				w.end = endVoided
 			case w.fired:
 				w.end = endExpired
 			case w.refused >= MaxRefusedDecisions:
@@ -854,6 +973,11 @@ func (t *turn) present(ctx workflow.Context, d Decision) (DecisionResult, error)
 		detail := cons.Detail
 		if cons.Reissued {
 			detail += "; its token was consumed and a fresh one issued: the proposal is still waiting"
+		}
+		if cons.Refusal == activities.TokenRegistryChanged &&
+			workflow.GetVersion(ctx, versionRegistryChangeResurfaces, workflow.DefaultVersion, 1) >= 1 {
+			w.voided = true
+			detail = cons.Detail + "; the confirmation is void and the call is surfaced again under the new registry"
 		}
 		res := DecisionResult{Refusal: cons.Refusal, Detail: detail, Reissued: cons.Reissued}
 		w.refused++
@@ -991,6 +1115,7 @@ func (t *turn) drainLateSignals(ctx workflow.Context) {
 
 func (t *turn) finish(ctx workflow.Context, reason string) (TurnResult, error) {
 	t.drainLateSignals(ctx)
+	t.result.Catalog = t.catalogControl()
 	t.result.Status = StatusCompleted
 	t.result.EndReason = reason
 	t.setStatus(ctx, StatusCompleted)
@@ -1000,6 +1125,7 @@ func (t *turn) finish(ctx workflow.Context, reason string) (TurnResult, error) {
 
 func (t *turn) fail(ctx workflow.Context, err error) (TurnResult, error) {
 	t.drainLateSignals(ctx)
+	t.result.Catalog = t.catalogControl()
 	t.result.Status = StatusFailed
 	t.result.EndReason = "error: " + err.Error()
 	t.setStatus(ctx, StatusFailed)

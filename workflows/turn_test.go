@@ -110,7 +110,7 @@ func newFixture(t *testing.T, responses ...json.RawMessage) *fixture {
 	t.Cleanup(func() { st.Close() })
 	f.store = st
 	impls := testImpls(f)
-	reg, err := registry.Load([]registry.Source{{Name: "test", Data: []byte(testRegistry)}}, impls)
+	reg, err := registry.Load(registry.WithStructuralPolicy(registry.Source{Name: "test", Data: []byte(testRegistry)}), impls)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -608,14 +608,18 @@ func TestLateDecisionIsRefusedAndAudited(t *testing.T) {
 	}
 }
 
-// A change of registry revision between issue and approval voids the approval: the token is
-// refused (registry_changed), audited, and the proposal never runs under the new registry.
-func TestRegistryChangeVoidsApproval(t *testing.T) {
+// A change of the capability's entry between issue and approval voids the approval: the
+// decision is refused (registry_changed) and audited, the old confirmation is closed, and the
+// proposal is admitted again and surfaced again to the approver under the new registry, where
+// a fresh approval runs it once.
+func TestRegistryChangeVoidsApprovalAndSurfacesTheProposalAgain(t *testing.T) {
 	f := newFixture(t, calls(call("c1", "test_send", `{"to":"a","amount":1}`)), answer("ok"))
+	var first, second string
 	f.at(time.Minute, func() {
 		p := f.pending()[0]
+		first = p.ConfirmationID
 		d := f.decision(p.ConfirmationID, workflows.DecisionApprove, "a", "")
-		changed, err := registry.Load([]registry.Source{{Name: "test", Data: []byte(strings.Replace(testRegistry, `"test.1"`, `"test.2"`, 1))}},
+		changed, err := registry.Load(registry.WithStructuralPolicy(registry.Source{Name: "test", Data: []byte(strings.Replace(strings.Replace(testRegistry, `"test.1"`, `"test.2"`, 1), `"Send money."`, `"Send money (v2)."`, 1))}),
 			testImpls(f))
 		if err != nil {
 			t.Error(err)
@@ -624,10 +628,19 @@ func TestRegistryChangeVoidsApproval(t *testing.T) {
 		f.acts.Registry = changed
 		f.signal(d)
 	})
+	f.at(time.Minute+time.Second, func() {
+		ps := f.pending()
+		if len(ps) != 1 || ps[0].ConfirmationID == first {
+			t.Errorf("the proposal must be surfaced again under a new confirmation: %+v", ps)
+			return
+		}
+		second = ps[0].ConfirmationID
+		f.signal(f.decision(second, workflows.DecisionApprove, "a", ""))
+	})
 	res := f.run(workflows.TurnRequest{ConfirmationTTL: 2 * time.Minute})
-	wantOutcomes(t, res, "expired:confirmation_expired")
-	if f.sends.Load() != 0 {
-		t.Fatal("an approval given under another registry revision must not execute")
+	wantOutcomes(t, res, "executed")
+	if f.sends.Load() != 1 || res.Outcomes[0].ConfirmationID != second {
+		t.Fatalf("sends = %d, outcome %+v", f.sends.Load(), res.Outcomes[0])
 	}
 	var refused []string
 	for _, r := range f.audit() {
@@ -638,6 +651,10 @@ func TestRegistryChangeVoidsApproval(t *testing.T) {
 	if strings.Join(refused, " ") != activities.TokenRegistryChanged {
 		t.Fatalf("refusals = %v", refused)
 	}
+	old, err := f.store.GetConfirmation(context.Background(), first)
+	if err != nil || old.Decision != "expired" {
+		t.Fatalf("the voided confirmation must be closed: %+v %v", old, err)
+	}
 }
 
 // Where the registry demands it, the requester cannot approve their own consequential call:
@@ -645,8 +662,8 @@ func TestRegistryChangeVoidsApproval(t *testing.T) {
 // that another approver can still use (so can an empty-approver attempt: refused, reissued).
 func TestDistinctApproverRequired(t *testing.T) {
 	f := newFixture(t, calls(call("c1", "test_send", `{"to":"a","amount":1}`)), answer("ok"))
-	doc := strings.Replace(testRegistry, `"side-effect":"external-write"`, `"approval/distinct-approver":true,"side-effect":"external-write"`, 1)
-	reg, err := registry.Load([]registry.Source{{Name: "test", Data: []byte(doc)}}, testImpls(f))
+	src := registry.Source{Name: "test", Data: []byte(testRegistry)}
+	reg, err := registry.Load([]registry.Source{src, registry.StructuralPolicy("four-eyes policy", "test.1", func(e registry.Entry) bool { return e.ID == "test.send" }, src)}, testImpls(f))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/airlock-dev/airlock/internal/approvers"
+	"github.com/airlock-dev/airlock/internal/display"
 )
 
 func newApproversCmd() *cobra.Command {
@@ -27,7 +28,7 @@ decision against it, so an approver name is never a claim anybody can type: a de
 an ed25519 signature by the approver's own credential, or by the approver page that signed the
 approver in. Changes take effect at once, without restarting workers.`,
 	}
-	cmd.AddCommand(newApproversAddCmd(), newApproversListCmd(), newApproversPasswdCmd(), newApproversRotateCmd())
+	cmd.AddCommand(newApproversAddCmd(), newApproversListCmd(), newApproversPasswdCmd(), newApproversRotateCmd(), newApproversRemoveCmd())
 	return cmd
 }
 
@@ -158,12 +159,9 @@ func newApproversPasswdCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := cfg.ApproversPath()
-			a, found, err := approvers.Find(path, args[0])
+			a, err := findApprover(path, args[0])
 			if err != nil {
 				return err
-			}
-			if !found {
-				return fmt.Errorf("%s has no approver %q (airlock approvers add)", path, args[0])
 			}
 			password, err := readOrGeneratePassword(cmd.InOrStdin(), passwordStdin)
 			if err != nil {
@@ -194,12 +192,9 @@ func newApproversRotateCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := cfg.ApproversPath()
-			a, found, err := approvers.Find(path, args[0])
+			a, err := findApprover(path, args[0])
 			if err != nil {
 				return err
-			}
-			if !found {
-				return fmt.Errorf("%s has no approver %q (airlock approvers add)", path, args[0])
 			}
 			if credOut == "" {
 				return errors.New("--credential-out is required: where to write the new credential (a new path; it is never overwritten)")
@@ -221,4 +216,42 @@ func newApproversRotateCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&credOut, "credential-out", "", "where to write the new credential (required)")
 	return cmd
+}
+
+func newApproversRemoveCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "remove NAME",
+		Short: "Remove an approver: their credential and page sessions stop deciding at once",
+		Long: `Remove an approver from the approvers file. Workers re-read the file, so the approver's
+CLI credential is refused (approver_unauthenticated) from the next decision on, and the approver
+page signs them out at their next request. Their credential file is left where it is: delete it.`,
+		Example: "  airlock approvers remove bob",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := cfg.ApproversPath()
+			if _, found, err := approvers.Find(path, args[0]); err != nil {
+				return err
+			} else if !found {
+				return fmt.Errorf("%s has no approver %q (airlock approvers list)", path, display.Visible(args[0]))
+			}
+			if err := approvers.Remove(path, args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "removed approver %s from %s: their credential and page sessions no longer decide\n", args[0], path)
+			return nil
+		},
+	}
+}
+
+// findApprover is the approver named name in the approvers file at path; an error that says
+// how to add one when there is none.
+func findApprover(path, name string) (approvers.Approver, error) {
+	a, found, err := approvers.Find(path, name)
+	if err != nil {
+		return a, err
+	}
+	if !found {
+		return a, fmt.Errorf("%s has no approver %q (airlock approvers add)", path, name)
+	}
+	return a, nil
 }

@@ -66,3 +66,28 @@ func TestApproveRefusesATypedApproverName(t *testing.T) {
 		t.Fatalf("approve without a credential: %v", err)
 	}
 }
+
+// `airlock approvers remove` takes an approver out of the file; removing one that is not there
+// says so.
+func TestApproversRemove(t *testing.T) {
+	old := cfg
+	t.Cleanup(func() { cfg = old })
+	home := t.TempDir()
+	t.Setenv("AIRLOCK_APPROVERS", "")
+	cfg.Home, cfg.ApproversFile = home, ""
+	for _, n := range []string{"alice", "bob"} {
+		if out, err := run(t, "", "approvers", "add", n, "--no-password"); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	}
+	if out, err := run(t, "", "approvers", "remove", "bob"); err != nil || !strings.Contains(out, "removed approver bob") {
+		t.Fatalf("remove bob: %v\n%s", err, out)
+	}
+	set, err := approvers.Load(filepath.Join(home, "approvers.json"))
+	if err != nil || set.Has("bob") || !set.Has("alice") {
+		t.Fatalf("after remove: %v, names %v", err, set.Names())
+	}
+	if _, err := run(t, "", "approvers", "remove", "bob"); err == nil || !strings.Contains(err.Error(), "has no approver") {
+		t.Fatalf("second remove: %v", err)
+	}
+}

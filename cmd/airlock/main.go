@@ -45,7 +45,10 @@ Configuration comes from the environment, overridden by flags:
   AIRLOCK_DATABASE_URL        postgres://… (default: SQLite file under AIRLOCK_HOME)
   AIRLOCK_CORPUS              AgentDojo corpus folder (default ../shared/corpus/agentdojo)
   AIRLOCK_REGISTRY_LAYERS     extra registry layers, e.g. agentdojo-banking,agentdojo-workspace
-  AIRLOCK_REGISTRY            replace the embedded base registry with this file
+  AIRLOCK_REGISTRY            replace the embedded base registry with this file (watched:
+                              a worker reloads it when it changes, and on SIGHUP)
+  AIRLOCK_POLICY              replace the embedded authorization policy (capability-
+                              authorization-policy.v1) of the base registry (watched too)
   AIRLOCK_TASK_QUEUE          Temporal task queue (default airlock-turns)
   AIRLOCK_APPROVER_KEY_FILE   approver key sealing tokens (default $AIRLOCK_HOME/approver.key;
                               or AIRLOCK_APPROVER_KEY as 64 hex characters)

@@ -84,7 +84,7 @@ func TestRegistryCommandFailsClosedWithDiagnostic(t *testing.T) {
 	t.Cleanup(func() { cfg = old })
 	cfg.RegistryFile = bad
 	_, err := run(t, "", "registry")
-	if err == nil || !strings.Contains(err.Error(), "web.fetch@1: airlock tool/name") {
+	if err == nil || !strings.Contains(err.Error(), "web.fetch@1: [tool-name]") {
 		t.Fatalf("want a diagnostic naming the entry, got %v", err)
 	}
 	cfg.RegistryFile = filepath.Join(t.TempDir(), "missing.json")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -72,7 +73,7 @@ Useful for debugging a model server. Exit status 1 if the input is not a provide
 			}
 			versions := map[string]int{}
 			if reg, err := loadBaseRegistry(); err == nil {
-				for _, c := range reg.Catalog(nil) {
+				for _, c := range reg.Catalog(nil, time.Now()) {
 					versions[c.Name] = c.Version
 				}
 			}

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -21,12 +26,14 @@ func newRegistryCmd() *cobra.Command {
 	var layers []string
 	cmd := &cobra.Command{
 		Use:   "registry",
-		Short: "Check the capability registry and list what the model is offered",
-		Long: `Load the capability registry exactly as a worker does (base registry plus layers), binding every
-implementation, and print each entry with its side-effect class, network reach and whether it
-runs automatically or needs a human confirmation. Exits non-zero with the full diagnostic when
-the registry would stop a worker from serving. Layers (--layers or AIRLOCK_REGISTRY_LAYERS): ` + fmt.Sprint(registry.LayerNames()),
-		Example: "  airlock registry\n  airlock registry --layers agentdojo-banking",
+		Short: "Check the capability registry, list what the model is offered and what each worker serves",
+		Long: `Load the capability registry exactly as a worker does (base registry and its policy sidecar plus
+layers and theirs), binding every implementation, and print each entry with its side-effect
+class, network reach and confirmation class from the policy. Then list the revision each
+worker under AIRLOCK_HOME serves (workers report it on start and on every reload, with the
+diagnostic of a refused reload). Exits non-zero with the full diagnostic when the registry
+would stop a worker from serving. Layers (--layers or AIRLOCK_REGISTRY_LAYERS): ` + fmt.Sprint(registry.LayerNames()),
+		Example: "  airlock registry\n  airlock registry --layers agentdojo-banking\n  airlock registry check --file my-registry.json --policy my-policy.json\n  airlock registry doc",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c := cfg
 			if cmd.Flags().Changed("layers") {
@@ -41,15 +48,166 @@ the registry would stop a worker from serving. Layers (--layers or AIRLOCK_REGIS
 			tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "CAPABILITY\tTOOL NAME\tSTATUS\tSIDE EFFECT\tNETWORK\tCAP/TURN\tCONFIRMATION")
 			for _, e := range reg.Capabilities() {
-				conf := "required"
-				if e.Automatic() {
-					conf = "automatic"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.Key(), e.Airlock.ToolName, e.Status, e.Airlock.SideEffect, e.Airlock.Network, e.Airlock.PerTurnCap, conf)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.Key(), e.Airlock.ToolName, e.Status, e.Airlock.SideEffect, e.Airlock.Network, e.Airlock.PerTurnCap, confirmationClass(reg, e))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			return printWorkerRevisions(cmd, reg.Revision())
 		},
 	}
 	cmd.Flags().StringSliceVar(&layers, "layers", cfg.Layers, "registry layers to load on top of the base registry")
+	cmd.AddCommand(newRegistryCheckCmd(), newRegistryDocCmd())
+	return cmd
+}
+
+// confirmationClass is the policy's verdict for any principal the "*" entry covers.
+func confirmationClass(reg *registry.Registry, c *registry.Capability) string {
+	pe, ok := reg.Policy().Entry(c.Key())
+	switch {
+	case c.Status == registry.StatusReserved || !c.Flags.Dispatchable:
+		return "never"
+	case !ok:
+		return "denied (no policy)"
+	case pe.Autonomy == registry.AutonomyDeny:
+		return "deny"
+	case pe.Autonomy == registry.AutonomyAutomatic && c.Automatic():
+		return "automatic"
+	case pe.DistinctApprover:
+		return "required (four-eyes)"
+	}
+	return "required"
+}
+
+// printWorkerRevisions lists the workers' reports under AIRLOCK_HOME.
+func printWorkerRevisions(cmd *cobra.Command, local string) error {
+	reports, err := workers.ReadServeReports(cfg.Home)
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	if len(reports) == 0 {
+		fmt.Fprintf(out, "\nno worker reports under %s\n", filepath.Join(cfg.Home, workers.ServeReportDir))
+		return nil
+	}
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKER\tSTATE\tREVISION SERVED\tLOADED\tRELOADS\tLAST REFUSED RELOAD")
+	for _, r := range reports {
+		state := "running"
+		if !r.Alive {
+			state = "gone"
+		}
+		rev := r.Revision
+		if rev != local {
+			rev += " (differs from the files here)"
+		}
+		refused := "—"
+		if r.LastError != "" {
+			refused = r.LastErrorAt.Format(time.RFC3339) + ": " + firstLine(r.LastError)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.Worker, state, rev, r.LoadedAt.Format(time.RFC3339), r.Reloads, refused)
+	}
+	return tw.Flush()
+}
+
+func firstLine(s string) string {
+	if i := bytes.IndexByte([]byte(s), '\n'); i >= 0 {
+		return s[:i] + " …"
+	}
+	return s
+}
+
+func newRegistryCheckCmd() *cobra.Command {
+	var file, policy string
+	var layers []string
+	cmd := &cobra.Command{
+		Use:   "check [--file F] [--policy P]",
+		Short: "Validate a registry file and policy sidecar as a worker would, printing every diagnostic",
+		Long: `Load the registry (--file, default AIRLOCK_REGISTRY or the embedded one) and its policy sidecar
+(--policy, default AIRLOCK_POLICY or the embedded one) with the layers and every implementation
+bound, exactly as a worker does before serving or swapping in a reload. Exits 0 and prints the
+revision when it would load; otherwise exits non-zero with every diagnostic, each naming the
+document, the entry and the rule (docs/CAPABILITY-REGISTRY.md lists the rules).`,
+		Example: "  airlock registry check --file registry.json --policy policy.json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c := cfg
+			if file != "" {
+				c.RegistryFile = file
+			}
+			if policy != "" {
+				c.PolicyFile = policy
+			}
+			if cmd.Flags().Changed("layers") {
+				c.Layers = layers
+			}
+			start := time.Now()
+			reg, err := workers.LoadRegistry(c, nil, nil)
+			if err != nil {
+				var le *registry.LoadError
+				if errors.As(err, &le) {
+					for _, d := range le.Diagnostics {
+						fmt.Fprintln(cmd.ErrOrStderr(), d.String())
+					}
+					return fmt.Errorf("registry check: %d problems", len(le.Diagnostics))
+				}
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "ok: registry %s, %d capabilities, loaded and bound in %s\n", reg.Revision(), len(reg.Capabilities()), time.Since(start).Round(time.Microsecond))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&file, "file", "", "registry file (capability-registry.v1) to check instead of AIRLOCK_REGISTRY or the embedded one")
+	cmd.Flags().StringVar(&policy, "policy", "", "policy sidecar (capability-authorization-policy.v1) to check instead of AIRLOCK_POLICY or the embedded one")
+	cmd.Flags().StringSliceVar(&layers, "layers", cfg.Layers, "registry layers to load on top of the base registry")
+	return cmd
+}
+
+func newRegistryDocCmd() *cobra.Command {
+	var out string
+	var check bool
+	cmd := &cobra.Command{
+		Use:   "doc [--out FILE] [--check]",
+		Short: "Generate docs/CAPABILITY-REGISTRY.md from the checked-in registry and policy sidecars",
+		Long: `Write the human projection of the checked-in registry (base and embedded layers) and their
+policy sidecars: capability, version, status, removal deadline, surfaces, wire name, tool name,
+side effect, network, confirmation class and grants, then the load-time rules. The document is
+generated, never edited; with --check, exit non-zero when FILE differs (make check does this).`,
+		Example: "  airlock registry doc\n  airlock registry doc --check",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			sets, err := registry.EmbeddedProjectionSets()
+			if err != nil {
+				return err
+			}
+			doc, err := registry.Projection(sets)
+			if err != nil {
+				return err
+			}
+			if check {
+				got, err := os.ReadFile(out)
+				if err != nil {
+					return fmt.Errorf("registry doc --check: %w", err)
+				}
+				if !bytes.Equal(got, doc) {
+					return fmt.Errorf("registry doc --check: %s differs from the registry; run `airlock registry doc`", out)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s is current\n", out)
+				return nil
+			}
+			if out == "-" {
+				_, err := cmd.OutOrStdout().Write(doc)
+				return err
+			}
+			if err := os.WriteFile(out, doc, 0o644); err != nil {
+				return fmt.Errorf("registry doc: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", registry.DocPath, "where to write the document (- for stdout)")
+	cmd.Flags().BoolVar(&check, "check", false, "compare instead of writing; exit non-zero on drift")
 	return cmd
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -74,8 +75,18 @@ func runWorker(ctx context.Context, cmd *cobra.Command, ready chan<- struct{}) e
 		return fmt.Errorf("start worker: %w", err)
 	}
 	defer w.Stop()
-	fmt.Fprintf(cmd.ErrOrStderr(), "worker polling task queue %s (registry %s: %d capabilities; store %s)\n",
-		cfg.TaskQueue, deps.Registry.Revision(), len(deps.Registry.Capabilities()), deps.Store.Driver())
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+		if err := workers.WatchRegistry(wctx, deps, cfg.Home, log); err != nil {
+			log.Error("registry watcher stopped", "error", err)
+		}
+	}()
+	defer func() { stopWatch(); <-watched }()
+	fmt.Fprintf(cmd.ErrOrStderr(), "worker polling task queue %s (registry %s: %d capabilities; store %s; reloads on change of %v and on SIGHUP)\n",
+		cfg.TaskQueue, deps.Registry.Revision(), len(deps.Registry.Capabilities()), deps.Store.Driver(), deps.Watched)
 	if ready != nil {
 		close(ready)
 	}

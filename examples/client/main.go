@@ -27,7 +27,7 @@ import (
 
 func main() {
 	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "client:", err)
+		fmt.Fprintln(os.Stderr, "example client:", err)
 		os.Exit(1)
 	}
 }
@@ -104,7 +104,7 @@ func run() error {
 				}
 				return err
 			}
-			fmt.Printf("  %sd\n", req.Decision)
+			fmt.Printf("  %s\n", pastTense(req.Decision))
 		}
 	}
 }
@@ -164,7 +164,7 @@ func printResult(res client.TurnResult) {
 			line += " (" + client.Visible(o.Reason) + ")"
 		}
 		if o.Approver != "" {
-			line += " approved by " + client.Visible(o.Approver)
+			line += " decided by " + client.Visible(o.Approver)
 		}
 		fmt.Println(line)
 	}
@@ -172,4 +172,15 @@ func printResult(res client.TurnResult) {
 		fmt.Printf("  cited %s\n", client.Visible(c.FinalURL))
 	}
 	fmt.Println("assistant:", client.Text(res.Prose))
+}
+
+// pastTense is what the example prints after a decision counted.
+func pastTense(decision string) string {
+	switch decision {
+	case client.Approve:
+		return "approved"
+	case client.Deny:
+		return "denied"
+	}
+	return decision + " sent"
 }

@@ -126,13 +126,16 @@ var ErrNoVerdict = errors.New("approval: the turn has not judged the decision ye
 // Sign builds the signed Decision for r on the stored confirmation row: it opens the sealed
 // token of the row's current generation with key and signs with a fresh nonce (an edit's MAC
 // also binds the canonical digest of r.Arguments). Errors: ErrNotPending (the row is decided
-// or expired at now), token.ErrSealed (wrong approver key), ErrBadEdit.
+// or expired at now), token.ErrSealed (wrong approver key), ErrBadEdit, ErrReasonTooLong.
 func Sign(key token.Key, row store.Confirmation, r Request, now time.Time) (workflows.Decision, error) {
 	if err := pendingAt(row, now); err != nil {
 		return workflows.Decision{}, err
 	}
 	if !r.Signer.Valid() {
 		return workflows.Decision{}, ErrNoCredential
+	}
+	if len(r.Reason) > MaxReasonBytes {
+		return workflows.Decision{}, ErrReasonTooLong
 	}
 	if r.ArgsDigest != "" && r.ArgsDigest != row.ArgsDigest {
 		return workflows.Decision{}, &StaleError{ConfirmationID: row.ID, Shown: r.ArgsDigest, Bound: row.ArgsDigest}
@@ -156,6 +159,13 @@ func Sign(key token.Key, row store.Confirmation, r Request, now time.Time) (work
 	d.Attestation = r.Signer.Attest(d.ConfirmationID, d.MAC)
 	return d, nil
 }
+
+// MaxReasonBytes bounds a decision's reason: it travels in the decision through Temporal
+// history, into the audit and, for a denial, to the model as the refusal detail.
+const MaxReasonBytes = 2048
+
+// ErrReasonTooLong reports a reason longer than MaxReasonBytes: nothing was sent.
+var ErrReasonTooLong = fmt.Errorf("approval: a reason may have at most %d bytes", MaxReasonBytes)
 
 // ErrBadEdit reports an edit without arguments, with arguments that are not one JSON object
 // (canonical form), or arguments on a decision that is not an edit.

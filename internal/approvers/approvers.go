@@ -24,13 +24,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"sync"
-	"time"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -77,6 +77,9 @@ var (
 	ErrUnauthenticated = errors.New("approvers: decision not attested by its approver or a surface")
 	// ErrExists: AddApprover or AddSurface for a name the file already has.
 	ErrExists = errors.New("approvers: name already in the approvers file")
+	// ErrFileMode: an approvers file that group or others may write: whoever can write it can
+	// make themselves an approver, so nobody is authenticated until it is fixed.
+	ErrFileMode = errors.New("approvers: the approvers file must be writable by its owner only (chmod 600)")
 	// ErrCredentialMode: a credential file readable or writable by others than its owner.
 	ErrCredentialMode = errors.New("approvers: credential file must be readable by its owner only (chmod 600)")
 )
@@ -144,12 +147,25 @@ func parseKey(s string) (ed25519.PublicKey, error) {
 }
 
 // Load reads and parses the approvers file at path. Errors: ErrNoFile (with fs.ErrNotExist)
-// when it is missing, a parse error naming the path otherwise.
+// when it is missing, ErrFileMode when others than its owner may write it, a parse error
+// naming the path otherwise.
 func Load(path string) (*Set, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w at %s (create one with `airlock approvers add NAME`): %w", ErrNoFile, path, err)
 	}
+	if err != nil {
+		return nil, fmt.Errorf("approvers: read %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("approvers: read %s: %w", path, err)
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return nil, fmt.Errorf("%w: %s has mode %v", ErrFileMode, path, fi.Mode().Perm())
+	}
+	b, err := io.ReadAll(f)
 	if err != nil {
 		return nil, fmt.Errorf("approvers: read %s: %w", path, err)
 	}
@@ -239,15 +255,14 @@ func (s *Set) Verify(approver, confirmationID, mac string, att Attestation) erro
 	return nil
 }
 
-// Source yields the current approvers file, re-reading it when it changes on disk (size or
-// modification time), so approvers added while a worker runs count at once. Safe for
+// Source yields the current approvers file, re-reading it when it changes on disk (another
+// file renamed over it, its size or its modification time), so approvers added while a worker runs count at once. Safe for
 // concurrent use.
 type Source struct {
 	path string
 	mu   sync.Mutex
 	set  *Set
-	mod  time.Time
-	size int64
+	fi   os.FileInfo // of the file set was parsed from
 }
 
 // NewSource watches the approvers file at path (which may not exist yet).
@@ -269,14 +284,17 @@ func (s *Source) Current() (*Set, error) {
 		}
 		return nil, fmt.Errorf("approvers: %w", err)
 	}
-	if s.set != nil && fi.ModTime().Equal(s.mod) && fi.Size() == s.size {
+	// Same file (WriteFile replaces it by rename, so a new inode), same size, same mtime: the
+	// mtime alone has the kernel's coarse clock, and a rotated key has the same length.
+	if s.set != nil && os.SameFile(fi, s.fi) && fi.ModTime().Equal(s.fi.ModTime()) && fi.Size() == s.fi.Size() {
 		return s.set, nil
 	}
 	set, err := Load(s.path)
 	if err != nil {
+		s.set = nil
 		return nil, err
 	}
-	s.set, s.mod, s.size = set, fi.ModTime(), fi.Size()
+	s.set, s.fi = set, fi
 	return set, nil
 }
 
@@ -467,6 +485,23 @@ func Update(path string, a Approver) error {
 		}
 	}
 	return fmt.Errorf("%w: no approver %q", ErrBadCredentials, a.Name)
+}
+
+// Remove deletes the approver named name from the file at path: workers (which re-read the
+// file) refuse their decisions from then on, and the approver page ends their sessions.
+// Errors: ErrBadCredentials when there is no such approver.
+func Remove(path, name string) error {
+	f, err := ReadFile(path)
+	if err != nil {
+		return err
+	}
+	for i, x := range f.Approvers {
+		if x.Name == name {
+			f.Approvers = slices.Delete(f.Approvers, i, i+1)
+			return WriteFile(path, f)
+		}
+	}
+	return fmt.Errorf("%w: no approver %q", ErrBadCredentials, name)
 }
 
 // Find returns the approver named name from the file at path.

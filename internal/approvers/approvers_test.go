@@ -152,3 +152,108 @@ func TestSourceSeesChanges(t *testing.T) {
 		t.Fatalf("after the second add: %v", err)
 	}
 }
+
+// A rotated key has the same length, so the new file has the same size; the kernel's file
+// times are coarse, so it can have the same mtime too. The Source still sees the new file
+// (it was renamed over the old one): the old credential stops attesting at once.
+func TestSourceSeesARotationWithTheSameSizeAndTime(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "approvers.json")
+	old, err := approvers.NewCredential("approver:alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := approvers.Add(path, approvers.Approver{Name: "alice", PublicKey: old.Public()}); err != nil {
+		t.Fatal(err)
+	}
+	src := approvers.NewSource(path)
+	if _, err := src.Current(); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated, err := approvers.NewCredential("approver:alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := approvers.Update(path, approvers.Approver{Name: "alice", PublicKey: rotated.Public()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(path, before.ModTime(), before.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.Stat(path); after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) {
+		t.Fatalf("the test needs the same size and mtime: %v %v / %v %v", before.Size(), before.ModTime(), after.Size(), after.ModTime())
+	}
+	set, err := src.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Verify("alice", "cf-1", "mac", old.Attest("cf-1", "mac")); !errors.Is(err, approvers.ErrUnauthenticated) {
+		t.Fatalf("the rotated-out credential still attests alice: %v", err)
+	}
+	if err := set.Verify("alice", "cf-1", "mac", rotated.Attest("cf-1", "mac")); err != nil {
+		t.Fatalf("the new credential does not attest alice: %v", err)
+	}
+}
+
+// Whoever may write the approvers file may make themselves an approver: a file writable by
+// group or others authenticates nobody until it is chmod 600 (readable is allowed).
+func TestLoadRefusesAnApproversFileOthersMayWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "approvers.json")
+	if err := approvers.Add(path, approvers.Approver{Name: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []os.FileMode{0o666, 0o620, 0o602} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := approvers.Load(path); !errors.Is(err, approvers.ErrFileMode) || !strings.Contains(err.Error(), "chmod 600") {
+			t.Errorf("mode %v: Load = %v, want ErrFileMode saying chmod 600", mode, err)
+		}
+		if _, err := approvers.NewSource(path).Current(); !errors.Is(err, approvers.ErrFileMode) {
+			t.Errorf("mode %v: Source.Current = %v, want ErrFileMode", mode, err)
+		}
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := approvers.Load(path); err != nil {
+		t.Fatalf("mode 0644: %v", err)
+	}
+}
+
+// Remove takes an approver out: their credential no longer attests, other approvers stay.
+func TestRemoveEndsAnApproversAuthority(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "approvers.json")
+	set, creds, err := approvers.Ephemeral("alice", "bob")
+	if err != nil || set == nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"alice", "bob"} {
+		if err := approvers.Add(path, approvers.Approver{Name: n, PublicKey: creds[n].Public()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := approvers.NewSource(path)
+	if _, err := src.Current(); err != nil {
+		t.Fatal(err)
+	}
+	if err := approvers.Remove(path, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := src.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.Has("bob") || cur.Verify("bob", "cf-1", "mac", creds["bob"].Attest("cf-1", "mac")) == nil {
+		t.Fatal("bob still decides after Remove")
+	}
+	if err := cur.Verify("alice", "cf-1", "mac", creds["alice"].Attest("cf-1", "mac")); err != nil {
+		t.Fatalf("alice lost her authority: %v", err)
+	}
+	if err := approvers.Remove(path, "bob"); !errors.Is(err, approvers.ErrBadCredentials) {
+		t.Fatalf("removing an absent approver = %v", err)
+	}
+}

@@ -38,6 +38,13 @@ type Config struct {
 	CorpusDir string
 	// RegistryFile replaces the embedded base registry (AIRLOCK_REGISTRY); empty = embedded.
 	RegistryFile string
+	// PolicyFile replaces the embedded authorization policy sidecar of the base registry
+	// (AIRLOCK_POLICY, capability-authorization-policy.v1); empty = embedded.
+	PolicyFile string
+	// GuidanceFile replaces the embedded capability guidance (AIRLOCK_GUIDANCE,
+	// capability-guidance.v1): optional, lower-trust descriptions catalog describe shows when
+	// bound to the exact contract; empty = embedded.
+	GuidanceFile string
 	// Layers are embedded registry layers loaded on top (AIRLOCK_REGISTRY_LAYERS, comma list).
 	Layers []string
 	// ApproverKeyFile holds the hex AES-256 key that seals tokens for approvers
@@ -81,6 +88,8 @@ func FromEnv() Config {
 		DatabaseURL:     os.Getenv("AIRLOCK_DATABASE_URL"),
 		CorpusDir:       os.Getenv("AIRLOCK_CORPUS"),
 		RegistryFile:    os.Getenv("AIRLOCK_REGISTRY"),
+		PolicyFile:      os.Getenv("AIRLOCK_POLICY"),
+		GuidanceFile:    os.Getenv("AIRLOCK_GUIDANCE"),
 		Layers:          SplitList(os.Getenv("AIRLOCK_REGISTRY_LAYERS")),
 		ApproverKeyFile: os.Getenv("AIRLOCK_APPROVER_KEY_FILE"),
 		TemporalUI:      env("AIRLOCK_TEMPORAL_UI", "http://localhost:8233"),
@@ -101,8 +110,8 @@ func FromEnv() Config {
 // database URL through redact.URL), so printing a Config with %v or %+v, or logging it, never
 // shows a password.
 func (c Config) String() string {
-	return fmt.Sprintf("{Home:%s DatabaseURL:%s CorpusDir:%s RegistryFile:%s Layers:%v ApproverKeyFile:%s ApproversFile:%s Credential:%s TemporalUI:%s TaskQueue:%s FetchAllow:%v WebAddr:%s}",
-		c.Home, redact.URL(c.DatabaseURL), c.CorpusDir, c.RegistryFile, c.Layers, c.ApproverKeyFile, c.ApproversPath(), c.CredentialPath(), redact.URL(c.TemporalUI), c.TaskQueue, c.FetchAllow, c.WebAddr)
+	return fmt.Sprintf("{Home:%s DatabaseURL:%s CorpusDir:%s RegistryFile:%s PolicyFile:%s GuidanceFile:%s Layers:%v ApproverKeyFile:%s ApproversFile:%s Credential:%s TemporalUI:%s TaskQueue:%s FetchAllow:%v WebAddr:%s}",
+		c.Home, redact.URL(c.DatabaseURL), c.CorpusDir, c.RegistryFile, c.PolicyFile, c.GuidanceFile, c.Layers, c.ApproverKeyFile, c.ApproversPath(), c.CredentialPath(), redact.URL(c.TemporalUI), c.TaskQueue, c.FetchAllow, c.WebAddr)
 }
 
 // StoreURL is the store URL to open: DatabaseURL, or the SQLite file under Home.

@@ -101,7 +101,7 @@ func (c Corpus) Registry(bench, suite string, load capabilities.TraceLoader) (*r
 	if err != nil {
 		return nil, err
 	}
-	return registry.Load([]registry.Source{src}, impls)
+	return registry.Load([]registry.Source{src, registry.GeneratePolicy(src, src.Name+".policy")}, impls)
 }
 
 // LoadTauBench reads every trajectory file in dir (<model>-<domain>.json or .sample.json,

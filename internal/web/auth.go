@@ -183,26 +183,41 @@ func (l *limiter) recent(key string, now time.Time) []time.Time {
 	return kept
 }
 
-// blocked reports whether any key has LoginFailures failures in the window, and when the
-// oldest of them leaves it.
-func (l *limiter) blocked(keys ...string) (bool, time.Duration) {
+// attempt reserves one sign-in attempt for keys, atomically: when any key already has
+// LoginFailures failures in the window it reports blocked and when the oldest of them leaves
+// it; otherwise it counts the attempt as a failure for every key now, before the password is
+// checked, so concurrent guesses cannot all pass the check before any is counted. A sign-in
+// that succeeds gives its attempt back (forgive with the returned time).
+func (l *limiter) attempt(keys ...string) (at time.Time, blocked bool, wait time.Duration) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, k := range keys {
 		if r := l.recent(k, now); len(r) >= LoginFailures {
-			return true, LoginWindow - now.Sub(r[0])
+			return now, true, LoginWindow - now.Sub(r[0])
 		}
 	}
-	return false, 0
+	for _, k := range keys {
+		l.failures[k] = append(l.recent(k, now), now)
+	}
+	return now, false, 0
 }
 
-func (l *limiter) fail(keys ...string) {
-	now := l.now()
+// forgive takes back the attempt reserved at at for keys (the sign-in succeeded).
+func (l *limiter) forgive(at time.Time, keys ...string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, k := range keys {
-		l.failures[k] = append(l.recent(k, now), now)
+		ts := l.failures[k]
+		for i, t := range ts {
+			if t.Equal(at) {
+				l.failures[k] = append(ts[:i:i], ts[i+1:]...)
+				break
+			}
+		}
+		if len(l.failures[k]) == 0 {
+			delete(l.failures, k)
+		}
 	}
 }
 

@@ -32,7 +32,8 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	name, password := strings.TrimSpace(r.PostForm.Get("name")), r.PostForm.Get("password")
 	keys := []string{userKey(name), ipKey(clientIP(r))}
-	if blocked, wait := s.limiter.blocked(keys...); blocked {
+	at, blocked, wait := s.limiter.attempt(keys...)
+	if blocked {
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
 		s.opt.Log.Warn("web: sign-in rate limited", "client", clientIP(r))
 		s.render(w, r, http.StatusTooManyRequests, "login", "Sign in",
@@ -41,6 +42,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	set, err := s.opt.Approvers()
 	if err != nil {
+		s.limiter.forgive(at, keys...) // not the sign-in's fault
 		s.opt.Log.Error("web: read the approvers file", "err", err)
 		s.render(w, r, http.StatusInternalServerError, "login", "Sign in", "The approvers file could not be read: see the server's log.")
 		return
@@ -52,10 +54,10 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		err = errors.New("web: empty name or overlong password")
 	}
 	if err != nil || approver == "" {
-		s.limiter.fail(keys...)
 		s.render(w, r, http.StatusUnauthorized, "login", "Sign in", "Unknown approver or wrong password.")
 		return
 	}
+	s.limiter.forgive(at, keys...)
 	id, err := s.sessions.create(approver)
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, "could not start a session", err)
@@ -297,7 +299,7 @@ func (s *Server) turn(w http.ResponseWriter, r *http.Request) {
 	info := s.turnInfo(ctx, id)
 	d := turnData{WorkflowID: show(id, fieldLimit), Raw: id, TemporalURL: s.opt.WorkflowURL(id), Info: info, Principal: show(info.Principal, fieldLimit)}
 	if a := current(r).lastAnswer; a != nil && a.WorkflowID == id {
-		d.Answer, d.AnswerText = a, show(a.Text, 0)
+		d.Answer, d.AnswerText = a, show(a.Text, literalLimit)
 	}
 	now := s.opt.Now()
 	for _, c := range rows {
@@ -387,6 +389,11 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	req := approval.Request{ConfirmationID: id, Decision: f.Get("decision"), Approver: me.approver, Reason: strings.TrimSpace(f.Get("reason"))}
 	a := answer{WorkflowID: row.WorkflowID, ConfirmationID: id}
+	if len(req.Reason) > approval.MaxReasonBytes {
+		a.Text = fmt.Sprintf("The reason is longer than %d bytes: nothing was sent.", approval.MaxReasonBytes)
+		s.answer(w, r, me, a)
+		return
+	}
 	switch req.Decision {
 	case workflows.DecisionApprove:
 	case workflows.DecisionDeny:

@@ -26,8 +26,11 @@ var staticFS embed.FS
 
 // Authenticator checks an approver's password: the approver's canonical name, or an error
 // (approvers.ErrBadCredentials for an unknown name or a wrong password, in constant work).
+// Has reports whether name is still an approver: a session whose approver left the file is
+// ended at its next request (approvers.Set implements both).
 type Authenticator interface {
 	Authenticate(name, password string) (string, error)
+	Has(name string) bool
 }
 
 // DecideFunc delivers one decision to its turn and returns the turn's verdict, as
@@ -114,8 +117,12 @@ func New(opt Options) (*Server, error) {
 const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
 	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-// ServeHTTP sets the security headers on every response, refuses a state change that is not
-// same-origin, and routes.
+// maxBody bounds a request body (net/http would parse 10 MB of form before anyone signed in):
+// the largest form is an edit, at most workflows.MaxEditArgumentBytes of JSON, URL-encoded.
+const maxBody = 1 << 20
+
+// ServeHTTP sets the security headers on every response, refuses a body over maxBody and a
+// state change that is not same-origin, and routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", csp)
@@ -127,6 +134,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasPrefix(r.URL.Path, "/static/") {
 		h.Set("Cache-Control", "no-store") // pages show arguments and carry CSRF tokens
 	}
+	if r.ContentLength > maxBody {
+		http.Error(w, fmt.Sprintf("refused: a form of this page is at most %d KiB", maxBody>>10), http.StatusRequestEntityTooLarge)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && !sameOrigin(r) {
 		s.opt.Log.Warn("web: refused a cross-origin or origin-less state change", "path", r.URL.Path, "client", clientIP(r))
 		http.Error(w, "refused: this request does not come from the approver page (Origin check)", http.StatusForbidden)
@@ -142,7 +154,8 @@ type signedIn struct {
 	session
 }
 
-// authed wraps a handler that needs a signed-in approver: without a live session a GET is
+// authed wraps a handler that needs a signed-in approver still listed in the approvers file
+// (one removed since signing in is signed out): without a live session a GET is
 // redirected to /login and anything else is refused 401; every POST must carry the session's
 // CSRF token (field csrf), else 403.
 func (s *Server) authed(next http.HandlerFunc) http.HandlerFunc {
@@ -153,6 +166,20 @@ func (s *Server) authed(next http.HandlerFunc) http.HandlerFunc {
 		if c, err := r.Cookie(SessionCookie); err == nil {
 			id = c.Value
 			sess, ok = s.sessions.get(id)
+		}
+		if ok {
+			set, err := s.opt.Approvers()
+			if err != nil {
+				s.opt.Log.Error("web: read the approvers file", "err", err)
+				http.Error(w, "the approvers file could not be read: see the server's log", http.StatusInternalServerError)
+				return
+			}
+			if !set.Has(sess.approver) { // removed from the approvers file since signing in
+				s.opt.Log.Warn("web: ended the session of an approver no longer in the approvers file", "approver", sess.approver)
+				s.sessions.remove(id)
+				http.SetCookie(w, sessionCookie("", -1))
+				ok = false
+			}
 		}
 		if !ok {
 			if r.Method == http.MethodGet {

@@ -28,6 +28,8 @@ var errBad = errors.New("bad credentials")
 // users is a fake approvers file: name -> password.
 type users map[string]string
 
+func (u users) Has(name string) bool { _, ok := u[name]; return ok }
+
 func (u users) Authenticate(name, password string) (string, error) {
 	if p, ok := u[name]; ok && p == password {
 		return name, nil
@@ -58,13 +60,18 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, users{"alice": "correct horse"})
+}
+
+func newEnvWith(t *testing.T, auth Authenticator) *env {
+	t.Helper()
 	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "airlock.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	e := &env{t: t, st: st, rec: &recorder{}, now: time.Now()}
-	s, err := New(Options{Store: st, Approvers: func() (Authenticator, error) { return users{"alice": "correct horse"}, nil },
+	s, err := New(Options{Store: st, Approvers: func() (Authenticator, error) { return auth, nil },
 		Decide: e.rec.decide, WorkflowURL: func(id string) string { return "http://ui.example/" + url.PathEscape(id) },
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -326,5 +333,220 @@ func TestLongValuesAreTruncatedWithShowAll(t *testing.T) {
 	if !v.Truncated || !strings.HasPrefix(v.Text, strings.Repeat("A", fieldLimit)) || strings.HasPrefix(v.Text, strings.Repeat("A", fieldLimit+1)) ||
 		len(v.Full) != 1000 || v.Flags[0] != "truncated" {
 		t.Fatalf("show = %+v", v)
+	}
+}
+
+// gate is an Authenticator whose password checks wait until release is closed (a slow
+// bcrypt), counting how many were started.
+type gate struct {
+	users
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g gate) Authenticate(name, password string) (string, error) {
+	g.entered <- struct{}{}
+	<-g.release
+	return g.users.Authenticate(name, password)
+}
+
+// Concurrent wrong guesses are counted before the password is checked: a burst cannot run
+// more than LoginFailures password checks in a window (all 40 ran before).
+func TestSignInLimitHoldsAgainstConcurrentGuesses(t *testing.T) {
+	const n = 8 * LoginFailures
+	g := gate{users: users{"alice": "correct horse"}, entered: make(chan struct{}, n), release: make(chan struct{})}
+	e := newEnvWith(t, g)
+	codes := make(chan int, n)
+	for i := range n {
+		go func() { codes <- e.browser().login("alice", fmt.Sprintf("guess %d", i)).StatusCode }()
+	}
+	// Every guess either answered already (429) or is inside the password check: then let the
+	// checks finish.
+	entered, answered, checked := 0, 0, 0
+	for entered+answered < n {
+		select {
+		case <-g.entered:
+			entered++
+		case c := <-codes:
+			if c != http.StatusTooManyRequests {
+				t.Fatalf("a guess was answered %d before any password check finished", c)
+			}
+			answered++
+		}
+	}
+	close(g.release)
+	for answered < n {
+		switch c := <-codes; c {
+		case http.StatusUnauthorized:
+			checked++
+		case http.StatusTooManyRequests:
+		default:
+			t.Fatalf("a guess was answered %d", c)
+		}
+		answered++
+	}
+	if entered > LoginFailures || checked != entered {
+		t.Fatalf("%d of %d concurrent guesses reached the password check (%d answered 401), want at most %d", entered, n, checked, LoginFailures)
+	}
+}
+
+// A successful sign-in does not count against the limit (its reserved attempt is given back).
+func TestASuccessfulSignInIsNotCountedAsAFailure(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser()
+	for i := range LoginFailures - 1 {
+		if resp := b.login("alice", fmt.Sprintf("wrong %d", i)); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("failure %d = %d, want 401", i, resp.StatusCode)
+		}
+	}
+	for range 3 {
+		if resp := b.login("alice", "correct horse"); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("right password after %d failures = %d, want 303", LoginFailures-1, resp.StatusCode)
+		}
+	}
+	if resp := b.login("alice", "wrong again"); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the %dth failure = %d, want 401", LoginFailures, resp.StatusCode)
+	}
+	if resp := b.login("alice", "correct horse"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("after %d failures = %d, want 429", LoginFailures, resp.StatusCode)
+	}
+}
+
+// An approver removed from the approvers file while signed in is signed out at the next
+// request: no more pages, no more decisions (each one would burn a refusal of the turn's
+// budget even though the worker refuses it approver_unauthenticated).
+func TestARemovedApproverIsSignedOut(t *testing.T) {
+	var mu sync.Mutex
+	current := users{"alice": "correct horse", "bob": "battery staple"}
+	e := newEnvWith(t, nil)
+	s, err := New(Options{Store: e.st, Approvers: func() (Authenticator, error) { mu.Lock(); defer mu.Unlock(); return current, nil },
+		Decide: e.rec.decide, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv.Config.Handler = s
+	e.confirmation("cf-r", "turn/c/1", "pay", `{"amount":5}`, time.Minute)
+	bob, alice := e.browser(), e.browser()
+	bob.login("bob", "battery staple")
+	alice.login("alice", "correct horse")
+	token := bob.csrf()
+	mu.Lock()
+	current = users{"alice": "correct horse"}
+	mu.Unlock()
+	resp, _ := bob.post("/decide", url.Values{"csrf": {token}, "confirmation_id": {"cf-r"}, "decision": {"deny"}, "reason": {"no"}, "args_digest": {"sha256:cf-r"}})
+	if resp.StatusCode != http.StatusUnauthorized || len(e.rec.reqs) != 0 {
+		t.Fatalf("removed approver's decision = %d, decisions sent %d; want 401 and none", resp.StatusCode, len(e.rec.reqs))
+	}
+	if resp, _ := bob.get("/"); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/login" {
+		t.Fatalf("removed approver's inbox = %d %q, want 303 to /login", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp, _ := alice.get("/"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a remaining approver's inbox = %d, want 200", resp.StatusCode)
+	}
+	mu.Lock()
+	current = users{"alice": "correct horse", "bob": "battery staple"}
+	mu.Unlock()
+	if resp, _ := bob.get("/"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the ended session came back when bob was re-added = %d, want 303 (sign in again)", resp.StatusCode)
+	}
+}
+
+// A deny reason over approval.MaxReasonBytes (the form's maxlength is only a hint) is refused
+// by the page with what to do; nothing is sent.
+func TestAnOverlongReasonIsRefusedBeforeSending(t *testing.T) {
+	e := newEnv(t)
+	e.confirmation("cf-l", "turn/c/1", "pay", `{"amount":5}`, time.Minute)
+	b := e.browser()
+	b.login("alice", "correct horse")
+	resp, _ := b.post("/decide", url.Values{"csrf": {b.csrf()}, "confirmation_id": {"cf-l"}, "decision": {"deny"},
+		"reason": {strings.Repeat("r", approval.MaxReasonBytes+1)}, "args_digest": {"sha256:cf-l"}})
+	if resp.StatusCode != http.StatusSeeOther || len(e.rec.reqs) != 0 {
+		t.Fatalf("overlong reason = %d, decisions sent %d; want 303 and none", resp.StatusCode, len(e.rec.reqs))
+	}
+	if _, page := b.get(resp.Header.Get("Location")); !strings.Contains(page, "The reason is longer than") {
+		t.Fatalf("the turn page does not say why:\n%s", page)
+	}
+}
+
+// Every model-controlled field on the turn and history pages (workflow id, tool name,
+// arguments' keys and values, deny reason, audit reason and detail, the result's prose,
+// outcomes, result data and errors, the turn's answer to a decision) is escaped and its hidden
+// runes made visible.
+func TestEveryModelFieldIsInertOnTurnAndHistoryPages(t *testing.T) {
+	const x = "<script>alert(1)</script>\u202e\"'><img src=x onerror=alert(2)>"
+	ctx := context.Background()
+	e := newEnv(t)
+	wf := "turn/c" + x + "/1"
+	e.confirmation("cf-p", wf, "pay"+x, `{"k`+strings.ReplaceAll(x, `"`, `\"`)+`":"`+strings.ReplaceAll(x, `"`, `\"`)+`"}`, time.Minute)
+	c2 := e.confirmation("cf-d", wf, "send"+x, `{"to":"a"}`, time.Minute)
+	if err := e.st.DecideConfirmation(ctx, c2.ID, "denied", "alice", "reason"+x, e.now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.AppendAudit(ctx, store.AuditEvent{Key: "k1", WorkflowID: wf, RunID: "r", Seq: 1, CallID: "c", CapabilityID: "test.cap",
+		Version: 1, Outcome: "denied", Stage: "confirm", Reason: "why" + x, Detail: "detail" + x, Approver: "alice", At: e.now}); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := json.Marshal(workflows.TurnResult{WorkflowID: wf, Status: "completed", Prose: "prose" + x,
+		Outcomes: []workflows.ProposalOutcome{{Seq: 1, Name: "tool" + x, Arguments: json.RawMessage(`{"a":"` + strings.ReplaceAll(x, `"`, `\"`) + `"}`),
+			Outcome: "denied", Reason: "r" + x, Detail: "d" + x}},
+		Results: []workflows.CapabilityResult{{Seq: 1, CapabilityID: "test.cap", Version: 1, Data: json.RawMessage(`"data` + strings.ReplaceAll(x, `"`, `\"`) + `"`), Error: "err" + x}}})
+	if err := e.st.SaveTurnResult(ctx, wf, "c", res, e.now); err != nil {
+		t.Fatal(err)
+	}
+	e.rec.err = &approval.RefusedError{ConfirmationID: "cf-p", Code: "approver_is_requester", Detail: "detail" + x, Reissued: true}
+	b := e.browser()
+	b.login("alice", "correct horse")
+	b.post("/decide", url.Values{"csrf": {b.csrf()}, "confirmation_id": {"cf-p"}, "decision": {"approve"}, "args_digest": {"sha256:cf-p"}})
+	_, turn := b.get(turnLink(wf))
+	_, history := b.get("/history")
+	_, inbox := b.get("/")
+	_, reflected := b.get("/turn?id=" + url.QueryEscape(x))
+	for name, page := range map[string]string{"turn": turn, "history": history, "inbox": inbox, "turn?id=payload": reflected} {
+		for _, bad := range []string{"<script>alert", "<img src=x", "\u202e", `"'><img`} {
+			if strings.Contains(page, bad) {
+				t.Errorf("%s page contains %q raw", name, bad)
+			}
+		}
+		if !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt;&lt;U&#43;202E&gt;") {
+			t.Errorf("%s page does not show the payload escaped and marked", name)
+		}
+	}
+	for _, want := range []string{"prose&lt;script&gt;", "tool&lt;script&gt;", `data\u003cscript`, // json.Marshal wrote the data's < as \u003c
+		"err&lt;script&gt;", "why&lt;script&gt;",
+		"detail&lt;script&gt;", "reason&lt;script&gt;", "approver_is_requester", "decide again"} {
+		if !strings.Contains(turn, want) {
+			t.Errorf("turn page lacks %q", want)
+		}
+	}
+}
+
+// A body over maxBody is refused before it is parsed, signed in or not.
+func TestAnOversizedBodyIsRefused(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser()
+	resp, body := b.post("/login", url.Values{"name": {"alice"}, "password": {strings.Repeat("p", 2<<20)}})
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(body, "at most") {
+		t.Fatalf("2 MiB sign-in = %d %q, want 413", resp.StatusCode, body)
+	}
+	// A chunked body (no Content-Length) is cut at maxBody too: the form is unreadable.
+	req, _ := http.NewRequest("POST", e.srv.URL+"/login", io.MultiReader(strings.NewReader("name=alice&password="), strings.NewReader(strings.Repeat("p", 2<<20))))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", e.srv.URL)
+	req.ContentLength = -1
+	r2, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2.Body.Close()
+	if r2.StatusCode != http.StatusBadRequest {
+		t.Fatalf("chunked 2 MiB sign-in = %d, want 400", r2.StatusCode)
+	}
+	// An edit of the largest allowed arguments still fits.
+	e.confirmation("cf-big", "turn/c/1", "pay", `{"amount":5}`, time.Minute)
+	b.login("alice", "correct horse")
+	args := `{"s":"` + strings.Repeat("\u00e9", (workflows.MaxEditArgumentBytes-16)/2) + `"}`
+	resp, _ = b.post("/decide", url.Values{"csrf": {b.csrf()}, "confirmation_id": {"cf-big"}, "decision": {"edit"}, "arguments": {args}, "args_digest": {"sha256:cf-big"}})
+	if resp.StatusCode != http.StatusSeeOther || len(e.rec.reqs) != 1 {
+		t.Fatalf("largest edit = %d, decisions sent %d; want 303 and one", resp.StatusCode, len(e.rec.reqs))
 	}
 }

@@ -1,0 +1,165 @@
+package registry
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Rule names one check the registry or its policy sidecar must pass at load (seed P072 plus
+// the Airlock block). Every Diagnostic carries exactly one Rule; registry/testdata/invalid
+// holds one failing fixture per rule, named after it.
+type Rule string
+
+// Rules of the capability-registry.v1 document (P072 §1 and the Airlock block).
+const (
+	// RuleDocumentParse: the document is not one JSON value (P072 "load-time fail-closed").
+	RuleDocumentParse Rule = "document-parse"
+	// RuleSchemaVersion: "schema/v" is the capability-registry.v1 discriminator.
+	RuleSchemaVersion Rule = "schema-version"
+	// RuleStrictShape: no key outside the schema (the shape gate is strict).
+	RuleStrictShape Rule = "strict-shape"
+	// RuleNonEmpty: a registry with no entries is refused, never an empty allow-set.
+	RuleNonEmpty Rule = "non-empty"
+	// RuleIDGrammar: capability/id matches one of the four P072 shapes.
+	RuleIDGrammar Rule = "id-grammar"
+	// RuleIDUnique: (capability/id, version) is registered once.
+	RuleIDUnique Rule = "id-unique"
+	// RuleVersion: version is an integer >= 1.
+	RuleVersion Rule = "version"
+	// RuleOwner: every entry names its owner.
+	RuleOwner Rule = "owner"
+	// RuleSurfacesDeclared: surfaces is a non-empty subset of {federated, host-local}.
+	RuleSurfacesDeclared Rule = "surfaces-declared"
+	// RuleSurfacesDerived: surfaces equals the set recomputed from the eligibility flags.
+	RuleSurfacesDerived Rule = "surfaces-derived"
+	// RuleWireNamespace: wire/name starts with a known namespace (app/ host/ role/ plugin/ core/).
+	RuleWireNamespace Rule = "wire-namespace"
+	// RuleWireUnique: wire/name is unique in the registry.
+	RuleWireUnique Rule = "wire-unique"
+	// RuleStatus: status is active, deprecated or reserved.
+	RuleStatus Rule = "status"
+	// RuleDeprecatedDeadline: a deprecated entry declares removal/deadline (RFC 3339); no
+	// other entry does.
+	RuleDeprecatedDeadline Rule = "deprecated-deadline"
+	// RuleFlagsExplicit: all six eligibility flags are present as booleans.
+	RuleFlagsExplicit Rule = "flags-explicit"
+	// RuleAirlockBlock: a dispatchable entry that is not reserved carries the airlock block
+	// (entries registered for other surfaces do not need it).
+	RuleAirlockBlock Rule = "airlock-block"
+	// RuleModelVisibleDispatchable: a model-visible entry is dispatchable.
+	RuleModelVisibleDispatchable Rule = "model-visible-dispatchable"
+	// RuleToolName: airlock tool/name matches ^[a-zA-Z0-9_-]{1,64}$.
+	RuleToolName Rule = "tool-name"
+	// RuleToolNameUnique: tool/name is unique among the loaded entries.
+	RuleToolNameUnique Rule = "tool-name-unique"
+	// RuleDescription: the airlock block describes the capability to the model.
+	RuleDescription Rule = "description"
+	// RuleEffectClass: side-effect and network are known classes.
+	RuleEffectClass Rule = "effect-class"
+	// RulePerTurnCap: per-turn/cap is an integer >= 1.
+	RulePerTurnCap Rule = "per-turn-cap"
+	// RuleTimeout: timeout is a positive Go duration.
+	RuleTimeout Rule = "timeout"
+	// RuleImplementationBound: every admitted dispatchable entry has an implementation
+	// (build-time and runtime completeness).
+	RuleImplementationBound Rule = "implementation-bound"
+	// RuleImplementationRegistered: every implementation (Go code or a JSON-Schema defined
+	// capability) has a registry entry.
+	RuleImplementationRegistered Rule = "implementation-registered"
+	// RuleArgumentSchema: the argument schema compiles and every keyword in it is enforced
+	// (formats asserted; annotation-only or unknown keywords refused).
+	RuleArgumentSchema Rule = "argument-schema"
+)
+
+// Rules of the capability-authorization-policy.v1 sidecar.
+const (
+	// RulePolicyParse: the policy document is not one JSON value.
+	RulePolicyParse Rule = "policy-parse"
+	// RulePolicySchemaVersion: "schema/v" is the capability-authorization-policy.v1 discriminator.
+	RulePolicySchemaVersion Rule = "policy-schema-version"
+	// RulePolicyShape: the policy matches its schema (strict: no unknown key).
+	RulePolicyShape Rule = "policy-shape"
+	// RulePolicyMissing: at least one policy document is loaded with the registry.
+	RulePolicyMissing Rule = "policy-missing"
+	// RulePolicyCapabilityRef: every policy entry names a registered capability/id@version.
+	RulePolicyCapabilityRef Rule = "policy-capability-ref"
+	// RulePolicyCapabilityUnique: a capability has at most one policy entry.
+	RulePolicyCapabilityUnique Rule = "policy-capability-unique"
+	// RulePolicyPrincipalRef: a principal is declared once per document, and every grant a
+	// principal holds or a capability requires is declared in "grants".
+	RulePolicyPrincipalRef Rule = "policy-principal-ref"
+	// RulePolicyAutonomy: autonomy "automatic" only for capabilities the registry declares
+	// local and read-only (DESIGN "Confirmation is structural").
+	RulePolicyAutonomy Rule = "policy-autonomy"
+)
+
+// RuleInfo describes a rule for diagnostics and the generated documentation.
+type RuleInfo struct {
+	Rule Rule
+	// Policy is true for rules of the policy sidecar.
+	Policy bool
+	// Text states what the rule requires.
+	Text string
+}
+
+// AllRules lists every load-time rule, registry rules first, in a stable order.
+func AllRules() []RuleInfo {
+	return []RuleInfo{
+		{RuleDocumentParse, false, "the registry document is one JSON value (a missing or unparseable file stops the worker)"},
+		{RuleSchemaVersion, false, `"schema/v" is "capability-registry.v1"`},
+		{RuleStrictShape, false, "no key outside capability-registry.v1.schema.json"},
+		{RuleNonEmpty, false, "at least one entry (never an empty allow-set)"},
+		{RuleIDGrammar, false, "capability/id is bare dotted, core/…, sovereign (name@participant:did:key:z…) or custom (~name@…)"},
+		{RuleIDUnique, false, "capability/id and version are registered once"},
+		{RuleVersion, false, "version is an integer >= 1"},
+		{RuleOwner, false, "owner is named"},
+		{RuleSurfacesDeclared, false, "surfaces is a non-empty subset of {federated, host-local}"},
+		{RuleSurfacesDerived, false, "surfaces equals the set derived from the flags (federated: advertisable, passport/eligible, federated-discovery; host-local: dispatchable, host-route)"},
+		{RuleWireNamespace, false, "wire/name starts with app/, host/, role/, plugin/ or core/"},
+		{RuleWireUnique, false, "wire/name is unique"},
+		{RuleStatus, false, "status is active, deprecated or reserved"},
+		{RuleDeprecatedDeadline, false, "a deprecated entry has removal/deadline (RFC 3339); other entries have none"},
+		{RuleFlagsExplicit, false, "all six eligibility flags are present as booleans"},
+		{RuleAirlockBlock, false, "a dispatchable entry that is not reserved has the airlock block"},
+		{RuleModelVisibleDispatchable, false, "a model-visible entry is dispatchable"},
+		{RuleToolName, false, "airlock tool/name matches ^[a-zA-Z0-9_-]{1,64}$"},
+		{RuleToolNameUnique, false, "airlock tool/name is unique"},
+		{RuleDescription, false, "airlock description is not empty"},
+		{RuleEffectClass, false, "side-effect is none, local-write or external-write; network is local or external"},
+		{RulePerTurnCap, false, "per-turn/cap is an integer >= 1"},
+		{RuleTimeout, false, "timeout is a positive duration (\"10s\")"},
+		{RuleImplementationBound, false, "every admitted dispatchable entry has an implementation (Go code or a JSON Schema)"},
+		{RuleImplementationRegistered, false, "every implementation has an entry"},
+		{RuleArgumentSchema, false, "the argument schema compiles and uses only enforced keywords (format asserted)"},
+		{RulePolicyParse, true, "the policy document is one JSON value"},
+		{RulePolicySchemaVersion, true, `"schema/v" is "capability-authorization-policy.v1"`},
+		{RulePolicyShape, true, "no key outside capability-authorization-policy.v1.schema.json"},
+		{RulePolicyMissing, true, "a policy document is loaded with the registry"},
+		{RulePolicyCapabilityRef, true, "every policy entry names a registered capability/id and version"},
+		{RulePolicyCapabilityUnique, true, "a capability has at most one policy entry"},
+		{RulePolicyPrincipalRef, true, "principals are declared once; every grant held or required is declared"},
+		{RulePolicyAutonomy, true, "autonomy automatic only for local, read-only capabilities"},
+	}
+}
+
+// Diagnostic is one load problem: the document, the entry (capability/id@version, or "" for a
+// document-level problem), the rule broken and what is wrong.
+type Diagnostic struct {
+	Source  string `json:"source"`
+	Entry   string `json:"entry,omitempty"`
+	Rule    Rule   `json:"rule"`
+	Message string `json:"message"`
+}
+
+// String renders "source: entry: [rule] message".
+func (d Diagnostic) String() string {
+	var b strings.Builder
+	if d.Source != "" {
+		b.WriteString(d.Source + ": ")
+	}
+	if d.Entry != "" {
+		b.WriteString(d.Entry + ": ")
+	}
+	fmt.Fprintf(&b, "[%s] %s", d.Rule, d.Message)
+	return b.String()
+}
