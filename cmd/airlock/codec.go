@@ -18,11 +18,13 @@ func newCodecServerCmd() *cobra.Command {
 		Short: "Serve the payload codec to the Temporal UI and CLI (authenticated, CORS for the UI's origin)",
 		Long: `Serve POST /encode and /decode (Temporal's codec server protocol) with the key ring of
 AIRLOCK_PAYLOAD_KEYS_FILE, so operators allowed to read turn payloads see them decoded in the
-Temporal UI (Settings → Codec Server: this URL, "pass access token" with the token) or with
-temporal workflow show --codec-endpoint URL --codec-auth "Bearer TOKEN".
+Temporal UI or with temporal workflow show --codec-endpoint URL --codec-auth "Bearer TOKEN".
 
-Every request needs Authorization: Bearer TOKEN, the token read from AIRLOCK_CODEC_TOKEN_FILE
-(or AIRLOCK_CODEC_TOKEN); never a flag. Browsers may call it only from the origins listed in
+Every codec request needs Authorization: Bearer TOKEN, or (browsers) the cookie /login sets
+after the operator typed the token there; point the UI at this server with "include
+credentials" (UI server config codec.endpoint and codec.includeCredentials: true, or the UI's
+codec setting). The token comes from AIRLOCK_CODEC_TOKEN_FILE (or AIRLOCK_CODEC_TOKEN); never a
+flag. Browsers may call it only from the origins listed in
 AIRLOCK_CODEC_CORS_ORIGINS (comma list; default the Temporal UI of make run and of make
 cluster: http://localhost:8233,http://127.0.0.1:8233,http://127.0.0.1:18080). Serve it over TLS
 (behind a proxy) anywhere but loopback.

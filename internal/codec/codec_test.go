@@ -161,3 +161,46 @@ func TestCodecServer(t *testing.T) {
 		t.Fatalf("preflight: %d %v", pre.StatusCode, pre.Header)
 	}
 }
+
+// A browser signs in with the token on /login and gets a cookie (not the token) that
+// authorizes codec requests; a wrong token gets no cookie.
+func TestCodecServerBrowserSignIn(t *testing.T) {
+	c, _ := New([]Key{mustKey(t, "k1")})
+	const token = "0123456789abcdef-token"
+	srv := httptest.NewServer(Handler(c, token, nil))
+	defer srv.Close()
+	resp, err := http.PostForm(srv.URL+"/login", map[string][]string{"token": {"wrong"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 {
+		t.Fatalf("wrong token: %d %v", resp.StatusCode, resp.Cookies())
+	}
+	resp, err = http.PostForm(srv.URL+"/login", map[string][]string{"token": {token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cks := resp.Cookies()
+	if len(cks) != 1 || cks[0].Name != CookieName || strings.Contains(cks[0].Value, token) || !cks[0].HttpOnly || cks[0].SameSite != http.SameSiteStrictMode {
+		t.Fatalf("cookie = %+v", cks)
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/decode", strings.NewReader(`{"payloads":[]}`))
+	req.AddCookie(cks[0])
+	r2, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2.Body.Close()
+	if r2.StatusCode != http.StatusOK {
+		t.Fatalf("decode with the cookie: %d", r2.StatusCode)
+	}
+	req, _ = http.NewRequest(http.MethodPost, srv.URL+"/decode", strings.NewReader(`{"payloads":[]}`))
+	req.AddCookie(&http.Cookie{Name: CookieName, Value: "forged"})
+	r3, _ := http.DefaultClient.Do(req)
+	r3.Body.Close()
+	if r3.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("forged cookie: %d", r3.StatusCode)
+	}
+}
