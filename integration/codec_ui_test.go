@@ -134,4 +134,3 @@ func eventuallyFor(t *testing.T, d time.Duration, what string, cond func() bool,
 		time.Sleep(200 * time.Millisecond)
 	}
 }
-
