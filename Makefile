@@ -113,10 +113,12 @@ cluster-down: ## stop the local cluster (keeps its databases)
 
 CLUSTER_TURNS ?= 200
 
-test-cluster: build cluster-bin ## the cluster test: turns with automatic and confirmed calls on a private cluster while a worker is SIGKILLed and history restarted
+test-cluster: build cluster-bin ## the cluster tests: turns with automatic and confirmed calls on a private cluster while a worker is SIGKILLed and history restarted; the Temporal UI decoding through the codec server (Chromium)
 	@scripts/ensure-cluster-postgres.sh >/dev/null
+	@scripts/ensure-chromium.sh >/dev/null
 	@url="$${AIRLOCK_TEST_DATABASE_URL:-$$(scripts/ensure-postgres.sh)}" && \
-	  AIRLOCK_TEST_DATABASE_URL="$$url" $(GO) test -tags cluster -count=1 -timeout 40m -v -run '^TestCluster' ./integration/ -cluster.turns $(CLUSTER_TURNS)
+	  AIRLOCK_REQUIRE_BROWSER=1 AIRLOCK_TEST_DATABASE_URL="$$url" $(GO) test -tags cluster -count=1 -timeout 40m -v \
+	    -run '^(TestCluster|TestTemporalUIDecodesThroughCodecServer)$$' ./integration/ -cluster.turns $(CLUSTER_TURNS)
 
 stop: ## stop the detached local Temporal dev server
 	-$(AIRLOCK) stack down
