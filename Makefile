@@ -11,8 +11,13 @@ WORKFLOWCHECK_VERSION := v0.6.0
 STATICCHECK := $(BIN)/staticcheck
 STATICCHECK_VERSION := v0.8.2
 TEST_TIMEOUT ?= 30m
+TEMPORAL_SERVER_VERSION := v1.29.1
+TEMPORAL_UI_SERVER_VERSION := v2.42.1
+TEMPORAL_SERVER := $(BIN)/temporal-server
+TEMPORAL_SQL_TOOL := $(BIN)/temporal-sql-tool
+TEMPORAL_UI_SERVER := $(BIN)/temporal-ui-server
 
-.PHONY: run test build temporal stop check race bench chaos histories eval clean help
+.PHONY: run test build temporal stop check race bench chaos histories eval clean help cluster cluster-bin cluster-down test-cluster
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -83,10 +88,42 @@ eval: build temporal ## the full evaluation: every recorded AgentDojo trace and 
 	done
 	@head -n 1 $(EVAL_DIR)/*.txt
 
+cluster-bin: $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) $(TEMPORAL_UI_SERVER) ## build the Temporal server, its schema tool and UI server into bin/ (once)
+
+# go install names a binary after its package folder (server, sql): each is built in a private
+# GOBIN and renamed, so the three never overwrite each other.
+$(TEMPORAL_SERVER):
+	@echo "› building the Temporal server $(TEMPORAL_SERVER_VERSION) into bin/ (once: about 4 minutes with a warm module cache)"
+	@tmp=$$(mktemp -d) && GOBIN=$$tmp $(GO) install go.temporal.io/server/cmd/server@$(TEMPORAL_SERVER_VERSION) && mv $$tmp/server $@ && rmdir $$tmp
+
+$(TEMPORAL_SQL_TOOL):
+	@echo "› building the Temporal schema tool $(TEMPORAL_SERVER_VERSION) into bin/ (once)"
+	@tmp=$$(mktemp -d) && GOBIN=$$tmp $(GO) install go.temporal.io/server/cmd/tools/sql@$(TEMPORAL_SERVER_VERSION) && mv $$tmp/sql $@ && rmdir $$tmp
+
+$(TEMPORAL_UI_SERVER):
+	@echo "› building the Temporal UI server $(TEMPORAL_UI_SERVER_VERSION) (UI assets embedded) into bin/ (once)"
+	@tmp=$$(mktemp -d) && GOBIN=$$tmp $(GO) install github.com/temporalio/ui-server/v2/cmd/server@$(TEMPORAL_UI_SERVER_VERSION) && mv $$tmp/server $@ && rmdir $$tmp
+
+cluster: build cluster-bin ## the production topology on this machine: Temporal server on PostgreSQL 15 (4 services as processes), its UI, 2 workers, the approver page
+	@scripts/ensure-cluster-postgres.sh >/dev/null
+	$(AIRLOCK) cluster up
+
+cluster-down: ## stop the local cluster (keeps its databases)
+	-$(AIRLOCK) cluster down
+
+CLUSTER_TURNS ?= 200
+
+test-cluster: build cluster-bin ## the cluster tests: turns with automatic and confirmed calls on a private cluster while a worker is SIGKILLed and history restarted; the Temporal UI decoding through the codec server (Chromium)
+	@scripts/ensure-cluster-postgres.sh >/dev/null
+	@scripts/ensure-chromium.sh >/dev/null
+	@url="$${AIRLOCK_TEST_DATABASE_URL:-$$(scripts/ensure-postgres.sh)}" && \
+	  AIRLOCK_REQUIRE_BROWSER=1 AIRLOCK_TEST_DATABASE_URL="$$url" $(GO) test -tags cluster -count=1 -timeout 40m -v \
+	    -run '^(TestCluster|TestTemporalUIDecodesThroughCodecServer)$$' ./integration/ -cluster.turns $(CLUSTER_TURNS)
+
 stop: ## stop the detached local Temporal dev server
 	-$(AIRLOCK) stack down
 
-clean: stop ## remove local state (.airlock/) and bin/airlock (keeps bin/temporal)
+clean: stop cluster-down ## remove local state (.airlock/) and bin/airlock (keeps bin/temporal)
 	rm -rf .airlock $(AIRLOCK)
 
 # turn-mixed and turn-session-recorded-error were recorded before the decision-mac version

@@ -65,6 +65,9 @@ Configuration comes from the environment, overridden by flags:
   AIRLOCK_LOG_LEVEL           SDK log level: debug, info, warn (default), error
   AIRLOCK_OPENAI_BASE_URL     serve a live OpenAI-compatible model (with AIRLOCK_OPENAI_API_KEY,
                               AIRLOCK_OPENAI_MODEL)
+  AIRLOCK_PAYLOAD_KEYS_FILE   encrypt Temporal payloads (AES-256-GCM key ring, airlock codec-key)
+  AIRLOCK_METRICS_ADDR        serve /metrics and /healthz (worker, web)
+  AIRLOCK_LOG_FORMAT          json: structured JSON logs (default text)
   TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TLS settings: Temporal client`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -75,6 +78,6 @@ Configuration comes from the environment, overridden by flags:
 	pf.Lookup("database-url").DefValue = redact.URL(cfg.DatabaseURL) // --help shows the default: never its password
 	pf.StringVar(&cfg.CorpusDir, "corpus", cfg.CorpusDir, "AgentDojo corpus folder with tools.json and runs/ (AIRLOCK_CORPUS)")
 	root.AddCommand(newWorkerCmd(), newWebCmd(), newTurnCmd(), newPendingCmd(), newApproveCmd(), newDenyCmd(), newEditCmd(), newAuditCmd(),
-		newParseCmd(), newReplayCmd(), newRegistryCmd(), newStackCmd(), newDevCmd(), newEvalCmd(), newApproversCmd(), newProposalsCmd())
+		newParseCmd(), newReplayCmd(), newRegistryCmd(), newStackCmd(), newClusterCmd(), newHealthCmd(), newDoctorCmd(), newCodecServerCmd(), newCodecKeyCmd(), newDevCmd(), newEvalCmd(), newApproversCmd(), newProposalsCmd())
 	return root
 }

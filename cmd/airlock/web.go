@@ -7,13 +7,16 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
 
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/telemetry"
 	"github.com/airlock-dev/airlock/internal/web"
 	"github.com/airlock-dev/airlock/workers"
 )
@@ -90,6 +93,24 @@ func runWeb(ctx context.Context, out, errOut io.Writer, addr, certFile, keyFile 
 		WorkflowURL: func(id string) string { return cfg.WorkflowURL(opts.Namespace, id) }})
 	if err != nil {
 		return err
+	}
+	if maddr := os.Getenv("AIRLOCK_METRICS_ADDR"); maddr != "" {
+		// The page's own /metrics (process and Go runtime; confirmations pending) and /healthz
+		// (Temporal and the store answer), on a separate listener.
+		m, err := telemetry.NewMetrics(telemetry.PendingFromStore(st))
+		if err != nil {
+			return err
+		}
+		probe := func(ctx context.Context) error {
+			_, err := c.CheckHealth(ctx, &client.CheckHealthRequest{})
+			return err
+		}
+		h := telemetry.Handler(m.Handler(), telemetry.Check{Name: "temporal", Probe: probe}, telemetry.Check{Name: "store", Probe: st.Ping})
+		go func() {
+			if err := telemetry.Serve(ctx, maddr, h, nil); err != nil {
+				fmt.Fprintf(errOut, "approver page: metrics: %v\n", err)
+			}
+		}()
 	}
 	return serveWeb(ctx, out, srv, addr, certFile, keyFile, ready)
 }

@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/telemetry"
 	"github.com/airlock-dev/airlock/workers"
 )
 
@@ -35,13 +38,13 @@ without an implementation, an implementation without an entry).`,
 }
 
 // runWorker runs a worker until ctx ends. ready, if set, is closed once the worker polls.
+// With AIRLOCK_METRICS_ADDR it serves /metrics (the SDK's and Airlock's) and /healthz there.
 func runWorker(ctx context.Context, cmd *cobra.Command, ready chan<- struct{}) error {
-	c, err := config.DialTemporal(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	var c client.Client // set before the worker starts; the probe runs only from activities
 	probe := func(ctx context.Context) error {
+		if c == nil {
+			return errors.New("not connected to Temporal yet")
+		}
 		_, err := c.CheckHealth(ctx, &client.CheckHealthRequest{})
 		return err
 	}
@@ -50,6 +53,23 @@ func runWorker(ctx context.Context, cmd *cobra.Command, ready chan<- struct{}) e
 		return err
 	}
 	defer deps.Close()
+	metrics, err := telemetry.NewMetrics(telemetry.PendingFromStore(deps.Store))
+	if err != nil {
+		return err
+	}
+	defer metrics.Shutdown(context.Background())
+	tracing, err := telemetry.TracingInterceptor()
+	if err != nil {
+		return err
+	}
+	c, err = config.DialTemporalWith(ctx, func(o *client.Options) {
+		o.MetricsHandler = metrics.SDKHandler()
+		o.Interceptors = append(o.Interceptors, tracing, metrics.Interceptor(deps.Store))
+	})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
 	w := workers.New(c, deps.Activities, cfg.TaskQueue)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
@@ -69,6 +89,14 @@ func runWorker(ctx context.Context, cmd *cobra.Command, ready chan<- struct{}) e
 		cfg.TaskQueue, deps.Registry.Revision(), len(deps.Registry.Capabilities()), deps.Store.Driver(), deps.Watched)
 	if ready != nil {
 		close(ready)
+	}
+	if addr := os.Getenv("AIRLOCK_METRICS_ADDR"); addr != "" {
+		// /healthz: this worker's Temporal connection and store answer.
+		h := telemetry.Handler(metrics.Handler(),
+			telemetry.Check{Name: "temporal", Probe: probe},
+			telemetry.Check{Name: "store", Probe: deps.Store.Ping})
+		fmt.Fprintf(cmd.ErrOrStderr(), "worker: /metrics and /healthz on http://%s\n", addr)
+		return telemetry.Serve(ctx, addr, h, nil)
 	}
 	<-ctx.Done()
 	return nil

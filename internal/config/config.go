@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"go.temporal.io/sdk/contrib/envconfig"
 	tlog "go.temporal.io/sdk/log"
 
+	"github.com/airlock-dev/airlock/internal/codec"
 	"github.com/airlock-dev/airlock/internal/redact"
 	"github.com/airlock-dev/airlock/internal/stack"
 )
@@ -209,8 +211,16 @@ func TemporalOptions() (client.Options, error) {
 		o.Namespace = client.DefaultNamespace
 	}
 	TuneForLoopback(&o)
+	pc, err := codec.FromEnv()
+	if err != nil {
+		return o, err
+	}
+	if pc != nil && o.DataConverter == nil {
+		// Every client and worker encrypts payloads with the same key ring (AIRLOCK_PAYLOAD_KEYS_FILE).
+		o.DataConverter = codec.DataConverter(pc)
+	}
 	if o.Logger == nil {
-		o.Logger = tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()})))
+		o.Logger = tlog.NewStructuredLogger(NewLogger(os.Stderr))
 	}
 	return o, nil
 }
@@ -229,6 +239,18 @@ func TuneForLoopback(o *client.Options) {
 	}
 }
 
+// NewLogger is the process's structured logger on w: JSON lines when AIRLOCK_LOG_FORMAT=json
+// (one object a line, for log collectors; the SDK adds WorkflowID, RunID, ActivityType and
+// the like to every line a workflow or activity logs), text otherwise; level from
+// AIRLOCK_LOG_LEVEL.
+func NewLogger(w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: logLevel()}
+	if strings.EqualFold(os.Getenv("AIRLOCK_LOG_FORMAT"), "json") {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
 // logLevel reads AIRLOCK_LOG_LEVEL (debug, info, warn, error; default warn): the SDK's own
 // debug lines drown the turn's progress otherwise.
 func logLevel() slog.Level {
@@ -240,10 +262,17 @@ func logLevel() slog.Level {
 }
 
 // DialTemporal connects a Temporal client with TemporalOptions.
-func DialTemporal(ctx context.Context) (client.Client, error) {
+func DialTemporal(ctx context.Context) (client.Client, error) { return DialTemporalWith(ctx, nil) }
+
+// DialTemporalWith is DialTemporal with adjust (if set) applied to the options first: a
+// worker's metrics handler and interceptors.
+func DialTemporalWith(ctx context.Context, adjust func(*client.Options)) (client.Client, error) {
 	o, err := TemporalOptions()
 	if err != nil {
 		return nil, err
+	}
+	if adjust != nil {
+		adjust(&o)
 	}
 	c, err := client.DialContext(ctx, o)
 	if err != nil {

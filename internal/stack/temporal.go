@@ -334,6 +334,28 @@ func (t *Temporal) prepare(ctx context.Context, attrs []searchAttr, ensureNamesp
 	return retryTransient(ctx, func() error { return ensureSearchAttributes(ctx, c, t.Namespace, attrs) })
 }
 
+// Prepare connects with o (a production server: TLS, API key and all) and makes sure
+// o.Namespace exists (created with a 1-day retention if missing) and holds attrs (names to
+// types, as TemporalOptions.SearchAttributes), retrying while the server's caches catch up.
+func Prepare(ctx context.Context, o client.Options, attrs map[string]string) error {
+	sas, err := parseSearchAttributes(attrs)
+	if err != nil {
+		return err
+	}
+	if o.Logger == nil {
+		o.Logger = sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
+	}
+	c, err := client.DialContext(ctx, o)
+	if err != nil {
+		return fmt.Errorf("stack: connect to %s: %w", o.HostPort, err)
+	}
+	defer c.Close()
+	if err := retryTransient(ctx, func() error { return registerNamespace(ctx, c, o.Namespace) }); err != nil {
+		return err
+	}
+	return retryTransient(ctx, func() error { return ensureSearchAttributes(ctx, c, o.Namespace, sas) })
+}
+
 // registerNamespace creates namespace unless it exists.
 func registerNamespace(ctx context.Context, c client.Client, namespace string) error {
 	ws := c.WorkflowService()

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/airlock-dev/airlock/internal/approvers"
+	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/redact"
+	"github.com/airlock-dev/airlock/internal/store"
+	"github.com/airlock-dev/airlock/internal/token"
+	"github.com/airlock-dev/airlock/workers"
+	"github.com/airlock-dev/airlock/workflows"
+)
+
+// doctorCheck is one line of `airlock doctor`: what was checked, what was found, and when it
+// failed, what to do.
+type doctorCheck struct {
+	Name   string
+	OK     bool
+	Warn   bool // passed, with a caveat
+	Detail string
+	Fix    string
+}
+
+// doctorTimeout bounds each network check.
+const doctorTimeout = 5 * time.Second
+
+func newDoctorCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "doctor",
+		Short: "Check every connection and file Airlock needs and say what is wrong and what to do",
+		Long: `Check, with the configuration the worker would use (environment, Temporal envconfig
+profiles, flags):
+  temporal   the frontend answers, the namespace exists, Airlock's search attributes are
+             registered, and a worker polls the task queue
+  store      the store answers and has Airlock's schema (it is never created here)
+  approvers  the approvers file exists, parses and lists at least one approver; not readable
+             by others
+  key        the approver key exists, is a key, and is not readable by others
+  registry   the capability registry and its layers load (the worker refuses to start otherwise)
+Secrets are read from files and the environment only, and never printed. Exit status 1 when a
+check fails.`,
+		Example: "  airlock doctor\n  TEMPORAL_ADDRESS=temporal.example:7233 TEMPORAL_API_KEY=… airlock doctor",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			checks := runDoctor(cmd.Context())
+			if printDoctor(cmd.OutOrStdout(), checks) > 0 {
+				return errors.New("doctor: some checks failed (see above)")
+			}
+			return nil
+		},
+	}
+}
+
+// runDoctor runs every check with the process's configuration (cfg).
+func runDoctor(ctx context.Context) []doctorCheck {
+	var out []doctorCheck
+	out = append(out, doctorTemporal(ctx)...)
+	out = append(out, doctorStore(ctx), doctorApprovers(), doctorKey(), doctorRegistry())
+	return out
+}
+
+// printDoctor writes one line per check (and its fix) and returns the number that failed.
+func printDoctor(w io.Writer, checks []doctorCheck) int {
+	failed := 0
+	for _, c := range checks {
+		mark := "ok  "
+		switch {
+		case !c.OK:
+			mark, failed = "FAIL", failed+1
+		case c.Warn:
+			mark = "warn"
+		}
+		fmt.Fprintf(w, "%s  %-10s %s\n", mark, c.Name, c.Detail)
+		if c.Fix != "" && (!c.OK || c.Warn) {
+			fmt.Fprintf(w, "      %-10s → %s\n", "", c.Fix)
+		}
+	}
+	return failed
+}
+
+// scrub removes every secret Airlock may hold from an error's text before it is shown.
+func scrub(err error) string {
+	s := err.Error()
+	for _, v := range []string{"TEMPORAL_API_KEY", "AIRLOCK_APPROVER_KEY", "AIRLOCK_OPENAI_API_KEY"} {
+		s = redact.String(s, os.Getenv(v))
+	}
+	return redact.String(s, redact.URLSecrets(cfg.StoreURL())...)
+}
+
+func doctorTemporal(ctx context.Context) []doctorCheck {
+	o, err := config.TemporalOptions()
+	if err != nil {
+		return []doctorCheck{{Name: "temporal", Detail: scrub(err),
+			Fix: "check TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, the TLS settings and the envconfig profile (TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE)"}}
+	}
+	where := fmt.Sprintf("%s namespace %s", o.HostPort, o.Namespace)
+	if o.ConnectionOptions.TLS != nil {
+		where += " (TLS)"
+	}
+	ctx, cancel := context.WithTimeout(ctx, doctorTimeout)
+	defer cancel()
+	c, err := client.DialContext(ctx, o)
+	if err != nil {
+		return []doctorCheck{{Name: "temporal", Detail: where + ": " + scrub(err),
+			Fix: "start it (make run: dev server; make cluster: the cluster) or set TEMPORAL_ADDRESS; for TLS/mTLS and API keys see TEMPORAL_TLS_*, TEMPORAL_API_KEY"}}
+	}
+	defer c.Close()
+	if _, err := c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		return []doctorCheck{{Name: "temporal", Detail: where + ": health: " + scrub(err), Fix: "the frontend answers but is not healthy: read its log"}}
+	}
+	out := []doctorCheck{}
+	if _, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: o.Namespace}); err != nil {
+		return append(out, doctorCheck{Name: "temporal", Detail: where + ": " + scrub(err),
+			Fix: "create the namespace and search attributes: airlock cluster init (or set TEMPORAL_NAMESPACE)"})
+	}
+	out = append(out, doctorCheck{Name: "temporal", OK: true, Detail: where + " answers"})
+
+	sa := doctorCheck{Name: "attrs", OK: true, Detail: "search attributes registered"}
+	resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: o.Namespace})
+	if err != nil {
+		sa = doctorCheck{Name: "attrs", OK: true, Warn: true, Detail: "cannot list search attributes: " + scrub(err), Fix: "the API key may lack operator rights; check with an administrator"}
+	} else {
+		var missing []string
+		for name := range workflows.SearchAttributes() {
+			if _, ok := resp.GetCustomAttributes()[name]; !ok {
+				missing = append(missing, name)
+			}
+		}
+		if len(missing) > 0 {
+			sa = doctorCheck{Name: "attrs", Detail: "missing search attributes " + strings.Join(slices.Sorted(slices.Values(missing)), ", "),
+				Fix: "airlock cluster init (registers them; idempotent)"}
+		}
+	}
+	out = append(out, sa)
+
+	q := doctorCheck{Name: "workers", OK: true}
+	tq, err := c.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
+		Namespace: o.Namespace, TaskQueue: &taskqueuepb.TaskQueue{Name: cfg.TaskQueue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
+		TaskQueueType: enumspb.TASK_QUEUE_TYPE_WORKFLOW,
+	})
+	switch {
+	case err != nil:
+		q.Warn, q.Detail = true, "cannot describe task queue "+cfg.TaskQueue+": "+scrub(err)
+	case len(tq.GetPollers()) == 0:
+		q.Warn, q.Detail = true, "no worker polls task queue "+cfg.TaskQueue
+		q.Fix = "start one: airlock worker (same TEMPORAL_* and AIRLOCK_TASK_QUEUE); turns wait until one polls"
+	default:
+		q.Detail = fmt.Sprintf("%d poller(s) on task queue %s", len(tq.GetPollers()), cfg.TaskQueue)
+	}
+	return append(out, q)
+}
+
+func doctorStore(ctx context.Context) doctorCheck {
+	ctx, cancel := context.WithTimeout(ctx, doctorTimeout)
+	defer cancel()
+	where := redact.URL(cfg.StoreURL())
+	st, err := store.OpenExisting(ctx, cfg.StoreURL())
+	if err != nil {
+		fix := "check AIRLOCK_DATABASE_URL (host, port, user, sslmode; the password from the environment or a secrets file) and that PostgreSQL answers"
+		if errors.Is(err, store.ErrNoStore) {
+			fix = "start a worker once (it creates the store's schema), or point AIRLOCK_DATABASE_URL at the right database"
+		}
+		return doctorCheck{Name: "store", Detail: where + ": " + scrub(err), Fix: fix}
+	}
+	defer st.Close()
+	if err := st.Ping(ctx); err != nil {
+		return doctorCheck{Name: "store", Detail: where + ": " + scrub(err), Fix: "the store does not answer: check the database server"}
+	}
+	return doctorCheck{Name: "store", OK: true, Detail: fmt.Sprintf("%s (%s) answers", where, st.Driver())}
+}
+
+func doctorApprovers() doctorCheck {
+	path := cfg.ApproversPath()
+	set, err := approvers.Load(path)
+	if err != nil {
+		fix := "fix the file (airlock approvers --help) or set AIRLOCK_APPROVERS"
+		if errors.Is(err, fs.ErrNotExist) {
+			fix = "create it: airlock approvers add NAME (or set AIRLOCK_APPROVERS): without it every decision is refused approver_unauthenticated"
+		}
+		return doctorCheck{Name: "approvers", Detail: scrub(err), Fix: fix}
+	}
+	n := len(set.Names())
+	if n == 0 {
+		return doctorCheck{Name: "approvers", Detail: path + " lists no approver", Fix: "airlock approvers add NAME"}
+	}
+	c := doctorCheck{Name: "approvers", OK: true, Detail: fmt.Sprintf("%s: %d approver(s)", path, n)}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o002 != 0 {
+		c.Warn, c.Fix = true, "anyone can write "+path+" (and add an approver): chmod o-w "+path
+	}
+	return c
+}
+
+func doctorKey() doctorCheck {
+	if os.Getenv("AIRLOCK_APPROVER_KEY") != "" {
+		if _, err := token.ParseKey(os.Getenv("AIRLOCK_APPROVER_KEY")); err != nil {
+			return doctorCheck{Name: "key", Detail: "AIRLOCK_APPROVER_KEY: " + scrub(err), Fix: "set it to 64 hex characters, or use AIRLOCK_APPROVER_KEY_FILE"}
+		}
+		return doctorCheck{Name: "key", OK: true, Detail: "approver key from AIRLOCK_APPROVER_KEY"}
+	}
+	path := cfg.KeyFile()
+	if _, err := workers.ApproverKey(cfg); err != nil {
+		fix := "the file must hold 64 hex characters (the worker writes one); restore it from the worker's AIRLOCK_HOME"
+		if errors.Is(err, token.ErrNoKey) {
+			fix = "start a worker once (it creates the key), or point AIRLOCK_APPROVER_KEY_FILE at the workers' key: approver surfaces need the same key"
+		}
+		return doctorCheck{Name: "key", Detail: scrub(err), Fix: fix}
+	}
+	c := doctorCheck{Name: "key", OK: true, Detail: path + " holds an approver key"}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		c.Warn, c.Fix = true, fmt.Sprintf("%s is mode %o: anyone who reads it opens confirmation tokens; chmod 600 %s", path, fi.Mode().Perm(), path)
+	}
+	return c
+}
+
+func doctorRegistry() doctorCheck {
+	reg, err := workers.LoadRegistry(cfg, nil, nil)
+	if err != nil {
+		return doctorCheck{Name: "registry", Detail: scrub(err),
+			Fix: "the worker refuses to start with this registry: fix AIRLOCK_REGISTRY / AIRLOCK_REGISTRY_LAYERS (airlock registry --help)"}
+	}
+	return doctorCheck{Name: "registry", OK: true, Detail: fmt.Sprintf("%s: %d capabilities", reg.Revision(), len(reg.Capabilities()))}
+}

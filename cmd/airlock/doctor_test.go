@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/airlock-dev/airlock/internal/approvers"
+	"github.com/airlock-dev/airlock/internal/stack"
+	"github.com/airlock-dev/airlock/internal/store"
+	"github.com/airlock-dev/airlock/internal/token"
+	"github.com/airlock-dev/airlock/workflows"
+)
+
+// doctorPG returns a PostgreSQL URL on a fresh schema (dropped after the test).
+func doctorPG(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("AIRLOCK_TEST_DATABASE_URL")
+	if base == "" {
+		t.Skip("AIRLOCK_TEST_DATABASE_URL is not set (make test sets it)")
+	}
+	b := make([]byte, 6)
+	rand.Read(b)
+	schema := "doctor_" + hex.EncodeToString(b)
+	db, err := sqlx.Open("postgres", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("CREATE SCHEMA " + schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if db, err := sqlx.Open("postgres", base); err == nil {
+			db.Exec("DROP SCHEMA " + schema + " CASCADE")
+			db.Close()
+		}
+	})
+	u, _ := url.Parse(base)
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// On a working setup (a real Temporal dev server with the namespace and search attributes, a
+// real PostgreSQL store, an approvers file, a 0600 key) every check passes, and doctor says no
+// worker polls the task queue. On a broken one (wrong store password, no approvers file, a
+// world-readable key, an unknown namespace) each check fails or warns with what to do, exits
+// 1, and never prints the password.
+func TestDoctorChecksEachConnection(t *testing.T) {
+	pg := doctorPG(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tmp := t.TempDir()
+	srv, err := stack.EnsureTemporal(ctx, stack.TemporalOptions{Dir: filepath.Join(tmp, "temporal"), UIPort: stack.Headless,
+		Namespace: "doctor-ns", SearchAttributes: workflows.SearchAttributes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop(context.Background())
+	st, err := store.Open(ctx, pg) // a worker creates the store
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	home := filepath.Join(tmp, "home")
+	if _, err := token.LoadOrCreateKey(filepath.Join(home, "approver.key")); err != nil {
+		t.Fatal(err)
+	}
+	cred, _ := approvers.NewCredential("approver:alice")
+	if err := approvers.Add(filepath.Join(home, "approvers.json"), approvers.Approver{Name: "alice", PublicKey: cred.Public()}); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"TEMPORAL_ADDRESS=" + srv.Address, "TEMPORAL_NAMESPACE=doctor-ns", "AIRLOCK_HOME=" + home, "AIRLOCK_DATABASE_URL=" + pg}
+
+	out, err := cli(t, env, "doctor")
+	if err != nil {
+		t.Fatalf("doctor on a working setup: %v\n%s", err, out)
+	}
+	for _, want := range []string{"ok    temporal", "ok    attrs", "warn  workers", "no worker polls task queue airlock-turns",
+		"ok    store", "ok    approvers", "1 approver(s)", "ok    key", "ok    registry"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("doctor output lacks %q:\n%s", want, out)
+		}
+	}
+
+	u, _ := url.Parse(pg)
+	u.User = url.UserPassword(u.User.Username(), "wrong-s3cret-pw")
+	os.Remove(filepath.Join(home, "approvers.json"))
+	os.Chmod(filepath.Join(home, "approver.key"), 0o644)
+	bad := []string{"TEMPORAL_ADDRESS=" + srv.Address, "TEMPORAL_NAMESPACE=no-such-ns", "AIRLOCK_HOME=" + home, "AIRLOCK_DATABASE_URL=" + u.String()}
+	out, err = cli(t, bad, "doctor")
+	if err == nil {
+		t.Fatalf("doctor on a broken setup exited 0:\n%s", out)
+	}
+	for _, want := range []string{"FAIL  temporal", "airlock cluster init", "FAIL  store", "check AIRLOCK_DATABASE_URL",
+		"FAIL  approvers", "airlock approvers add NAME", "warn  key", "chmod 600"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("doctor output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "wrong-s3cret-pw") {
+		t.Errorf("doctor printed the store password:\n%s", out)
+	}
+}
