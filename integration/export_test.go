@@ -184,3 +184,33 @@ func readExport(t *testing.T, path string) ([]proposals.TrainingRecord, proposal
 	}
 	return recs, m
 }
+
+// Item 5 seen from the CLI: `airlock turn show` prints a turn's effective output, the
+// correction judgment's replacement with the judgment, actor and decision, once that judgment
+// exists; the proposer turn (no judgment on its output) shows none.
+func TestTurnShowEffectiveCorrectedOutput(t *testing.T) {
+	model := newFakeModel(t,
+		answer("The capital of Australia is Sydney."),
+		calls(call("c1", "submit_correction", correctionArgs("latest", secretReplacement))),
+	)
+	c, cfg, st := liveModelStack(t, model)
+	wf1, wf2, j := acceptCorrection(t, c, cfg, st, "show-"+cfg.TaskQueue)
+	show := func(id string) string {
+		cmd := exec.Command(airlockBin, "turn", "show", id)
+		cmd.Env = append(os.Environ(), "AIRLOCK_HOME="+cfg.Home, "AIRLOCK_DATABASE_URL="+cfg.DatabaseURL, "AIRLOCK_APPROVERS="+cfg.ApproversFile)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("turn show %s: %v %s", id, err, out)
+		}
+		return string(out)
+	}
+	out := show(wf1)
+	if !strings.Contains(out, "assistant: The capital of Australia is Sydney.") ||
+		!strings.Contains(out, "effective output (corrected): "+secretReplacement) ||
+		!strings.Contains(out, j.ID) || !strings.Contains(out, "by bob") || !strings.Contains(out, j.FeedbackSource) {
+		t.Fatalf("turn show of the corrected turn:\n%s", out)
+	}
+	if out := show(wf2); strings.Contains(out, "effective output") {
+		t.Fatalf("turn show of an uncorrected turn:\n%s", out)
+	}
+}
