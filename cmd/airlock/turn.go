@@ -23,6 +23,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/inference"
+	"github.com/airlock-dev/airlock/internal/proposals"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/workers"
 	"github.com/airlock-dev/airlock/workflows"
@@ -328,11 +329,32 @@ func printResult(out io.Writer, res workflows.TurnResult) {
 	}
 }
 
+// printEffective prints the turn's effective output when a correction judgment on its output
+// exists (the latest one; issue 10 item 5: the effective output changes only once that
+// record exists): the replacement, hostile-safe, with the judgment, its actor and the
+// decision it projects. Nothing is printed without a judgment.
+func printEffective(ctx context.Context, out io.Writer, st *store.Store, workflowID string) error {
+	j, err := st.LatestJudgment(ctx, proposals.OutputID(workflowID))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "effective output (corrected): %s\n", display.Text(j.Replacement))
+	fmt.Fprintf(out, "  (judgment %s: %s by %s, from decision %s; the answer above is as delivered)\n",
+		display.Line(j.ID), display.Line(j.Kind), display.Line(j.Actor), display.Line(j.FeedbackSource))
+	if flags := display.TextFlags(j.Replacement); len(flags) > 0 {
+		fmt.Fprintf(out, "  (the correction above was altered to be shown: %s)\n", display.FlagList(flags))
+	}
+	return nil
+}
+
 func newTurnShowCmd() *cobra.Command {
 	var asJSON, transcript bool
 	cmd := &cobra.Command{
 		Use:     "show TURN-ID",
-		Short:   "Show a turn: its result when finished, else its status and pending confirmations",
+		Short:   "Show a turn: its result (and effective output once a correction judgment exists) when finished, else its status and pending confirmations",
 		Example: "  airlock turn show turn/ops-1/1\n  airlock turn show turn/ops-1/1 --json",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -355,7 +377,7 @@ func newTurnShowCmd() *cobra.Command {
 					return fmt.Errorf("stored result of %s: %w", id, err)
 				}
 				printResult(out, res)
-				return nil
+				return printEffective(ctx, out, st, id)
 			} else if !errors.Is(err, store.ErrNotFound) {
 				return err
 			}

@@ -218,3 +218,74 @@ func TestAcknowledgements(t *testing.T) {
 		}
 	}
 }
+
+// Path escapes: a memory root that is itself a symlink (replaced by one after the proposal
+// was bound) is refused with FailSymlink; a root reached through a symlinked ancestor, so
+// that memory.md resolves outside the configured root, is refused with FailPathEscape. In
+// both, neither the file the link points at nor anything else changes, and no lock is left.
+func TestMaterializePathEscapes(t *testing.T) {
+	ctx := context.Background()
+	t.Run("the root is a symlink", func(t *testing.T) {
+		m, st, b := setup(t)
+		elsewhere := filepath.Join(t.TempDir(), "real-root")
+		if err := os.Rename(m.Root, elsewhere); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(elsewhere, m.Root); err != nil {
+			t.Fatal(err)
+		}
+		_, err := m.Materialize(ctx, st, b, "append", "- escaped through the root")
+		if code(err) != FailSymlink {
+			t.Fatalf("got %v, want %s", err, FailSymlink)
+		}
+		got, _ := os.ReadFile(filepath.Join(elsewhere, MemoryPath))
+		if string(got) != baseDoc {
+			t.Fatalf("the file behind the symlinked root changed: %q", got)
+		}
+		if _, err := os.Lstat(filepath.Join(elsewhere, LockName)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("a lock was taken behind the symlink: %v", err)
+		}
+	})
+	t.Run("memory.md resolves outside the root", func(t *testing.T) {
+		// The configured root is base/via/root; after the proposal was bound, via is replaced
+		// by a symlink to outside/, so the root still Lstats as a real directory and memory.md
+		// as a regular file with the base bytes, but it resolves outside the configured root.
+		base, outside := t.TempDir(), t.TempDir()
+		root := filepath.Join(base, "via", "root")
+		for _, d := range []string{root, filepath.Join(outside, "root")} {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(d, MemoryPath), []byte(baseDoc), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m := Memory{Root: root, MaxBytes: 4096}
+		st := pgStore(t)
+		v, err := m.Scan(ctx, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(base, "via"), filepath.Join(base, "moved")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(outside, filepath.Join(base, "via")); err != nil {
+			t.Fatal(err)
+		}
+		_, err = m.Materialize(ctx, st, *Binding(v), "append", "- escaped through an ancestor")
+		if c := code(err); c != FailPathEscape {
+			t.Fatalf("got %v, want %s", err, FailPathEscape)
+		}
+		for _, d := range []string{filepath.Join(outside, "root"), filepath.Join(base, "moved", "root")} {
+			got, _ := os.ReadFile(filepath.Join(d, MemoryPath))
+			ents, _ := os.ReadDir(d)
+			if string(got) != baseDoc || len(ents) != 1 {
+				t.Fatalf("%s changed: %q, %d entries", d, got, len(ents))
+			}
+		}
+		// Configured that way from the start, the root is refused at scan: never admitted.
+		if _, err := m.Scan(ctx, pgStore(t)); code(err) != FailPathEscape {
+			t.Fatalf("scan through a symlinked ancestor: %v", err)
+		}
+	})
+}

@@ -251,6 +251,17 @@ func (s *Store) GetProposalDecision(ctx context.Context, proposalID string) (Pro
 	return d, nil
 }
 
+// GetProposalDecisionByID returns decision id, or an error wrapping ErrNotFound.
+func (s *Store) GetProposalDecisionByID(ctx context.Context, id string) (ProposalDecision, error) {
+	var r decisionRow
+	if err := s.db.GetContext(ctx, &r, s.q(`SELECT `+decisionCols+` FROM proposal_decisions WHERE decision_id = ?`), id); err != nil {
+		return ProposalDecision{}, notFound(err, "decision %q", id)
+	}
+	d := r.ProposalDecision
+	d.Attestation, d.CreatedAt = rawJSON(r.RawAttestation), r.Created.Time
+	return d, nil
+}
+
 // Judgment is a human-authorized judgment on one delivered output (a projected correction).
 type Judgment struct {
 	ID                     string `db:"judgment_id"`
