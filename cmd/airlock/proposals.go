@@ -10,7 +10,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
-	"go.temporal.io/sdk/client"
 
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/config"
@@ -105,25 +104,11 @@ the first). Prints ids and status only.`,
 			if submission == "" {
 				submission = "cli-" + proposals.Digest([]byte(fmt.Sprint(os.Getpid(), args[0], disp)))[:16]
 			}
-			d, err := proposals.NewDecision(row, disp, text, submission, cred, actor)
-			if err != nil {
-				return err
-			}
 			set, err := approvers.Load(cfg.ApproversPath())
 			if err != nil {
 				return err
 			}
-			p, err := proposals.VerifyProposal(c.Context(), st, row)
-			if err != nil {
-				return err
-			}
-			if err := proposals.VerifyDecision(p, d, set); err != nil {
-				return err
-			}
-			stored, inserted, err := st.AppendProposalDecision(c.Context(), d)
-			if errors.Is(err, store.ErrConflict) {
-				return fmt.Errorf("proposal %s already has another decision (%s by %s, %s): it stands", row.ID, stored.Disposition, stored.Actor, stored.ID)
-			}
+			stored, inserted, err := proposals.Submit(c.Context(), st, set, row, disp, text, submission, cred, actor)
 			if err != nil {
 				return err
 			}
@@ -169,17 +154,11 @@ func project(ctx context.Context, w io.Writer, st *store.Store, row store.Propos
 		return err
 	}
 	defer c.Close()
-	id := workflows.ProposalWorkflowID(row.ID)
-	run, err := c.SignalWithStartWorkflow(ctx, id, workflows.SignalProposalDecision, workflows.ProposalDecisionSignal{DecisionID: d.ID},
-		client.StartWorkflowOptions{ID: id, TaskQueue: cfg.TaskQueue}, workflows.ProposalWorkflowName,
-		workflows.ProposalRequest{ProposalID: row.ID, Kind: row.Kind, TurnWorkflowID: row.WorkflowID})
-	if err != nil {
-		return err
-	}
-	var s workflows.ProposalStatus
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if err := run.Get(wctx, &s); err != nil {
+	s, err := workflows.DeliverProposalDecision(wctx, c, cfg.TaskQueue,
+		workflows.ProposalRequest{ProposalID: row.ID, Kind: row.Kind, TurnWorkflowID: row.WorkflowID}, d.ID)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "receipt %s: %s %s\n", s.ReceiptID, s.Receipt, s.Reason)

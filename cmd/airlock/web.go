@@ -89,8 +89,9 @@ func runWeb(ctx context.Context, out, errOut io.Writer, addr, certFile, keyFile 
 	src := approvers.NewSource(cfg.ApproversPath())
 	opts, _ := config.TemporalOptions()
 	srv, err := web.New(web.Options{Store: st, Temporal: c, Approvers: web.FileApprovers(src),
-		Decide:      web.Decider(c, st, key, cred),
-		WorkflowURL: func(id string) string { return cfg.WorkflowURL(opts.Namespace, id) }})
+		Decide:         web.Decider(c, st, key, cred),
+		DecideProposal: web.ProposalDecider(c, st, cred, src, cfg.TaskQueue),
+		WorkflowURL:    func(id string) string { return cfg.WorkflowURL(opts.Namespace, id) }})
 	if err != nil {
 		return err
 	}

@@ -49,6 +49,9 @@ type Options struct {
 	Approvers func() (Authenticator, error)
 	// Decide delivers a decision (see DecideFunc).
 	Decide DecideFunc
+	// DecideProposal records and applies a decision on an agent proposal (see
+	// ProposalDecideFunc); nil lists proposals without decision forms.
+	DecideProposal ProposalDecideFunc
 	// WorkflowURL links a turn in the Temporal UI.
 	WorkflowURL func(workflowID string) string
 	// Now is the clock (default time.Now).
@@ -88,7 +91,7 @@ func New(opt Options) (*Server, error) {
 	}
 	s := &Server{opt: opt, sessions: newSessions(opt.Now), limiter: newLimiter(opt.Now), pages: map[string]*template.Template{}}
 	funcs := template.FuncMap{"show": func(s string) shown { return show(s, fieldLimit) }}
-	for _, p := range []string{"login", "inbox", "turn", "history", "error"} {
+	for _, p := range []string{"login", "inbox", "turn", "history", "proposals", "error"} {
 		t, err := template.New(p+".html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html", "templates/"+p+".html")
 		if err != nil {
 			return nil, fmt.Errorf("web: parse template %s: %w", p, err)
@@ -108,6 +111,8 @@ func New(opt Options) (*Server, error) {
 	m.HandleFunc("GET /turn", s.authed(s.turn))
 	m.HandleFunc("GET /history", s.authed(s.history))
 	m.HandleFunc("POST /decide", s.authed(s.decide))
+	m.HandleFunc("GET /proposals", s.authed(s.proposalsPage))
+	m.HandleFunc("POST /proposals/decide", s.authed(s.decideProposal))
 	s.mux = m
 	return s, nil
 }

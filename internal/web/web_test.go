@@ -55,6 +55,7 @@ type env struct {
 	srv *httptest.Server
 	st  *store.Store
 	rec *recorder
+	pr  *proposalRecorder
 	now time.Time
 }
 
@@ -70,9 +71,9 @@ func newEnvWith(t *testing.T, auth Authenticator) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	e := &env{t: t, st: st, rec: &recorder{}, now: time.Now()}
+	e := &env{t: t, st: st, rec: &recorder{}, pr: &proposalRecorder{}, now: time.Now()}
 	s, err := New(Options{Store: st, Approvers: func() (Authenticator, error) { return auth, nil },
-		Decide: e.rec.decide, WorkflowURL: func(id string) string { return "http://ui.example/" + url.PathEscape(id) },
+		Decide: e.rec.decide, DecideProposal: e.pr.decide, WorkflowURL: func(id string) string { return "http://ui.example/" + url.PathEscape(id) },
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
