@@ -235,4 +235,3 @@ func pastTense(disp string) string {
 	}
 	return disp
 }
-
