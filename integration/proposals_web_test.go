@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -136,6 +139,25 @@ func TestProposalDecidedThroughThePage(t *testing.T) {
 	d, err := st.GetProposalDecision(context.Background(), id)
 	if err != nil || d.Disposition != proposals.Edit {
 		t.Fatalf("stored decision: %+v %v", d, err)
+	}
+	// The CLI decides through the same proposals.Submit: the same edit from a file (bob's own
+	// credential) converges with the page's; its reject conflicts.
+	cli := func(args ...string) (string, error) {
+		cmd := exec.Command(airlockBin, append([]string{"proposals", "decide", id, "--credential", itCredentials["bob"]}, args...)...)
+		cmd.Env = append(os.Environ(), "AIRLOCK_HOME="+cfg.Home, "AIRLOCK_DATABASE_URL="+cfg.DatabaseURL, "AIRLOCK_APPROVERS="+cfg.ApproversFile,
+			"TEMPORAL_ADDRESS="+devServer.Address, "TEMPORAL_NAMESPACE="+devServer.Namespace, "AIRLOCK_TASK_QUEUE="+cfg.TaskQueue)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	file := filepath.Join(t.TempDir(), "edit.txt")
+	if err := os.WriteFile(file, []byte("Canberra.\nReally. "), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cli("--edit-file", file); err != nil || !strings.Contains(out, "already recorded") || !strings.Contains(out, proposals.ReceiptProjected) {
+		t.Fatalf("CLI same edit: %v\n%s", err, out)
+	}
+	if out, err := cli("--reject"); err == nil || !strings.Contains(out, "already has another decision") {
+		t.Fatalf("CLI reject after the page's edit: %v\n%s", err, out)
 	}
 	if js, _ := st.ListJudgments(context.Background()); len(js) != 1 {
 		t.Fatalf("judgments: %d, want 1", len(js))

@@ -35,6 +35,10 @@ the capability and tool, who asked, the literal arguments with hidden characters
 what leaves the machine, the time left, the turn's earlier outcomes and its Temporal UI link.
 A decision is sent as the turn's decide update, so the page shows at once whether it was
 accepted or why not (expired, decided by someone else, four-eyes, stale arguments).
+The Proposals page lists pending agent proposals (memory changes, self-corrections, focus
+declarations) with Accept, Reject and Edit (the replacement is the textarea's exact text),
+recorded and applied as "airlock proposals decide" does; it shows whether the decision was
+recorded, converged with the same one, or conflicts with a first, different one (which stands).
 
 The signed-in approver is the one recorded; the page attests each decision with its own key
 ($AIRLOCK_HOME/credentials/surface-web.json, created and registered in the approvers file on
