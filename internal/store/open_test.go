@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"os"
@@ -181,5 +182,24 @@ func TestOpenExistingNeedsAnAirlockSchema(t *testing.T) {
 				t.Fatalf("OpenExisting(outdated store) = %v, want ErrSchemaOutdated", err)
 			}
 		})
+	}
+}
+
+// A new SQLite store is readable by its owner only: it holds arguments, results and the audit.
+func TestNewSQLiteStoreIsOwnerOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "home", "airlock.db")
+	st, err := Open(context.Background(), "sqlite:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, p := range []string{path, path + "-wal"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			continue // no WAL file yet
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", p, fi.Mode().Perm())
+		}
 	}
 }

@@ -262,6 +262,13 @@ func sqliteDSN(p, query string, uri, create bool) (driver, dsn, where string, er
 		if err := os.MkdirAll(filepath.Dir(fsPath), 0o700); err != nil {
 			return "", "", "", fmt.Errorf("store: create directory for SQLite file %s: %w", p, err)
 		}
+		// The store holds arguments, results and the audit: a new file is its owner's alone
+		// (an empty file is an empty SQLite database; its -wal and -shm files take its mode).
+		if f, err := os.OpenFile(fsPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+			f.Close()
+		} else if !errors.Is(err, fs.ErrExist) {
+			return "", "", "", fmt.Errorf("store: create SQLite file %s: %w", p, err)
+		}
 	case !create && memory:
 		return "", "", "", fmt.Errorf("%w at %s: an in-memory SQLite database is always empty", ErrNoStore, p)
 	case !create:
