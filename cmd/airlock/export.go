@@ -9,7 +9,6 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/proposals"
-	"github.com/airlock-dev/airlock/internal/store"
 )
 
 func newExportCmd() *cobra.Command {
@@ -38,7 +37,7 @@ Prints counts and file names only.`,
 			if err != nil {
 				return fmt.Errorf("export private-training: approvers file (decisions are verified against it): %w", err)
 			}
-			st, err := store.OpenExisting(c.Context(), cfg.StoreURL())
+			st, err := openExistingStore(c.Context())
 			if err != nil {
 				return err
 			}

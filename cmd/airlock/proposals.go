@@ -26,7 +26,7 @@ func newProposalsCmd() *cobra.Command {
 	var turn string
 	list := &cobra.Command{Use: "list", Short: "List captured proposals (ids, kinds and status; never their text)", Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			st, err := store.OpenExisting(c.Context(), cfg.StoreURL())
+			st, err := openExistingStore(c.Context())
 			if err != nil {
 				return err
 			}
@@ -92,7 +92,7 @@ the first). Prints ids and status only.`,
 			if err != nil {
 				return err
 			}
-			st, err := store.OpenExisting(c.Context(), cfg.StoreURL())
+			st, err := openExistingStore(c.Context())
 			if err != nil {
 				return err
 			}
@@ -123,7 +123,7 @@ the first). Prints ids and status only.`,
 
 	proj := &cobra.Command{Use: "project PROPOSAL_ID", Short: "Apply a decision left between its append and its application", Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			st, err := store.OpenExisting(c.Context(), cfg.StoreURL())
+			st, err := openExistingStore(c.Context())
 			if err != nil {
 				return err
 			}

@@ -116,15 +116,7 @@ const confirmationCols = `id, token_hash, sealed_token, workflow_id, run_id, seq
 // always pending. A TokenHash already used by another confirmation is an
 // error (unique constraint).
 func (s *Store) CreateConfirmation(ctx context.Context, c Confirmation) (Confirmation, error) {
-	switch {
-	case c.ID == "":
-		return Confirmation{}, errors.New("store: confirmation needs an ID")
-	case len(c.TokenHash) == 0:
-		return Confirmation{}, fmt.Errorf("store: confirmation %q needs a TokenHash", c.ID)
-	case c.ExpiresAt.IsZero():
-		return Confirmation{}, fmt.Errorf("store: confirmation %q needs an ExpiresAt", c.ID)
-	}
-	args, err := jsonArg("confirmation arguments", c.Arguments)
+	args, err := newConfirmationArgs(c)
 	if err != nil {
 		return Confirmation{}, err
 	}
@@ -140,6 +132,20 @@ func (s *Store) CreateConfirmation(ctx context.Context, c Confirmation) (Confirm
 		return Confirmation{}, fmt.Errorf("store: create confirmation %q: %w", c.ID, err)
 	}
 	return s.GetConfirmation(ctx, c.ID)
+}
+
+// newConfirmationArgs checks the fields every new confirmation row needs (ID, TokenHash,
+// ExpiresAt) and returns its arguments as a JSON column value.
+func newConfirmationArgs(c Confirmation) (any, error) {
+	switch {
+	case c.ID == "":
+		return nil, errors.New("store: confirmation needs an ID")
+	case len(c.TokenHash) == 0:
+		return nil, fmt.Errorf("store: confirmation %q needs a TokenHash", c.ID)
+	case c.ExpiresAt.IsZero():
+		return nil, fmt.Errorf("store: confirmation %q needs an ExpiresAt", c.ID)
+	}
+	return jsonArg("confirmation arguments", c.Arguments)
 }
 
 // GetConfirmation returns the confirmation with this ID, or an error wrapping
@@ -228,19 +234,12 @@ func (s *Store) EditConfirmation(ctx context.Context, id, approver, editedDigest
 // idempotent by c.ID like CreateConfirmation: an existing row is returned unchanged.
 // Required: c.ID, c.TokenHash, c.ExpiresAt, c.Approver.
 func (s *Store) CreateApprovedConfirmation(ctx context.Context, c Confirmation) (Confirmation, error) {
-	switch {
-	case c.ID == "":
-		return Confirmation{}, errors.New("store: confirmation needs an ID")
-	case len(c.TokenHash) == 0:
-		return Confirmation{}, fmt.Errorf("store: confirmation %q needs a TokenHash", c.ID)
-	case c.ExpiresAt.IsZero():
-		return Confirmation{}, fmt.Errorf("store: confirmation %q needs an ExpiresAt", c.ID)
-	case c.Approver == "":
-		return Confirmation{}, fmt.Errorf("store: approved confirmation %q needs its approver", c.ID)
-	}
-	args, err := jsonArg("confirmation arguments", c.Arguments)
+	args, err := newConfirmationArgs(c)
 	if err != nil {
 		return Confirmation{}, err
+	}
+	if c.Approver == "" {
+		return Confirmation{}, fmt.Errorf("store: approved confirmation %q needs its approver", c.ID)
 	}
 	created := orNow(c.CreatedAt)
 	_, err = s.db.ExecContext(ctx, s.q(`INSERT INTO confirmations

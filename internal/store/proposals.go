@@ -242,20 +242,20 @@ func (s *Store) AppendProposalDecision(ctx context.Context, d ProposalDecision) 
 
 // GetProposalDecision returns the decision on proposalID, or an error wrapping ErrNotFound.
 func (s *Store) GetProposalDecision(ctx context.Context, proposalID string) (ProposalDecision, error) {
-	var r decisionRow
-	if err := s.db.GetContext(ctx, &r, s.q(`SELECT `+decisionCols+` FROM proposal_decisions WHERE proposal_id = ?`), proposalID); err != nil {
-		return ProposalDecision{}, notFound(err, "decision on proposal %q", proposalID)
-	}
-	d := r.ProposalDecision
-	d.Attestation, d.CreatedAt = rawJSON(r.RawAttestation), r.Created.Time
-	return d, nil
+	return s.getDecision(ctx, "proposal_id", proposalID, "decision on proposal %q")
 }
 
 // GetProposalDecisionByID returns decision id, or an error wrapping ErrNotFound.
 func (s *Store) GetProposalDecisionByID(ctx context.Context, id string) (ProposalDecision, error) {
+	return s.getDecision(ctx, "decision_id", id, "decision %q")
+}
+
+// getDecision reads the one decision whose column (proposal_id or decision_id, both unique)
+// equals value; what names it in a not-found error.
+func (s *Store) getDecision(ctx context.Context, column, value, what string) (ProposalDecision, error) {
 	var r decisionRow
-	if err := s.db.GetContext(ctx, &r, s.q(`SELECT `+decisionCols+` FROM proposal_decisions WHERE decision_id = ?`), id); err != nil {
-		return ProposalDecision{}, notFound(err, "decision %q", id)
+	if err := s.db.GetContext(ctx, &r, s.q(`SELECT `+decisionCols+` FROM proposal_decisions WHERE `+column+` = ?`), value); err != nil {
+		return ProposalDecision{}, notFound(err, what, value)
 	}
 	d := r.ProposalDecision
 	d.Attestation, d.CreatedAt = rawJSON(r.RawAttestation), r.Created.Time
