@@ -49,12 +49,32 @@ func class(r rune) Flag {
 		return FlagControl
 	case r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
 		return FlagBidi
-	case r == 0x115f, r == 0x1160, r == 0x3164, r == 0xffa0, r == 0x2800, r == 0x034f, // blank letters, CGJ
+	case r == 0x115f, r == 0x1160, r == 0x3164, r == 0xffa0, r == 0x2800, r == 0x034f, r == 0x16fe4, // blank letters and fillers, CGJ
 		r >= 0xfe00 && r <= 0xfe0f, r >= 0xe0100 && r <= 0xe01ef, // variation selectors
-		unicode.Is(unicode.Cf, r): // format characters: zero-width, word joiner, BOM, tags, soft hyphen, …
+		unicode.Is(unicode.Cf, r), // format characters: zero-width, word joiner, BOM, tags, soft hyphen, …
+		// The rest of Unicode's Default_Ignorable_Code_Point (Khmer inherent vowels, Mongolian
+		// variation selectors, fillers), which render as nothing:
+		unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r), unicode.Is(unicode.Variation_Selector, r),
+		// Marks drawn over or around their neighbours (strike-through, enclosing circle), which
+		// change how the text reads without showing themselves, and private-use code points,
+		// which have no standard glyph:
+		unicode.Is(unicode.Me, r), isOverlay(r), unicode.Is(unicode.Co, r):
 		return FlagInvisible
 	}
 	return ""
+}
+
+// isOverlay reports a combining mark of canonical combining class 1 (overlay): it is drawn
+// through the preceding character (U+0334–U+0338, U+20D2–U+20D3, U+20D8–U+20DA, U+20E5–U+20E6,
+// U+20EA–U+20EB, U+10A39, U+16AF0–U+16AF4, U+1BC9E, U+1D167–U+1D169).
+func isOverlay(r rune) bool {
+	switch {
+	case r >= 0x0334 && r <= 0x0338, r == 0x1CD4, r >= 0x1CE2 && r <= 0x1CE8, r >= 0x20D2 && r <= 0x20D3,
+		r >= 0x20D8 && r <= 0x20DA, r >= 0x20E5 && r <= 0x20E6, r >= 0x20EA && r <= 0x20EB, r == 0x10A39,
+		r >= 0x16AF0 && r <= 0x16AF4, r == 0x1BC9E, r >= 0x1D167 && r <= 0x1D169:
+		return true
+	}
+	return false
 }
 
 // hidden reports a rune that would act on the terminal or hide or reorder text instead of

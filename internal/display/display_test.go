@@ -248,3 +248,20 @@ func TestProseIsNotTakenForAHost(t *testing.T) {
 		}
 	}
 }
+
+// Every code point that renders as nothing or disguises its neighbours is shown and flagged:
+// the rest of Default_Ignorable_Code_Point beyond format characters, overlay and enclosing
+// marks, private use.
+func TestIgnorableOverlayAndPrivateUseAreFlagged(t *testing.T) {
+	for _, r := range []rune{0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F, 0x16FE4, 0x0336, 0x20E0, 0xE000} {
+		s := "a" + string(r) + "b"
+		if !Flagged(s) || !strings.Contains(Visible(s), fmt.Sprintf("<U+%04X>", r)) {
+			t.Errorf("U+%04X: Visible = %q, want it shown and flagged", r, Visible(s))
+		}
+	}
+	for _, s := range []string{"café", "naïve", "日本語", "Ελληνικά", "e\u0301"} {
+		if Flagged(s) {
+			t.Errorf("%q is ordinary text, flagged as %q", s, Visible(s))
+		}
+	}
+}
