@@ -30,9 +30,12 @@ func newAuditCmd() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(out)
 				for _, r := range rows {
-					if err := enc.Encode(r); err != nil {
+					b, err := json.Marshal(r)
+					if err != nil {
+						return err
+					}
+					if _, err := fmt.Fprintf(out, "%s\n", display.JSON(b)); err != nil {
 						return err
 					}
 				}

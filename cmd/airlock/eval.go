@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/eval"
 	"github.com/airlock-dev/airlock/internal/store"
 )
@@ -208,7 +210,10 @@ func runEval(cmd *cobra.Command, f evalFlags, corpus eval.Corpus, cases []*eval.
 	}
 	rep := eval.Build(results, policy, f.concurrency, elapsed, time.Now())
 	if f.asJSON {
-		err = rep.WriteJSON(cmd.OutOrStdout())
+		var b bytes.Buffer
+		if err = rep.WriteJSON(&b); err == nil {
+			_, err = cmd.OutOrStdout().Write(display.JSON(b.Bytes()))
+		}
 	} else {
 		err = rep.WriteText(cmd.OutOrStdout())
 	}

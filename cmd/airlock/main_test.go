@@ -190,3 +190,25 @@ func TestTerminalSurfacesShowHostileTextVisibly(t *testing.T) {
 		}
 	}
 }
+
+// airlock parse prints model-written ids, names and values with hidden runes as \u escapes:
+// valid JSON with the same values, nothing that reorders or hides text on a terminal.
+func TestParseOutputEscapesHiddenRunes(t *testing.T) {
+	in := `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[
+	  {"id":"c1` + "\u202e" + `","type":"function","function":{"name":"web_fetch","arguments":"{\"url\":\"https://example.org/a` + "\u200b" + `b\"}"}}]},"finish_reason":"tool_calls"}]}`
+	out, err := run(t, in, "parse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(out, "\u202e\u200b") || !strings.Contains(out, `\u202e`) || !strings.Contains(out, `\u200b`) {
+		t.Fatalf("parse output = %q", out)
+	}
+	var got struct {
+		Candidates []struct {
+			CallID string `json:"call_id"`
+		} `json:"candidates"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.Candidates) != 1 || got.Candidates[0].CallID != "c1\u202e" {
+		t.Fatalf("decoded %+v, %v", got, err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/parse"
 )
 
@@ -89,9 +90,13 @@ Useful for debugging a model server. Exit status 1 if the input is not a provide
 					out.Failures = append(out.Failures, parseFailure{CallID: c.CallID, Name: c.Name, Reason: c.Reason, Detail: c.Detail})
 				}
 			}
-			enc := json.NewEncoder(cmd.OutOrStdout())
-			enc.SetEscapeHTML(false)
-			return enc.Encode(out)
+			b, err := json.Marshal(out)
+			if err != nil {
+				return err
+			}
+			// Model-written names and values reach a terminal: hidden runes as \u escapes.
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", display.JSON(b))
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "", "response format: openai (also Ollama), anthropic or auto (default: auto, detect)")

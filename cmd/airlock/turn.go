@@ -369,7 +369,7 @@ func newTurnShowCmd() *cobra.Command {
 			defer st.Close()
 			if raw, err := st.GetTurnResult(ctx, id); err == nil {
 				if asJSON {
-					_, err := fmt.Fprintln(out, string(raw))
+					_, err := fmt.Fprintln(out, string(display.JSON(raw)))
 					return err
 				}
 				var res workflows.TurnResult

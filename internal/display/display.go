@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -220,4 +221,32 @@ func OneLine(s string) string {
 		b.WriteByte(s[i]) // bytes, not runes: invalid UTF-8 stays for Visible to show
 	}
 	return b.String()
+}
+
+// JSON returns the JSON document b with every hidden rune (Flagged's) written as a \uXXXX
+// escape (a surrogate pair above U+FFFF): the same JSON value, which a terminal shows without
+// reordering, hiding or acting on anything. Hidden runes can only stand inside JSON strings,
+// where the escape is equivalent, so b stays valid JSON; b is returned as is when it holds
+// none.
+func JSON(b []byte) []byte {
+	if !Flagged(string(b)) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+32)
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			out = append(out, `\ufffd`...) // not UTF-8: what a JSON decoder reads it as
+		case hidden(r) && r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+		case hidden(r) && r >= 0x20: // C0 controls are already escaped by every encoder
+			out = fmt.Appendf(out, `\u%04x`, r)
+		default:
+			out = append(out, b[i:i+n]...)
+		}
+		i += n
+	}
+	return out
 }

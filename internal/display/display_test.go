@@ -265,3 +265,25 @@ func TestIgnorableOverlayAndPrivateUseAreFlagged(t *testing.T) {
 		}
 	}
 }
+
+// JSON writes hidden runes as \u escapes: the same JSON value, nothing raw for a terminal.
+func TestJSONEscapesHiddenRunesAndKeepsTheValue(t *testing.T) {
+	v := map[string]string{"id": "c1\u202e", "subject": "x\u200by\U000E0041", "note": "line\tone café"}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := JSON(b)
+	if Flagged(strings.ReplaceAll(string(got), "\n", "")) { // the indentation's newlines stay
+		t.Fatalf("hidden runes remain: %q", got)
+	}
+	for _, want := range []string{`\u202e`, `\u200b`, `\udb40\udc41`, "café", "\n  "} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("JSON(...) = %s, lacks %q", got, want)
+		}
+	}
+	var back map[string]string
+	if err := json.Unmarshal(got, &back); err != nil || fmt.Sprint(back) != fmt.Sprint(v) {
+		t.Fatalf("round trip = %v, %v; want %v", back, err, v)
+	}
+}
