@@ -236,14 +236,23 @@ func (m Memory) Materialize(ctx context.Context, st *store.Store, b MemoryBindin
 	if b.Source != m.Source() || b.Path != MemoryPath || b.ContentType != MemoryContentType {
 		return Result{}, fail(FailPathInvalid, errors.New("the proposal's binding names another source or path"))
 	}
-	cur, err := st.CurrentMemory(ctx, m.Source())
-	if err != nil || cur.VersionID != b.VersionID || cur.SHA256 != b.SHA256 || cur.DocumentID != b.DocumentID {
-		return Result{}, fail(FailStaleBase, errors.New("the memory document changed since the proposal"))
-	}
 	base, err := st.GetMemoryVersion(ctx, b.VersionID)
 	if err != nil || Digest(base.Content) != b.SHA256 || base.Size != int64(len(base.Content)) || base.Size != b.Size ||
 		base.Source != b.Source || base.Path != b.Path || base.ContentType != b.ContentType {
 		return Result{}, fail(FailBaseMismatch, errors.New("the base version does not match its binding"))
+	}
+	next, err := m.next(base.Content, b, operation, text)
+	if err != nil {
+		return Result{}, err
+	}
+	// A retry after a crash between the rename and the receipt finds the pointer already on
+	// exactly this result (the first attempt finished) or memory.md already holding it (the
+	// pointer not moved yet): it completes what the first attempt started instead of calling
+	// its own change stale.
+	cur, err := st.CurrentMemory(ctx, m.Source())
+	done := err == nil && cur.DocumentID == b.DocumentID && cur.SHA256 == Digest(next) && cur.VersionID != b.VersionID
+	if !done && (err != nil || cur.VersionID != b.VersionID || cur.SHA256 != b.SHA256 || cur.DocumentID != b.DocumentID) {
+		return Result{}, fail(FailStaleBase, errors.New("the memory document changed since the proposal"))
 	}
 	p, err := m.path()
 	if err != nil {
@@ -258,38 +267,17 @@ func (m Memory) Materialize(ctx context.Context, st *store.Store, b MemoryBindin
 	if err != nil {
 		return Result{}, err
 	}
-	if !bytes.Equal(onDisk, base.Content) {
-		return Result{}, fail(FailStaleBase, errors.New("memory.md on disk differs from the base version"))
-	}
-	var next []byte
-	switch operation {
-	case "append":
-		s := string(base.Content)
-		if s != "" && !strings.HasSuffix(s, "\n") {
-			s += "\n"
+	switch {
+	case done && bytes.Equal(onDisk, next):
+		return Result{DocumentID: cur.DocumentID, BaseVersionID: b.VersionID, NewVersionID: cur.VersionID, SHA256: cur.SHA256, Bytes: cur.Size}, nil
+	case done:
+		return Result{}, fail(FailStaleBase, errors.New("memory.md on disk differs from the version this proposal recorded"))
+	case bytes.Equal(onDisk, base.Content):
+		if err := writeAtomic(m.Root, p, next); err != nil {
+			return Result{}, err
 		}
-		next = []byte(s + normalize(text))
-	case "replace-document":
-		next = []byte(normalize(text))
-	default:
-		return Result{}, fail(FailWrite, errors.New("unknown operation"))
-	}
-	oldID, err := FrontmatterID(base.Content)
-	if err != nil {
-		return Result{}, fail(FailFrontmatter, err)
-	}
-	newID, err := FrontmatterID(next)
-	if err != nil {
-		return Result{}, fail(FailFrontmatter, err)
-	}
-	if newID != oldID || oldID != b.DocumentID {
-		return Result{}, fail(FailFrontmatterChange, errors.New("the frontmatter id would change"))
-	}
-	if int64(len(next)) > m.max() {
-		return Result{}, fail(FailTooLarge, errors.New("the result is over the size limit"))
-	}
-	if err := writeAtomic(m.Root, p, next); err != nil {
-		return Result{}, err
+	case !bytes.Equal(onDisk, next): // equal: an earlier attempt renamed, then died
+		return Result{}, fail(FailStaleBase, errors.New("memory.md on disk differs from the base version"))
 	}
 	// Scan the exact configured source, then verify what it recorded.
 	nv, err := m.version(next)
@@ -309,6 +297,39 @@ func (m Memory) Materialize(ctx context.Context, st *store.Store, b MemoryBindin
 		return Result{}, fail(FailVerify, errors.New("the current version is not the written one"))
 	}
 	return Result{DocumentID: nv.DocumentID, BaseVersionID: b.VersionID, NewVersionID: nv.VersionID, SHA256: nv.SHA256, Bytes: nv.Size}, nil
+}
+
+// next is the document operation makes of base with text, checked: the frontmatter id stays
+// the binding's document id and the result fits the size limit.
+func (m Memory) next(base []byte, b MemoryBinding, operation, text string) ([]byte, error) {
+	var next []byte
+	switch operation {
+	case "append":
+		s := string(base)
+		if s != "" && !strings.HasSuffix(s, "\n") {
+			s += "\n"
+		}
+		next = []byte(s + normalize(text))
+	case "replace-document":
+		next = []byte(normalize(text))
+	default:
+		return nil, fail(FailWrite, errors.New("unknown operation"))
+	}
+	oldID, err := FrontmatterID(base)
+	if err != nil {
+		return nil, fail(FailFrontmatter, err)
+	}
+	newID, err := FrontmatterID(next)
+	if err != nil {
+		return nil, fail(FailFrontmatter, err)
+	}
+	if newID != oldID || oldID != b.DocumentID {
+		return nil, fail(FailFrontmatterChange, errors.New("the frontmatter id would change"))
+	}
+	if int64(len(next)) > m.max() {
+		return nil, fail(FailTooLarge, errors.New("the result is over the size limit"))
+	}
+	return next, nil
 }
 
 // writeAtomic writes data to an owner-only temporary file in dir, fsyncs it, renames it over

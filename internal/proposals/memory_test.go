@@ -289,3 +289,39 @@ func TestMaterializePathEscapes(t *testing.T) {
 		}
 	})
 }
+
+// A retried materialization after a crash between the rename and the receipt completes what
+// the first attempt started, whether the version pointer had moved or not: the receipt never
+// calls an applied change failed, and the text is in memory.md exactly once.
+func TestMaterializeRetryAfterACrashCompletes(t *testing.T) {
+	const text = "- remember X\n"
+	t.Run("pointer moved", func(t *testing.T) {
+		m, st, b := setup(t)
+		first, err := m.Materialize(context.Background(), st, b, "append", text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := m.Materialize(context.Background(), st, b, "append", text)
+		if err != nil || again.NewVersionID != first.NewVersionID || again.SHA256 != first.SHA256 {
+			t.Fatalf("retry = %+v, %v; want the first result %+v", again, err, first)
+		}
+		if got, _ := os.ReadFile(filepath.Join(m.Root, MemoryPath)); string(got) != baseDoc+text {
+			t.Fatalf("memory.md = %q", got)
+		}
+	})
+	t.Run("renamed, pointer not moved", func(t *testing.T) {
+		m, st, b := setup(t)
+		if err := os.WriteFile(filepath.Join(m.Root, MemoryPath), []byte(baseDoc+text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		res, err := m.Materialize(context.Background(), st, b, "append", text)
+		if err != nil || res.BaseVersionID != b.VersionID {
+			t.Fatalf("retry = %+v, %v", res, err)
+		}
+		cur, _ := st.CurrentMemory(context.Background(), m.Source())
+		got, _ := os.ReadFile(filepath.Join(m.Root, MemoryPath))
+		if cur.VersionID != res.NewVersionID || string(got) != baseDoc+text {
+			t.Fatalf("current %s (want %s), memory.md %q", cur.VersionID, res.NewVersionID, got)
+		}
+	})
+}
