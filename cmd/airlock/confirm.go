@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -34,8 +35,13 @@ func loadCredential(flag string) (approvers.Credential, string, error) {
 	}
 	cred, err := approvers.LoadCredential(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return cred, "", fmt.Errorf("no approver credential at %s: an administrator creates one with `airlock approvers add NAME`; "+
-			"pass it with --credential PATH or AIRLOCK_CREDENTIAL: %w", path, err)
+		hint := ""
+		if found, _ := filepath.Glob(filepath.Join(cfg.CredentialsDir(), "*.json")); len(found) > 0 {
+			// e.g. make run's demo approver: name what exists instead of only how to create one.
+			hint = fmt.Sprintf(" (credentials under %s: %s)", cfg.CredentialsDir(), strings.Join(found, ", "))
+		}
+		return cred, "", fmt.Errorf("no approver credential at %s: pass yours with --credential PATH or AIRLOCK_CREDENTIAL%s; "+
+			"an administrator creates one with `airlock approvers add NAME`: %w", path, hint, err)
 	}
 	if err != nil {
 		return cred, "", err

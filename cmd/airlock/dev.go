@@ -110,7 +110,7 @@ func runDev(cmd *cobra.Command, trace, message, decision string) error {
 	case "approve", "deny":
 		decide = func(context.Context, workflows.PendingConfirmation, func() bool) (bool, string, bool) {
 			fmt.Fprintf(out, "   deciding %s (--decision / AIRLOCK_DEMO_DECISION)\n", decision)
-			return decision == "approve", "denied by --decision deny", true
+			return decision == "approve", "denied by the demo decision (airlock dev --decision deny / AIRLOCK_DEMO_DECISION=deny)", true
 		}
 	case "":
 		if isTerminal(os.Stdin) {

@@ -40,6 +40,9 @@ type doctorCheck struct {
 // doctorTimeout bounds each network check.
 const doctorTimeout = 5 * time.Second
 
+// pollerFresh is how recently a poller must have polled to count as a live worker.
+const pollerFresh = 75 * time.Second
+
 func newDoctorCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "doctor",
@@ -153,14 +156,22 @@ func doctorTemporal(ctx context.Context) []doctorCheck {
 		Namespace: o.Namespace, TaskQueue: &taskqueuepb.TaskQueue{Name: cfg.TaskQueue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
 		TaskQueueType: enumspb.TASK_QUEUE_TYPE_WORKFLOW,
 	})
+	// Temporal lists a poller for minutes after its worker stopped: only pollers seen within
+	// a long poll (60 s) and some slack count as live.
+	live := 0
+	for _, p := range tq.GetPollers() {
+		if t := p.GetLastAccessTime(); t != nil && time.Since(t.AsTime()) < pollerFresh {
+			live++
+		}
+	}
 	switch {
 	case err != nil:
 		q.Warn, q.Detail = true, "cannot describe task queue "+cfg.TaskQueue+": "+scrub(err)
-	case len(tq.GetPollers()) == 0:
-		q.Warn, q.Detail = true, "no worker polls task queue "+cfg.TaskQueue
+	case live == 0:
+		q.Warn, q.Detail = true, fmt.Sprintf("no worker polled task queue %s in the last %s", cfg.TaskQueue, pollerFresh)
 		q.Fix = "start one: airlock worker (same TEMPORAL_* and AIRLOCK_TASK_QUEUE); turns wait until one polls"
 	default:
-		q.Detail = fmt.Sprintf("%d poller(s) on task queue %s", len(tq.GetPollers()), cfg.TaskQueue)
+		q.Detail = fmt.Sprintf("%d poller(s) on task queue %s seen in the last %s (a worker that stopped just now may still count)", live, cfg.TaskQueue, pollerFresh)
 	}
 	return append(out, q)
 }

@@ -86,7 +86,7 @@ func TestDoctorChecksEachConnection(t *testing.T) {
 	if err != nil {
 		t.Fatalf("doctor on a working setup: %v\n%s", err, out)
 	}
-	for _, want := range []string{"ok    temporal", "ok    attrs", "warn  workers", "no worker polls task queue airlock-turns",
+	for _, want := range []string{"ok    temporal", "ok    attrs", "warn  workers", "no worker polled task queue airlock-turns",
 		"ok    store", "ok    approvers", "1 approver(s)", "ok    key", "ok    registry"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor output lacks %q:\n%s", want, out)

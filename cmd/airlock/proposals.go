@@ -35,6 +35,10 @@ func newProposalsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if len(rows) == 0 {
+				fmt.Fprintln(c.OutOrStdout(), "no agent proposals")
+				return nil
+			}
 			for _, r := range rows {
 				status := "pending"
 				if d, err := st.GetProposalDecision(c.Context(), r.ID); err == nil {

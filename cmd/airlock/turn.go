@@ -389,7 +389,7 @@ func newTurnShowCmd() *cobra.Command {
 			desc, err := c.DescribeWorkflow(ctx, id, "")
 			var nf *serviceerror.NotFound
 			if errors.As(err, &nf) {
-				return fmt.Errorf("no turn %s", id)
+				return fmt.Errorf("no turn %s (turn ids look like turn/<conversation>/<n>: see airlock audit, or the ids airlock dev and turn start print)", display.Visible(id))
 			} else if err != nil {
 				return err
 			}
