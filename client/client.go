@@ -268,6 +268,9 @@ func (c *Client) StartTurnSeq(ctx context.Context, req TurnRequest, seq int) (*T
 	if req.Conversation == "" || seq < 1 {
 		return nil, fmt.Errorf("client: a turn needs a conversation and a turn number >= 1")
 	}
+	if err := req.Validate(); err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
 	id := workflows.TurnWorkflowID(req.Conversation, seq)
 	so := workflows.StartOptions(id, c.queue, req)
 	so.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -65,6 +66,24 @@ func TurnWorkflowID(conversation string, seq int) string {
 	return fmt.Sprintf("turn/%s/%d", conversation, seq)
 }
 
+// Infer modes (TurnRequest.InferMode): how a turn runs its inference rounds (DESIGN "Choose
+// regular or local activities"; issue 12).
+const (
+	// InferRegular runs each round as a regular activity: the model's answer is durable the
+	// moment it returns (a crash never pays for the call twice) and the call may run for
+	// minutes, heartbeating. It costs a server round trip and 6 history events per round. The
+	// default for live models: slow, costly calls.
+	InferRegular = "regular"
+	// InferLocal runs each round as a local activity inside the workflow task, recorded as one
+	// marker event: no server round trip, so a turn of fast rounds runs in one workflow task.
+	// The trade-off: a worker that dies mid-task loses the rounds not yet recorded, and the
+	// next worker asks the model again (one more paid call, possibly a different answer; only
+	// the answer that was recorded ever acts), and a round longer than the workflow task
+	// timeout costs a task heartbeat (3 events) every 1.6 s. For fast models, or when a rare
+	// re-run is acceptable; the default for recorded sessions (deterministic, free).
+	InferLocal = "local"
+)
+
 // Defaults applied when a TurnRequest leaves a limit at zero.
 const (
 	DefaultMaxRounds       = 8
@@ -84,6 +103,9 @@ type TurnRequest struct {
 	// capabilities); empty for a live model.
 	Session string `json:"session,omitempty"`
 	Model   string `json:"model,omitempty"`
+	// InferMode is how inference rounds run (InferRegular, InferLocal; "" = InferLocal for a
+	// recorded Session, InferRegular for a live model). See InferLocal for the trade-off.
+	InferMode string `json:"infer_mode,omitempty"`
 	// MaxRounds caps inference rounds (default 8); MaxCalls is the per-turn capability call
 	// budget (default 16), enforced independently of each capability's registry cap.
 	MaxRounds int `json:"max_rounds,omitempty"`
@@ -98,6 +120,21 @@ type TurnRequest struct {
 	// recorded session (anything but executed, or a capability error the recording itself
 	// shows): the recording's later steps assume otherwise.
 	StopOnDivergence bool `json:"stop_on_divergence,omitempty"`
+}
+
+// ErrBadInferMode: TurnRequest.InferMode names no infer mode.
+var ErrBadInferMode = errors.New("infer mode must be \"regular\", \"local\" or empty")
+
+// Validate reports what makes req unusable before a turn starts: for now an unknown InferMode
+// (ErrBadInferMode). Clients call it before starting a turn; the workflow fails a turn whose
+// request does not pass.
+func (r TurnRequest) Validate() error {
+	switch r.InferMode {
+	case "", InferRegular, InferLocal:
+	default:
+		return fmt.Errorf("%w (got %q)", ErrBadInferMode, display.Visible(r.InferMode))
+	}
+	return nil
 }
 
 func (r *TurnRequest) applyDefaults() {

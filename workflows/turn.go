@@ -22,6 +22,10 @@ var a *activities.Activities
 // TurnWorkflow runs one conversation turn. It returns the TurnResult; it fails only when
 // inference fails for good (results already returned stay in the conversation store).
 func TurnWorkflow(ctx workflow.Context, req TurnRequest) (TurnResult, error) {
+	if err := req.Validate(); err != nil {
+		return TurnResult{WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Status: StatusFailed},
+			temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeBadInput, err)
+	}
 	req.applyDefaults()
 	info := workflow.GetInfo(ctx)
 	t := &turn{
@@ -375,13 +379,26 @@ func (t *turn) infer(ctx workflow.Context, round int, out *activities.InferOutpu
 	retry := &temporal.RetryPolicy{InitialInterval: 250 * time.Millisecond, BackoffCoefficient: 3, MaximumInterval: 30 * time.Second,
 		MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrTypeSessionExhausted, activities.ErrTypeProviderRejected, activities.ErrTypeBadInput, activities.ErrTypeUnsupportedRecording}}
 	summary := fmt.Sprintf("infer round %d", round)
-	if t.req.Session != "" && workflow.GetVersion(ctx, versionLocalInferForSessions, workflow.DefaultVersion, 1) == 1 {
+	if t.localInfer(ctx) {
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry, Summary: summarize(summary)})
 		return workflow.ExecuteLocalActivity(lctx, a.Infer, in).Get(ctx, out)
 	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 3 * time.Minute,
 		HeartbeatTimeout: HeartbeatTimeout, RetryPolicy: retry, Summary: summarize(summary)})
 	return workflow.ExecuteActivity(actx, a.Infer, in).Get(ctx, out)
+}
+
+// localInfer reports whether the turn's rounds run as local activities (TurnRequest.InferMode).
+// A recorded session without a mode keeps the version marker it always had; a mode the
+// request names explicitly needs none (histories before InferMode never set it).
+func (t *turn) localInfer(ctx workflow.Context) bool {
+	switch t.req.InferMode {
+	case InferLocal:
+		return true
+	case InferRegular:
+		return false
+	}
+	return t.req.Session != "" && workflow.GetVersion(ctx, versionLocalInferForSessions, workflow.DefaultVersion, 1) == 1
 }
 
 // proposal is one call on its way through budgets and the executor stages.

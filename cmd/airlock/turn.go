@@ -52,6 +52,9 @@ until the turn ends, showing each confirmation it waits for and how to approve o
 				return errors.New("--conversation is required")
 			}
 			req.Message = args[0]
+			if err := req.Validate(); err != nil {
+				return fmt.Errorf("--infer-mode: %w", err)
+			}
 			var decide decider
 			if wait && isTerminal(os.Stdin) {
 				decide = askTerminal(os.Stdin, cmd.OutOrStdout())
@@ -64,6 +67,7 @@ until the turn ends, showing each confirmation it waits for and how to approve o
 	f.StringVar(&req.Principal, "principal", os.Getenv("USER"), "who the turn acts for")
 	f.StringVar(&req.SystemPrompt, "system", "", "system prompt for the conversation's first turn")
 	f.StringVar(&req.Model, "model", "", "model name for a live provider")
+	f.StringVar(&req.InferMode, "infer-mode", os.Getenv("AIRLOCK_INFER_MODE"), "how inference rounds run: regular (durable answer, for slow or costly models; the default) or local (no server round trip per round; a crash re-asks the model) (AIRLOCK_INFER_MODE)")
 	f.IntVar(&req.MaxRounds, "max-rounds", workflows.DefaultMaxRounds, "maximum inference rounds")
 	f.IntVar(&req.MaxCalls, "max-calls", workflows.DefaultMaxCalls, "per-turn capability call budget")
 	f.DurationVar(&req.ConfirmationTTL, "confirmation-ttl", workflows.DefaultConfirmationTTL, "how long a confirmation stays valid")
