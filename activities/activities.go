@@ -120,7 +120,13 @@ func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, err
 		now = a.now()
 	}
 	cat := reg.Catalog(allow, now)
-	msgs, err := a.loadContext(ctx, in.Conversation, in.ContextLimit)
+	var msgs []inference.Message
+	var err error
+	if in.Fold != nil && in.Fold.Opening {
+		msgs, err = a.foldOpening(ctx, in)
+	} else {
+		msgs, err = a.loadContext(ctx, in.Conversation, in.ContextLimit)
+	}
 	if err != nil {
 		return InferOutput{}, err
 	}
@@ -160,6 +166,15 @@ func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, err
 		return out, fmt.Errorf("infer round %d: %w", in.Round, err)
 	}
 	out.Response = resp
+	if in.Fold != nil {
+		out.Folded = &FoldedRound{}
+		if in.Fold.Opening {
+			out.Folded.Context = msgs
+		}
+		if err := a.foldAfter(ctx, in, &out, func(ai AdmitInput) Admission { return Admit(reg, ai) }); err != nil {
+			return out, fmt.Errorf("infer round %d: %w", in.Round, err)
+		}
+	}
 	return out, nil
 }
 

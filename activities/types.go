@@ -93,6 +93,8 @@ type InferInput struct {
 	// Now is the workflow's clock at the round: the catalog leaves out deprecated entries past
 	// their deadline as of it. Zero: the activity's clock.
 	Now time.Time `json:"now,omitzero"`
+	// Fold, when set, folds the steps around the round into Infer (FoldedRound).
+	Fold *InferFold `json:"fold,omitempty"`
 }
 
 // InferOutput is the raw provider response plus the catalog refs advertised with it.
@@ -104,6 +106,8 @@ type InferOutput struct {
 	// ProposalSnapshot is the id of the stored context snapshot the round's proposal tools
 	// were offered from ("" when none was offered).
 	ProposalSnapshot string `json:"proposal_snapshot,omitempty"`
+	// Folded is what a folded round did besides inferring (InferInput.Fold).
+	Folded *FoldedRound `json:"folded,omitempty"`
 }
 
 // ParseInput is one raw response to parse strictly.

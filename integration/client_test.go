@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/airlock-dev/airlock/client"
+	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/workflows"
 )
 
@@ -183,8 +184,8 @@ func TestOperatorMemoAndSummariesAreEscaped(t *testing.T) {
 	if len(res.Outcomes) != 2 || res.Outcomes[0].Outcome != client.OutcomeParseFailed || res.Outcomes[1].Outcome != client.OutcomeRejected {
 		t.Fatalf("outcomes = %s", outcomeList(res))
 	}
-	// Every summary in the history is escaped and bounded; the admit summary names the tool
-	// visibly.
+	// Every summary in the history is escaped and bounded; the record summary of the rejected
+	// call names the tool visibly.
 	it := tc.GetWorkflowHistory(ctx, turn.ID, "", false, 0)
 	var summaries []string
 	for it.HasNext() {
@@ -205,12 +206,12 @@ func TestOperatorMemoAndSummariesAreEscaped(t *testing.T) {
 		if strings.ContainsAny(s, "\u202e\x1b") || utf8.RuneCountInString(s) > workflows.SummaryLimit {
 			t.Errorf("summary %q is raw or too long", s)
 		}
-		if strings.HasPrefix(s, "admit ") {
+		if strings.HasPrefix(s, "record rejected #") {
 			admit = s
 		}
 	}
-	if admit != "admit "+unknownTool {
-		t.Fatalf("admit summary = %q; all: %q", admit, summaries)
+	if want := display.Summary("record rejected #2 "+unknownTool, workflows.SummaryLimit); admit != want {
+		t.Fatalf("record summary = %q, want %q; all: %q", admit, want, summaries)
 	}
 }
 

@@ -219,12 +219,14 @@ func TestReviewEffectfulExecuteFailingForGoodIsOutcomeUnknown(t *testing.T) {
 func TestReviewExecuteFailingBeforeAnyEffectIsFailed(t *testing.T) {
 	f := newFixture(t, calls(call("c1", "test_echo", `{"text":"x"}`)), answer("ok"))
 	f.env.OnActivity(f.acts.Execute, mock.Anything, mock.Anything).Return(activities.ExecuteOutput{}, errors.New("boom"))
+	f.env.OnActivity(f.acts.ExecuteRecorded, mock.Anything, mock.Anything).Return(activities.ExecuteOutput{}, errors.New("boom"))
 	res := f.run(workflows.TurnRequest{})
 	wantOutcomes(t, res, string(activities.OutcomeFailed)+":"+activities.ReasonExecuteError)
 
 	f = newFixture(t, calls(call("c1", "test_echo", `{"text":"x"}`)), answer("ok"))
 	f.acts.Replay = f.provider // a recorded session, served by the same scripted responses
 	f.env.OnActivity(f.acts.Execute, mock.Anything, mock.Anything).Return(activities.ExecuteOutput{}, errors.New("boom"))
+	f.env.OnActivity(f.acts.ExecuteRecorded, mock.Anything, mock.Anything).Return(activities.ExecuteOutput{}, errors.New("boom"))
 	res = f.run(workflows.TurnRequest{Session: "s", StopOnDivergence: true})
 	if res.EndReason != "diverged" {
 		t.Errorf("a replayed session whose Execute failed ends %q, want diverged", res.EndReason)
@@ -273,7 +275,7 @@ func assertEchoRefusedUnderSwappedRegistry(t *testing.T, rev string, check func(
 		check(f.acts.Registry, swapped)
 	}
 	f.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
-		if info.ActivityType.Name == "Execute" {
+		if n := info.ActivityType.Name; n == "Execute" || n == "ExecuteRecorded" {
 			f.acts.Registry = swapped
 		}
 	})

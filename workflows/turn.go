@@ -72,6 +72,10 @@ type turn struct {
 	// ctl is the catalog controller, nil until a message proposes a catalog read
 	// (versionCatalogController).
 	ctl *catalog.Controller
+	// fold: the turn runs folded rounds (versionFoldedRounds); pre holds the admissions the
+	// round's Infer computed, by proposal number.
+	fold bool
+	pre  map[int]activities.Admission
 }
 
 // waitEnd is how a confirmation wait ended.
@@ -190,12 +194,17 @@ func (t *turn) setStatus(ctx workflow.Context, status string) {
 
 // record runs stage 6 and appends msgs to the in-memory context.
 func (t *turn) record(ctx workflow.Context, audit *activities.AuditRecord, decision *activities.Decision, key string, msgs ...inference.Message) error {
-	t.messages = append(t.messages, msgs...)
-	in := activities.RecordInput{Audit: audit, Decision: decision, Conversation: t.req.Conversation, ContextKey: key, Messages: msgs}
 	summary := "record"
 	if audit != nil {
 		summary = fmt.Sprintf("record %s #%d", audit.Kind, audit.Seq)
 	}
+	return t.recordAs(ctx, summary, audit, decision, key, msgs...)
+}
+
+// recordAs is record with the local activity's summary (escaped and bounded by localCtx).
+func (t *turn) recordAs(ctx workflow.Context, summary string, audit *activities.AuditRecord, decision *activities.Decision, key string, msgs ...inference.Message) error {
+	t.messages = append(t.messages, msgs...)
+	in := activities.RecordInput{Audit: audit, Decision: decision, Conversation: t.req.Conversation, ContextKey: key, Messages: msgs}
 	return workflow.ExecuteLocalActivity(localCtx(ctx, summary), a.Record, in).Get(ctx, nil)
 }
 
@@ -206,19 +215,23 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 	if st, ok := workflow.GetTypedSearchAttributes(ctx).GetKeyword(AttrStatus); !ok || st != StatusRunning {
 		t.setStatus(ctx, StatusRunning)
 	}
-	var stored []inference.Message
-	if err := workflow.ExecuteLocalActivity(localCtx(ctx, "load context"), a.LoadContext,
-		activities.LoadContextInput{Conversation: req.Conversation, Limit: req.ContextLimit}).Get(ctx, &stored); err != nil {
-		return t.fail(ctx, fmt.Errorf("load context: %w", err))
-	}
-	t.messages = stored
-	var opening []inference.Message
-	if len(stored) == 0 && req.SystemPrompt != "" {
-		opening = append(opening, inference.Message{Role: inference.RoleSystem, Content: req.SystemPrompt})
-	}
-	opening = append(opening, inference.Message{Role: inference.RoleUser, Content: req.Message})
-	if err := t.record(ctx, nil, nil, t.workflowID+"/input", opening...); err != nil {
-		return t.fail(ctx, err)
+	// Folded rounds: the context is loaded and the opening recorded by round 1's Infer.
+	t.fold = workflow.GetVersion(ctx, versionFoldedRounds, workflow.DefaultVersion, 1) >= 1
+	if !t.fold {
+		var stored []inference.Message
+		if err := workflow.ExecuteLocalActivity(localCtx(ctx, "load context"), a.LoadContext,
+			activities.LoadContextInput{Conversation: req.Conversation, Limit: req.ContextLimit}).Get(ctx, &stored); err != nil {
+			return t.fail(ctx, fmt.Errorf("load context: %w", err))
+		}
+		t.messages = stored
+		var opening []inference.Message
+		if len(stored) == 0 && req.SystemPrompt != "" {
+			opening = append(opening, inference.Message{Role: inference.RoleSystem, Content: req.SystemPrompt})
+		}
+		opening = append(opening, inference.Message{Role: inference.RoleUser, Content: req.Message})
+		if err := t.record(ctx, nil, nil, t.workflowID+"/input", opening...); err != nil {
+			return t.fail(ctx, err)
+		}
 	}
 
 	for round := 1; round <= req.MaxRounds; round++ {
@@ -244,25 +257,32 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 		t.result.Usage.OutputTokens += inf.Response.Usage.OutputTokens
 
 		var parsed parse.Result
-		if err := workflow.ExecuteLocalActivity(localCtx(ctx, fmt.Sprintf("parse round %d", round)), a.Parse,
+		folded := inf.Folded
+		t.pre = nil
+		if folded != nil {
+			if round == 1 {
+				t.messages = folded.Context
+			}
+			if folded.ParseError != "" {
+				return t.fail(ctx, fmt.Errorf("parse round %d: %w", round,
+					temporal.NewNonRetryableApplicationError(folded.ParseError, activities.ErrTypeBadInput, nil)))
+			}
+			parsed = folded.Parsed
+			t.pre = make(map[int]activities.Admission, len(folded.Admissions))
+			for _, p := range folded.Admissions {
+				t.pre[p.Seq] = p.Admission
+			}
+		} else if err := workflow.ExecuteLocalActivity(localCtx(ctx, fmt.Sprintf("parse round %d", round)), a.Parse,
 			activities.ParseInput{Response: inf.Response, Catalog: inf.Catalog, Round: round, WorkflowID: t.workflowID}).Get(ctx, &parsed); err != nil {
 			return t.fail(ctx, fmt.Errorf("parse round %d: %w", round, err))
 		}
 		if done, res, err := t.proposalHook(ctx, round, inf, &parsed); done {
 			return res, err
 		}
-		assistant := inference.Message{Role: inference.RoleAssistant, Content: parsed.Text}
-		for _, c := range parsed.Calls {
-			if !answerable(c) {
-				continue
-			}
-			args := string(c.Arguments)
-			if !c.Candidate() {
-				args = c.Raw
-			}
-			assistant.ToolCalls = append(assistant.ToolCalls, inference.ToolCall{ID: c.CallID, Name: c.Name, Arguments: args})
-		}
-		if err := t.record(ctx, nil, nil, fmt.Sprintf("%s/r%d/assistant", t.workflowID, round), assistant); err != nil {
+		assistant := activities.AssistantMessage(parsed)
+		if folded != nil && folded.AssistantRecorded {
+			t.messages = append(t.messages, assistant)
+		} else if err := t.record(ctx, nil, nil, t.assistantKey(round), assistant); err != nil {
 			return t.fail(ctx, err)
 		}
 		t.result.Prose = parsed.Text
@@ -348,6 +368,13 @@ const (
 	// as ambiguous, and a stopped controller ends the turn. Asked only when such a message
 	// occurs.
 	versionCatalogController = "catalog-controller"
+	// versionFoldedRounds: the steps around each inference round run inside the activities
+	// that already run (issue 12): round 1's Infer loads the context and records the opening;
+	// every Infer parses, records the assistant message and admits the message's calls
+	// (activities.FoldedRound); an automatic call runs and is recorded in one local activity
+	// (ExecuteRecorded). The 4-round reference turn went from 11 events a round to 2 (Infer
+	// local) or 7 (Infer regular).
+	versionFoldedRounds = "folded-rounds"
 )
 
 // RefusalNotPending is the refusal of a decision for a confirmation that is not pending.
@@ -374,6 +401,12 @@ func (t *turn) failureIsRecorded(ctx workflow.Context, po ProposalOutcome) bool 
 func (t *turn) infer(ctx workflow.Context, round int, out *activities.InferOutput) error {
 	in := activities.InferInput{WorkflowID: t.workflowID, Round: round, Model: t.req.Model, Session: t.req.Session,
 		Conversation: t.req.Conversation, ContextLimit: t.req.ContextLimit, Scope: t.req.Scope, Now: workflow.Now(ctx)}
+	if t.fold {
+		in.Fold = &activities.InferFold{AssistantKey: t.assistantKey(round), FirstSeq: t.seq + 1, RunID: t.runID, Principal: t.req.Principal}
+		if round == 1 {
+			in.Fold.Opening, in.Fold.UserMessage, in.Fold.SystemPrompt, in.Fold.OpeningKey = true, t.req.Message, t.req.SystemPrompt, t.workflowID+"/input"
+		}
+	}
 	// A retry after a dead worker (heartbeat timeout) starts at once; provider errors back
 	// off 0.25, 0.75, 2.25, 6.75 s.
 	retry := &temporal.RetryPolicy{InitialInterval: 250 * time.Millisecond, BackoffCoefficient: 3, MaximumInterval: 30 * time.Second,
@@ -387,6 +420,9 @@ func (t *turn) infer(ctx workflow.Context, round int, out *activities.InferOutpu
 		HeartbeatTimeout: HeartbeatTimeout, RetryPolicy: retry, Summary: summarize(summary)})
 	return workflow.ExecuteActivity(actx, a.Infer, in).Get(ctx, out)
 }
+
+// assistantKey is the context key of round's assistant message.
+func (t *turn) assistantKey(round int) string { return fmt.Sprintf("%s/r%d/assistant", t.workflowID, round) }
 
 // localInfer reports whether the turn's rounds run as local activities (TurnRequest.InferMode).
 // A recorded session without a mode keeps the version marker it always had; a mode the
@@ -447,18 +483,26 @@ func (t *turn) newProposal(round int, call parse.Call) *proposal {
 // verdict records pr's outcome (stage 6): its audit row, the confirmation decision if any, and
 // its context message (unless pr is silent).
 func (t *turn) verdict(ctx workflow.Context, pr *proposal, o activities.Outcome, stage activities.Stage, reason, detail string, decision *activities.Decision) (ProposalOutcome, error) {
-	po, audit, env := &pr.po, pr.audit, &pr.env
-	po.Outcome, po.Stage, po.Reason, po.Detail = o, stage, reason, detail
-	audit.Kind, audit.Stage, audit.Reason, audit.Detail = string(o), stage, reason, detail
-	audit.CapabilityID, audit.Version, audit.Approver = po.CapabilityID, po.Version, po.Approver
-	env.Outcome, env.Stage, env.Reason, env.Detail = o, stage, reason, detail
-	env.Capability, env.Version = po.CapabilityID, po.Version
-	var msgs []inference.Message
-	if !pr.silent {
-		msgs = append(msgs, t.resultMessage(pr.call, *env))
-	}
-	return *po, t.record(ctx, audit, decision, fmt.Sprintf("%s/p%d", t.workflowID, po.Seq), msgs...)
+	msgs := t.fillVerdict(pr, o, stage, reason, detail)
+	// The summary names the call as the model did (escaped): operators read which call it was.
+	summary := fmt.Sprintf("record %s #%d %s", o, pr.po.Seq, pr.call.Name)
+	return pr.po, t.recordAs(ctx, summary, pr.audit, decision, t.proposalKey(pr), msgs...)
 }
+
+// fillVerdict writes an outcome into pr (activities.FillVerdict) and returns its context
+// messages (none when pr is silent).
+func (t *turn) fillVerdict(pr *proposal, o activities.Outcome, stage activities.Stage, reason, detail string) []inference.Message {
+	po := &pr.po
+	po.Outcome, po.Stage, po.Reason, po.Detail = o, stage, reason, detail
+	activities.FillVerdict(pr.audit, &pr.env, o, stage, reason, detail, po.CapabilityID, po.Version, po.Approver)
+	if pr.silent {
+		return nil
+	}
+	return []inference.Message{activities.ResultMessage(pr.call, pr.env)}
+}
+
+// proposalKey is the context key of pr's outcome message.
+func (t *turn) proposalKey(pr *proposal) string { return fmt.Sprintf("%s/p%d", t.workflowID, pr.po.Seq) }
 
 // handle takes one proposal through budgets and the executor stages and records its outcome
 // (two outcomes when an approver edited it: the original's and the approver's proposal's).
@@ -576,7 +620,9 @@ func (t *turn) admit(ctx workflow.Context, pr *proposal) error {
 	}
 	t.calls++
 
-	if err := workflow.ExecuteLocalActivity(localCtx(ctx, "admit "+call.Name), a.Admit,
+	if pre, ok := t.pre[pr.po.Seq]; ok {
+		pr.adm = pre // stages 1-3 ran in this round's Infer (versionFoldedRounds)
+	} else if err := workflow.ExecuteLocalActivity(localCtx(ctx, "admit "+call.Name), a.Admit,
 		t.admitInput(ctx, pr)).Get(ctx, &pr.adm); err != nil {
 		return fmt.Errorf("admit #%d: %w", pr.po.Seq, err)
 	}
@@ -776,7 +822,15 @@ func (t *turn) execute(ctx workflow.Context, pr *proposal, decision *activities.
 		MaximumAttempts: 3, NonRetryableErrorTypes: []string{activities.ErrTypeBadInput}}
 	var out activities.ExecuteOutput
 	var err error
-	if adm.Automatic {
+	recorded := false
+	if adm.Automatic && t.fold && pr.egress == nil && !pr.silent && decision == nil {
+		// Stages 5 and 6 in one local activity (versionFoldedRounds).
+		err = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			StartToCloseTimeout: adm.Timeout + 5*time.Second, RetryPolicy: retry, Summary: summary}), a.ExecuteRecorded,
+			activities.ExecuteRecordedInput{Execute: in, Audit: *pr.audit, Envelope: pr.env, Call: call, Approver: po.Approver,
+				Conversation: t.req.Conversation, ContextKey: t.proposalKey(pr)}).Get(ctx, &out)
+		recorded = err == nil
+	} else if adm.Automatic {
 		err = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 			StartToCloseTimeout: adm.Timeout + 5*time.Second, RetryPolicy: retry, Summary: summary}), a.Execute, in).Get(ctx, &out)
 	} else {
@@ -803,22 +857,21 @@ func (t *turn) execute(ctx workflow.Context, pr *proposal, decision *activities.
 	if pr.egress != nil {
 		pr.egress(&out)
 	}
-	retrieved := out.RetrievedAt
-	env.Trust = "untrusted"
-	env.RetrievedAt = &retrieved
-	env.SourceURL = out.Output.SourceURL
-	env.Data = out.Output.Data
-	env.Error = out.Output.Error
+	activities.ApplyExecuted(env, out)
 	if out.Outcome == activities.OutcomeExecuted || out.Outcome == activities.OutcomeFailed {
 		t.result.Results = append(t.result.Results, CapabilityResult{Seq: po.Seq, CapabilityID: adm.CapabilityID, Version: adm.Version,
 			Data: out.Output.Data, SourceURL: out.Output.SourceURL, Error: out.Output.Error, RetrievedAt: out.RetrievedAt})
 	}
 	po.Attempts = out.Attempts
-	env.Attempts = out.Attempts
 	if out.Output.Citation != nil {
 		t.result.Citations = append(t.result.Citations, *out.Output.Citation)
 	}
 	detail := out.Output.Error
+	if recorded {
+		// ExecuteRecorded stored exactly these messages and this audit row.
+		t.messages = append(t.messages, t.fillVerdict(pr, out.Outcome, activities.StageExecute, out.Reason, detail)...)
+		return pr.po, nil
+	}
 	return t.verdict(ctx, pr, out.Outcome, activities.StageExecute, out.Reason, detail, decision)
 }
 
@@ -1087,28 +1140,6 @@ func (t *turn) awaitLegacy(ctx workflow.Context, p PendingConfirmation, adm acti
 			return sig, false, err
 		}
 	}
-}
-
-// answerable reports whether a call can be echoed back to the model as a structured call with
-// its own tool result. Calls without an id (text), calls of a message with a shared id and calls whose
-// name is outside the grammar are answered with an Airlock note instead: providers reject a
-// context with two tool calls under one id or a tool name they could not have offered, and
-// every later request of the conversation would fail.
-func answerable(c parse.Call) bool {
-	return c.CallID != "" && c.Reason != parse.ReasonDuplicateCallID && c.Reason != parse.ReasonInvalidName
-}
-
-// resultMessage is the context message for a proposal's outcome: a tool message when the call
-// has an id, else an Airlock note (tool-call-shaped text has no id to answer).
-func (t *turn) resultMessage(call parse.Call, env activities.Envelope) inference.Message {
-	if !answerable(call) {
-		// A system-role note carries only Airlock's own verdict: no model-controlled text (the
-		// call's name, id or arguments, a parser detail quoting them) is ever system text.
-		note := activities.Envelope{Outcome: env.Outcome, Stage: env.Stage, Reason: env.Reason,
-			Detail: fmt.Sprintf("call #%d of your previous message was not executed", call.Index+1)}
-		return inference.Message{Role: inference.RoleSystem, Content: "airlock: " + note.String()}
-	}
-	return inference.Message{Role: inference.RoleTool, ToolCallID: call.CallID, Content: env.String()}
 }
 
 // drainLateSignals refuses and audits decisions that arrived for confirmations no longer

@@ -135,8 +135,8 @@ type countingActivity struct {
 	c *counting
 }
 
-// ExecuteActivity runs the activity and, when it was stage 6 (its argument a RecordInput) and
-// succeeded, counts what it recorded.
+// ExecuteActivity runs the activity and, when it was stage 6 (its argument a RecordInput, or
+// an ExecuteRecordedInput) and succeeded, counts what it recorded.
 func (a *countingActivity) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
 	res, err := a.Next.ExecuteActivity(ctx, in)
 	if err != nil || len(in.Args) != 1 {
@@ -150,6 +150,13 @@ func (a *countingActivity) ExecuteActivity(ctx context.Context, in *interceptor.
 	}
 	if ok {
 		a.c.observe(ctx, rec)
+	}
+	// ExecuteRecorded (folded rounds) records an automatic call's outcome itself: the audit row
+	// it wrote is the outcome it returns.
+	if _, folded := in.Args[0].(activities.ExecuteRecordedInput); folded {
+		if out, isOut := res.(activities.ExecuteOutput); isOut {
+			a.c.observe(ctx, activities.RecordInput{Audit: &activities.AuditRecord{Kind: string(out.Outcome), Reason: out.Reason}})
+		}
 	}
 	return res, nil
 }

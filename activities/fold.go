@@ -1,0 +1,224 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/airlock-dev/airlock/internal/inference"
+	"github.com/airlock-dev/airlock/internal/parse"
+)
+
+// Folded rounds (issue 12): the work a turn used to do in four local activities around each
+// inference round (parse, record the assistant message, admit each call, record each automatic
+// call's outcome) runs inside the two activities that already run, so a round costs one
+// activity for inference and one per automatic call instead of six. Every piece is the same
+// code the unfolded path runs (Parse, Admit, Record; AssistantMessage, FillVerdict,
+// ApplyExecuted and ResultMessage are shared with the workflow), so what is stored and what
+// the workflow keeps in its history are identical.
+
+// InferFold asks Infer to fold the steps around the round into itself. Nil: Infer only infers.
+type InferFold struct {
+	// Opening, on round 1 only: the user's message and, for a conversation's first turn, the
+	// system prompt. Infer records them (under OpeningKey) before it asks the model, so the
+	// user's message is kept even when inference fails for good.
+	Opening      bool   `json:"opening,omitempty"`
+	UserMessage  string `json:"user_message,omitempty"`
+	SystemPrompt string `json:"system_prompt,omitempty"`
+	OpeningKey   string `json:"opening_key,omitempty"`
+	// AssistantKey is the context key the round's assistant message is recorded under.
+	AssistantKey string `json:"assistant_key"`
+	// FirstSeq is the proposal number the message's first call gets (the turn numbers calls in
+	// order); RunID and Principal complete each call's AdmitInput.
+	FirstSeq  int    `json:"first_seq"`
+	RunID     string `json:"run_id"`
+	Principal string `json:"principal,omitempty"`
+}
+
+// FoldedRound is what a folded Infer did besides inferring.
+type FoldedRound struct {
+	// Context, on round 1: the context the model was sent (the stored window and the opening).
+	Context []inference.Message `json:"context,omitempty"`
+	// Parsed is the strict parse of the response; ParseError, when set, says why the response
+	// is not a provider response at all (the turn fails with it, as the Parse activity would).
+	Parsed     parse.Result `json:"parsed"`
+	ParseError string       `json:"parse_error,omitempty"`
+	// AssistantRecorded: the round's assistant message (AssistantMessage(Parsed)) is stored.
+	// False when the message holds agent-proposal calls: the turn's proposal hook may rewrite
+	// them first, so the workflow records it itself.
+	AssistantRecorded bool `json:"assistant_recorded,omitempty"`
+	// Admissions are stages 1-3 of the message's calls, against the registry snapshot the
+	// catalog came from, for the calls that are candidates. A deprecated admission is left
+	// out: the workflow admits it again through Admit, which audits the warning.
+	Admissions []PreAdmission `json:"admissions,omitempty"`
+}
+
+// PreAdmission is the admission of the call numbered Seq, computed during inference.
+type PreAdmission struct {
+	Seq       int       `json:"seq"`
+	Admission Admission `json:"admission"`
+}
+
+// inferFolded runs the folded steps of one round around the model call: record the opening
+// (round 1), then (after the call) parse, record the assistant message and admit the calls.
+// Called by Infer when in.Fold is set.
+func (a *Activities) foldOpening(ctx context.Context, in InferInput) ([]inference.Message, error) {
+	f := in.Fold
+	stored, err := a.loadContext(ctx, in.Conversation, in.ContextLimit)
+	if err != nil {
+		return nil, err
+	}
+	var opening []inference.Message
+	if len(stored) == 0 && f.SystemPrompt != "" {
+		opening = append(opening, inference.Message{Role: inference.RoleSystem, Content: f.SystemPrompt})
+	}
+	opening = append(opening, inference.Message{Role: inference.RoleUser, Content: f.UserMessage})
+	if err := a.Record(ctx, RecordInput{Conversation: in.Conversation, ContextKey: f.OpeningKey, Messages: opening}); err != nil {
+		return nil, err
+	}
+	return window(append(stored, opening...), in.ContextLimit), nil
+}
+
+// window is what loadContext returns once msgs are stored: the last limit of them, without
+// leading tool results (their assistant message fell outside the window).
+func window(msgs []inference.Message, limit int) []inference.Message {
+	if limit > 0 && len(msgs) > limit {
+		msgs = msgs[len(msgs)-limit:]
+	}
+	for len(msgs) > 0 && msgs[0].Role == inference.RoleTool {
+		msgs = msgs[1:]
+	}
+	return msgs
+}
+
+// foldAfter parses the response, records the assistant message and admits the calls.
+func (a *Activities) foldAfter(ctx context.Context, in InferInput, out *InferOutput, snapshot admitter) error {
+	f := in.Fold
+	fr := out.Folded
+	parsed, err := a.Parse(ctx, ParseInput{Response: out.Response, Catalog: out.Catalog, Round: in.Round, WorkflowID: in.WorkflowID})
+	if err != nil {
+		fr.ParseError = err.Error()
+		return nil
+	}
+	fr.Parsed = parsed
+	kinds := make(map[string]string, len(out.Catalog))
+	for _, c := range out.Catalog {
+		kinds[c.Name] = c.Kind
+	}
+	for _, c := range parsed.Calls {
+		if kinds[c.Name] == KindProposal {
+			return nil // the proposal hook decides; the workflow records and admits
+		}
+	}
+	if err := a.Record(ctx, RecordInput{Conversation: in.Conversation, ContextKey: f.AssistantKey,
+		Messages: []inference.Message{AssistantMessage(parsed)}}); err != nil {
+		return err
+	}
+	fr.AssistantRecorded = true
+	for i, c := range parsed.Calls {
+		if !c.Candidate() {
+			continue
+		}
+		seq := f.FirstSeq + i
+		ad := snapshot(AdmitInput{Call: c, Scope: in.Scope, Principal: f.Principal, Now: in.Now, WorkflowID: in.WorkflowID, RunID: f.RunID, Seq: seq})
+		if ad.Warning != "" {
+			continue
+		}
+		fr.Admissions = append(fr.Admissions, PreAdmission{Seq: seq, Admission: ad})
+	}
+	return nil
+}
+
+// admitter is stages 1-3 against one registry snapshot.
+type admitter func(AdmitInput) Admission
+
+// Answerable reports whether a call can be echoed back to the model as a structured call with
+// its own tool result. Calls without an id (text), calls of a message with a shared id and
+// calls whose name is outside the grammar are answered with an Airlock note instead: providers
+// reject a context with two tool calls under one id or a tool name they could not have
+// offered, and every later request of the conversation would fail.
+func Answerable(c parse.Call) bool {
+	return c.CallID != "" && c.Reason != parse.ReasonDuplicateCallID && c.Reason != parse.ReasonInvalidName
+}
+
+// AssistantMessage is the context message of a parsed model message: its prose and its
+// answerable calls (a call that is not a candidate is echoed with its raw arguments).
+func AssistantMessage(parsed parse.Result) inference.Message {
+	m := inference.Message{Role: inference.RoleAssistant, Content: parsed.Text}
+	for _, c := range parsed.Calls {
+		if !Answerable(c) {
+			continue
+		}
+		args := string(c.Arguments)
+		if !c.Candidate() {
+			args = c.Raw
+		}
+		m.ToolCalls = append(m.ToolCalls, inference.ToolCall{ID: c.CallID, Name: c.Name, Arguments: args})
+	}
+	return m
+}
+
+// ResultMessage is the context message for a proposal's outcome: a tool message when the call
+// has an id, else an Airlock note (tool-call-shaped text has no id to answer).
+func ResultMessage(call parse.Call, env Envelope) inference.Message {
+	if !Answerable(call) {
+		// A system-role note carries only Airlock's own verdict: no model-controlled text (the
+		// call's name, id or arguments, a parser detail quoting them) is ever system text.
+		note := Envelope{Outcome: env.Outcome, Stage: env.Stage, Reason: env.Reason,
+			Detail: fmt.Sprintf("call #%d of your previous message was not executed", call.Index+1)}
+		return inference.Message{Role: inference.RoleSystem, Content: "airlock: " + note.String()}
+	}
+	return inference.Message{Role: inference.RoleTool, ToolCallID: call.CallID, Content: env.String()}
+}
+
+// FillVerdict writes an outcome (stage 6) into a proposal's audit record and envelope: the
+// outcome, stage, reason and detail, the capability and version, and the approver.
+func FillVerdict(audit *AuditRecord, env *Envelope, o Outcome, stage Stage, reason, detail, capabilityID string, version int, approver string) {
+	audit.Kind, audit.Stage, audit.Reason, audit.Detail = string(o), stage, reason, detail
+	audit.CapabilityID, audit.Version, audit.Approver = capabilityID, version, approver
+	env.Outcome, env.Stage, env.Reason, env.Detail = o, stage, reason, detail
+	env.Capability, env.Version = capabilityID, version
+}
+
+// ApplyExecuted writes what Execute returned into the envelope the model receives: the data as
+// untrusted, with its source, retrieval time, error and attempts.
+func ApplyExecuted(env *Envelope, out ExecuteOutput) {
+	retrieved := out.RetrievedAt
+	env.Trust = "untrusted"
+	env.RetrievedAt = &retrieved
+	env.SourceURL = out.Output.SourceURL
+	env.Data = out.Output.Data
+	env.Error = out.Output.Error
+	env.Attempts = out.Attempts
+}
+
+// ExecuteRecordedInput is an automatic call to run and record in one local activity: the
+// Execute input and the proposal's verdict as it stands before execution (Audit and Envelope
+// as the workflow built them; CapabilityID, Version, Approver complete them).
+type ExecuteRecordedInput struct {
+	Execute      ExecuteInput `json:"execute"`
+	Audit        AuditRecord  `json:"audit"`
+	Envelope     Envelope     `json:"envelope"`
+	Call         parse.Call   `json:"call"`
+	Approver     string       `json:"approver,omitempty"`
+	Conversation string       `json:"conversation"`
+	ContextKey   string       `json:"context_key"`
+}
+
+// ExecuteRecorded runs stage 5 for an automatic call and, when it returned, stage 6: its audit
+// row and its context message, built exactly as the workflow builds them from the returned
+// ExecuteOutput (FillVerdict, ApplyExecuted, ResultMessage). An Execute error is returned
+// unrecorded: the workflow decides that outcome (failed or outcome_unknown) and records it.
+func (a *Activities) ExecuteRecorded(ctx context.Context, in ExecuteRecordedInput) (ExecuteOutput, error) {
+	out, err := a.Execute(ctx, in.Execute)
+	if err != nil {
+		return out, err
+	}
+	audit, env := in.Audit, in.Envelope
+	ApplyExecuted(&env, out)
+	FillVerdict(&audit, &env, out.Outcome, StageExecute, out.Reason, out.Output.Error, in.Execute.CapabilityID, in.Execute.Version, in.Approver)
+	if err := a.Record(ctx, RecordInput{Audit: &audit, Conversation: in.Conversation, ContextKey: in.ContextKey,
+		Messages: []inference.Message{ResultMessage(in.Call, env)}}); err != nil {
+		return out, err
+	}
+	return out, nil
+}
