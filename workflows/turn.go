@@ -422,7 +422,9 @@ func (t *turn) infer(ctx workflow.Context, round int, out *activities.InferOutpu
 }
 
 // assistantKey is the context key of round's assistant message.
-func (t *turn) assistantKey(round int) string { return fmt.Sprintf("%s/r%d/assistant", t.workflowID, round) }
+func (t *turn) assistantKey(round int) string {
+	return fmt.Sprintf("%s/r%d/assistant", t.workflowID, round)
+}
 
 // localInfer reports whether the turn's rounds run as local activities (TurnRequest.InferMode).
 // A recorded session without a mode keeps the version marker it always had; a mode the
@@ -502,7 +504,9 @@ func (t *turn) fillVerdict(pr *proposal, o activities.Outcome, stage activities.
 }
 
 // proposalKey is the context key of pr's outcome message.
-func (t *turn) proposalKey(pr *proposal) string { return fmt.Sprintf("%s/p%d", t.workflowID, pr.po.Seq) }
+func (t *turn) proposalKey(pr *proposal) string {
+	return fmt.Sprintf("%s/p%d", t.workflowID, pr.po.Seq)
+}
 
 // handle takes one proposal through budgets and the executor stages and records its outcome
 // (two outcomes when an approver edited it: the original's and the approver's proposal's).
