@@ -27,13 +27,27 @@ import (
 // workflows/testdata/, where workflows' replay test checks that every later change of the
 // workflow code still replays it (changes go behind workflow.GetVersion).
 func TestMixedTurnHistory(t *testing.T) {
+	mixedTurn(t, "mixed", "", "turn-mixed.history.json")
+}
+
+// TestFoldedRoundsHistory records the same turn as TestMixedTurnHistory on the folded-rounds
+// path (version marker folded-rounds), once with each infer mode: regular (Infer a regular
+// activity) and local (Infer a local activity, the whole turn a few workflow tasks). Written
+// with HISTORIES='TestFoldedRoundsHistory' make histories.
+func TestFoldedRoundsHistory(t *testing.T) {
+	mixedTurn(t, "folded-regular", workflows.InferRegular, "turn-folded-regular.history.json")
+	mixedTurn(t, "folded-local", workflows.InferLocal, "turn-folded-local.history.json")
+}
+
+func mixedTurn(t *testing.T, conversation, inferMode, historyFile string) {
+	t.Helper()
 	target := statusPage(t)
 	model := newFakeModel(t,
 		calls(call("c1", "system_health", `{}`), call("c2", "web_fetch", fmt.Sprintf(`{"url":"%s/ok"}`, target.URL))),
 		calls(call("c3", "web_fetch", fmt.Sprintf(`{"url":"%s/no"}`, target.URL)), call("c4", "run_shell", `{"cmd":"id"}`), call("c5", "system_health", `{"x":`)),
 	)
 	c, cfg, st := liveModelStack(t, model)
-	run := startTurn(t, c, cfg, workflows.TurnRequest{Conversation: "mixed", Principal: "ops", Message: "check the host and the status page"})
+	run := startTurn(t, c, cfg, workflows.TurnRequest{Conversation: conversation, Principal: "ops", Message: "check the host and the status page", InferMode: inferMode})
 	seen := map[string]bool{}
 	decide(t, c, cfg, st, waitPending(t, c, run.GetID(), seen).ConfirmationID, workflows.DecisionApprove, "alice")
 	decide(t, c, cfg, st, waitPending(t, c, run.GetID(), seen).ConfirmationID, workflows.DecisionDeny, "alice")
@@ -42,7 +56,7 @@ func TestMixedTurnHistory(t *testing.T) {
 	if got := outcomeList(res); got != want || res.Prose != "all done" {
 		t.Fatalf("outcomes = %s, prose %q", got, res.Prose)
 	}
-	writeHistory(t, c, run.GetID(), "turn-mixed.history.json")
+	writeHistory(t, c, run.GetID(), historyFile)
 }
 
 // TestReplayedSessionHistory records a replayed session (the path evaluations take): a recorded
