@@ -81,6 +81,7 @@ var (
 	chaosConcurrency = flag.Int("chaos.concurrency", 8, "turns in flight at once")
 	chaosRestarts    = flag.Bool("chaos.restarts", true, "restart the Temporal dev server once and PostgreSQL once")
 	chaosJSON        = flag.String("chaos.json", "", "write the chaos report as JSON to this file")
+	chaosInferMode   = flag.String("chaos.infer-mode", "", "TurnRequest.InferMode of every turn: regular (default for the live model) or local (a killed worker's unrecorded rounds are inferred again)")
 )
 
 // chaosPoints are the named kill points; each fires exactly once per run.
@@ -186,7 +187,7 @@ func TestChaos(t *testing.T) {
 	if turns < 8 {
 		t.Fatalf("-chaos.turns=%d: at least 8 turns are needed to place every named kill point", turns)
 	}
-	t.Logf("chaos: %d turns, %d random kills, seed %d (rerun with -chaos.seed=%d)", turns, kills, seed, seed)
+	t.Logf("chaos: %d turns, %d random kills, seed %d, infer mode %q (rerun with -chaos.seed=%d)", turns, kills, seed, *chaosInferMode, seed)
 
 	h := newChaosHarness(t, seed, turns)
 	began := time.Now()
@@ -659,7 +660,8 @@ func (h *chaosHarness) runTurn(tr *chaosTurn, deadline time.Time) {
 		}
 	}
 	req := workflows.TurnRequest{Conversation: tr.conv, Message: fmt.Sprintf("chaos turn %d: read the notes and write the entries", tr.n),
-		Principal: "chaos-requester", ConfirmationTTL: 30 * time.Minute} // no confirmation expires because the harness was slow
+		Principal: "chaos-requester", ConfirmationTTL: 30 * time.Minute, // no confirmation expires because the harness was slow
+		InferMode: *chaosInferMode}
 	opts := workflows.StartOptions(tr.wf, h.queue, req) // as every client starts turns
 	for {
 		_, err := h.c.ExecuteWorkflow(ctx, opts, workers.TurnWorkflowName, req)
