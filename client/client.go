@@ -53,17 +53,23 @@ type Options struct {
 	// Approver is the approver a surface credential vouches for (a surface authenticated them);
 	// leave it empty with an approver's own credential, whose name is the approver.
 	Approver string
+	// InferMode is the infer mode of the turns this client starts whose TurnRequest names none
+	// (workflows.InferRegular or workflows.InferLocal; AIRLOCK_INFER_MODE). Choose it per model:
+	// local for a fast model whose rare repeated call after a worker crash is acceptable,
+	// regular (the default for live models) for slow, costly ones.
+	InferMode string
 }
 
 // OptionsFromEnv returns the Options the airlock CLI would use on this machine: task queue
 // AIRLOCK_TASK_QUEUE; store AIRLOCK_DATABASE_URL, else the SQLite file under AIRLOCK_HOME
 // (default .airlock); approver key AIRLOCK_APPROVER_KEY, else AIRLOCK_APPROVER_KEY_FILE, else
-// $AIRLOCK_HOME/approver.key; credential AIRLOCK_CREDENTIAL, else
+// $AIRLOCK_HOME/approver.key; infer mode AIRLOCK_INFER_MODE; credential AIRLOCK_CREDENTIAL, else
 // <user config dir>/airlock/credential.json. Temporal settings stay with Dial (TEMPORAL_*).
 // Files that do not exist are left out, so a client that only starts turns works without them.
 func OptionsFromEnv() Options {
 	cfg := config.FromEnv()
-	o := Options{TaskQueue: cfg.TaskQueue, DatabaseURL: cfg.StoreURL(), ApproverKey: os.Getenv("AIRLOCK_APPROVER_KEY")}
+	o := Options{TaskQueue: cfg.TaskQueue, DatabaseURL: cfg.StoreURL(), ApproverKey: os.Getenv("AIRLOCK_APPROVER_KEY"),
+		InferMode: os.Getenv("AIRLOCK_INFER_MODE")}
 	if o.ApproverKey == "" && exists(cfg.KeyFile()) {
 		o.ApproverKeyFile = cfg.KeyFile()
 	}
@@ -118,14 +124,15 @@ func (e *DecisionError) Unwrap() []error { return []error{e.kind, e.cause} }
 // Client starts turns, waits for results, lists pending confirmations and decides them. It is
 // safe for concurrent use. Close it when done.
 type Client struct {
-	tc       tclient.Client
-	ownsTC   bool
-	queue    string
-	st       *store.Store
-	key      token.Key
-	hasKey   bool
-	cred     approvers.Credential
-	approver string
+	tc        tclient.Client
+	ownsTC    bool
+	queue     string
+	st        *store.Store
+	key       token.Key
+	hasKey    bool
+	cred      approvers.Credential
+	approver  string
+	inferMode string
 }
 
 // Dial connects to Temporal (Options.HostPort and Namespace, else the SDK's environment
@@ -162,7 +169,10 @@ func New(ctx context.Context, tc tclient.Client, opts Options) (*Client, error) 
 	if tc == nil {
 		return nil, fmt.Errorf("%w: New needs a Temporal client", ErrNotConfigured)
 	}
-	c := &Client{tc: tc, queue: opts.TaskQueue}
+	c := &Client{tc: tc, queue: opts.TaskQueue, inferMode: opts.InferMode}
+	if err := (workflows.TurnRequest{InferMode: opts.InferMode}).Validate(); err != nil {
+		return nil, fmt.Errorf("client: Options.InferMode: %w", err)
+	}
 	if c.queue == "" {
 		c.queue = workflows.TaskQueue
 	}
@@ -267,6 +277,9 @@ func (c *Client) StartTurn(ctx context.Context, req TurnRequest) (*Turn, error) 
 func (c *Client) StartTurnSeq(ctx context.Context, req TurnRequest, seq int) (*Turn, error) {
 	if req.Conversation == "" || seq < 1 {
 		return nil, fmt.Errorf("client: a turn needs a conversation and a turn number >= 1")
+	}
+	if req.InferMode == "" {
+		req.InferMode = c.inferMode
 	}
 	if err := req.Validate(); err != nil {
 		return nil, fmt.Errorf("client: %w", err)

@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/airlock-dev/airlock/activities"
@@ -858,5 +861,63 @@ func TestDecisionsMustBeAttestedByTheirApprover(t *testing.T) {
 	want := "approver_unauthenticated approver_unauthenticated approver_unauthenticated stale_digest"
 	if got := strings.Join(f.refusals(), " "); got != want {
 		t.Fatalf("refusals = %s, want %s", got, want)
+	}
+}
+
+// InferMode chooses how rounds run: local rounds are local activities, regular rounds regular
+// activities, and both give the same outcomes, context and audit (folded rounds share the code
+// of every step).
+func TestInferModeChoosesLocalOrRegularRounds(t *testing.T) {
+	for _, mode := range []string{workflows.InferLocal, workflows.InferRegular} {
+		f := newFixture(t, calls(call("c1", "test_echo", `{"text":"hi"}`)), answer("done"))
+		var local, regular atomic.Int32
+		f.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+			if info.ActivityType.Name == "Infer" {
+				local.Add(1)
+			}
+		})
+		f.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+			if info.ActivityType.Name == "Infer" {
+				regular.Add(1)
+			}
+		})
+		res := f.run(workflows.TurnRequest{InferMode: mode})
+		wantOutcomes(t, res, "executed")
+		if mode == workflows.InferLocal && (local.Load() != 2 || regular.Load() != 0) ||
+			mode == workflows.InferRegular && (local.Load() != 0 || regular.Load() != 2) {
+			t.Fatalf("%s: Infer ran %d times local, %d times regular", mode, local.Load(), regular.Load())
+		}
+		// The folded steps stored what the unfolded ones did: the opening, the assistant
+		// message with its call, the untrusted tool result, the answer; one audit row.
+		reqs := f.provider.Requests()
+		var roles []string
+		for _, m := range reqs[1].Messages {
+			roles = append(roles, string(m.Role))
+		}
+		if got := strings.Join(roles, " "); got != "user assistant tool" {
+			t.Fatalf("%s: the second request's context = %s", mode, got)
+		}
+		if last := reqs[1].Messages[2]; last.ToolCallID != "c1" || !strings.Contains(last.Content, `"trust":"untrusted"`) {
+			t.Fatalf("%s: tool message = %+v", mode, last)
+		}
+		if rows := f.audit(); len(rows) != 1 || rows[0].Outcome != "executed" {
+			t.Fatalf("%s: audit = %+v", mode, rows)
+		}
+	}
+}
+
+// A request naming an infer mode that does not exist fails the turn at once, saying so.
+func TestUnknownInferModeFailsTheTurn(t *testing.T) {
+	f := newFixture(t, answer("never asked"))
+	f.env.ExecuteWorkflow(workflows.TurnWorkflow, workflows.TurnRequest{Conversation: "c1", Message: "hi", InferMode: "fast"})
+	err := f.env.GetWorkflowError()
+	if err == nil || !strings.Contains(err.Error(), "infer mode must be") {
+		t.Fatalf("error = %v", err)
+	}
+	if n := len(f.provider.Requests()); n != 0 {
+		t.Fatalf("the model was asked %d times", n)
+	}
+	if err := (workflows.TurnRequest{InferMode: "fast"}).Validate(); !errors.Is(err, workflows.ErrBadInferMode) {
+		t.Fatalf("Validate = %v", err)
 	}
 }
