@@ -195,3 +195,38 @@ func writeHistory(t *testing.T, c client.Client, workflowID, name string) {
 	}
 	t.Logf("wrote %s (%d events)", path, len(h.Events))
 }
+
+// The reference turn of issue 12 (4 rounds: three proposing one automatic read-only call each,
+// then an answer) stays within its history budget: at most 24 events with local rounds (the
+// issue's target), at most 36 with regular rounds (4 regular activities alone are 24 events, and
+// the workflow's start and end 5 more: 29 is the floor of any loop that infers through regular
+// activities). Every event counts: markers, version markers, search-attribute upserts.
+func TestReferenceTurnHistoryBudget(t *testing.T) {
+	for _, tc := range []struct {
+		mode string
+		max  int
+	}{{workflows.InferLocal, 24}, {workflows.InferRegular, 36}} {
+		model := newFakeModel(t,
+			calls(call("c1", "system_health", `{}`)), calls(call("c2", "system_health", `{}`)),
+			calls(call("c3", "system_health", `{}`)), answer("host healthy"))
+		c, cfg, _ := liveModelStack(t, model)
+		run := startTurn(t, c, cfg, workflows.TurnRequest{Conversation: "reference-" + tc.mode, Principal: "ops",
+			Message: "check the host three times", InferMode: tc.mode})
+		res := result(t, run)
+		if got := outcomeList(res); got != "system_health:executed system_health:executed system_health:executed" || res.Prose != "host healthy" {
+			t.Fatalf("%s: outcomes = %s, prose %q", tc.mode, got, res.Prose)
+		}
+		n := 0
+		it := c.GetWorkflowHistory(context.Background(), run.GetID(), "", false, 0)
+		for it.HasNext() {
+			if _, err := it.Next(); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+		t.Logf("%s rounds: %d history events", tc.mode, n)
+		if n > tc.max {
+			t.Errorf("%s rounds: %d history events, budget %d", tc.mode, n, tc.max)
+		}
+	}
+}
