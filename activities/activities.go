@@ -791,6 +791,7 @@ func boundData(d json.RawMessage) json.RawMessage {
 // later step of the turn fails.
 func (a *Activities) Record(ctx context.Context, in RecordInput) error {
 	now := a.now()
+	var rec store.Recording
 	if in.Audit != nil {
 		r := in.Audit
 		// The run is part of the key: a whole-workflow retry or a reset is a new run that numbers
@@ -799,30 +800,24 @@ func (a *Activities) Record(ctx context.Context, in RecordInput) error {
 		if r.Kind == AuditConfirmationRefused {
 			key = fmt.Sprintf("%s/%s/%d/%s/%d", r.WorkflowID, r.RunID, r.Seq, r.Kind, r.Attempt)
 		}
-		if _, err := a.Store.AppendAudit(ctx, store.AuditEvent{Key: key, WorkflowID: r.WorkflowID, RunID: r.RunID, Seq: r.Seq,
+		rec.Audit = &store.AuditEvent{Key: key, WorkflowID: r.WorkflowID, RunID: r.RunID, Seq: r.Seq,
 			CallID: r.CallID, CapabilityID: r.CapabilityID, Version: r.Version, Outcome: r.Kind, Stage: string(r.Stage),
-			Reason: r.Reason, Detail: r.Detail, ArgsDigest: r.ArgsDigest, OriginalDigest: r.OriginalDigest, Approver: r.Approver, At: now}); err != nil {
-			return fmt.Errorf("audit %s: %w", key, err)
-		}
+			Reason: r.Reason, Detail: r.Detail, ArgsDigest: r.ArgsDigest, OriginalDigest: r.OriginalDigest, Approver: r.Approver, At: now}
 	}
 	if d := in.Decision; d != nil {
-		if err := a.Store.DecideConfirmation(ctx, d.ConfirmationID, d.Decision, d.Approver, d.Reason, now); err != nil {
-			return fmt.Errorf("record decision for %s: %w", d.ConfirmationID, err)
-		}
+		rec.Decision = &store.RecordedDecision{ConfirmationID: d.ConfirmationID, Decision: d.Decision, Approver: d.Approver, Reason: d.Reason, At: now}
 	}
-	if len(in.Messages) > 0 {
-		entries := make([]store.ContextEntry, 0, len(in.Messages))
-		for i, m := range in.Messages {
-			b, err := json.Marshal(m)
-			if err != nil {
-				return fmt.Errorf("encode context message: %w", err)
-			}
-			entries = append(entries, store.ContextEntry{Conversation: in.Conversation, Key: fmt.Sprintf("%s/%d", in.ContextKey, i),
-				Payload: b, CreatedAt: now})
+	for i, m := range in.Messages {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("encode context message: %w", err)
 		}
-		if err := a.Store.AppendContext(ctx, entries); err != nil {
-			return fmt.Errorf("persist context: %w", err)
-		}
+		rec.Context = append(rec.Context, store.ContextEntry{Conversation: in.Conversation, Key: fmt.Sprintf("%s/%d", in.ContextKey, i),
+			Payload: b, CreatedAt: now})
+	}
+	// Audit row, decision and context messages in one transaction (store.Record).
+	if err := a.Store.Record(ctx, rec); err != nil {
+		return fmt.Errorf("record: %w", err)
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // AuditEvent is one row of the append-only audit log: one row per outcome of
@@ -81,7 +83,12 @@ func (s *Store) AppendAudit(ctx context.Context, e AuditEvent) (inserted bool, e
 	if e.Outcome == "" {
 		return false, fmt.Errorf("store: audit event %q needs an Outcome", e.Key)
 	}
-	res, err := s.db.ExecContext(ctx, s.q(`INSERT INTO audit_events
+	return s.appendAudit(ctx, s.db, e)
+}
+
+// appendAudit inserts e through x (the store or a transaction); see AppendAudit.
+func (s *Store) appendAudit(ctx context.Context, x sqlx.ExecerContext, e AuditEvent) (inserted bool, err error) {
+	res, err := x.ExecContext(ctx, s.q(`INSERT INTO audit_events
 		(event_key, workflow_id, run_id, seq, call_id, capability_id, version,
 		 outcome, stage, reason, detail, args_digest, original_digest, approver, at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // Decisions recorded by DecideConfirmation.
@@ -171,7 +173,12 @@ func (s *Store) DecideConfirmation(ctx context.Context, id, decision, approver, 
 	default:
 		return fmt.Errorf("store: confirmation %q: decision %q is not approved, denied or expired", id, decision)
 	}
-	res, err := s.db.ExecContext(ctx, s.q(`UPDATE confirmations
+	return s.decideConfirmation(ctx, s.db, id, decision, approver, reason, at)
+}
+
+// decideConfirmation is DecideConfirmation through x (the store or a transaction).
+func (s *Store) decideConfirmation(ctx context.Context, x sqlx.ExtContext, id, decision, approver, reason string, at time.Time) error {
+	res, err := x.ExecContext(ctx, s.q(`UPDATE confirmations
 		SET decision = ?, approver = ?, reason = ?, decided_at = ?
 		WHERE id = ? AND decision = ''`), decision, approver, reason, tsArg(orNow(at)), id)
 	if err != nil {
@@ -183,7 +190,7 @@ func (s *Store) DecideConfirmation(ctx context.Context, id, decision, approver, 
 		return nil
 	}
 	var existing string
-	if err := s.db.GetContext(ctx, &existing, s.q(`SELECT decision FROM confirmations WHERE id = ?`), id); err != nil {
+	if err := sqlx.GetContext(ctx, x, &existing, s.q(`SELECT decision FROM confirmations WHERE id = ?`), id); err != nil {
 		return notFound(err, "confirmation %q", id)
 	}
 	if existing == decision {

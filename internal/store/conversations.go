@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // NextTurnSeq atomically allocates the next turn number of conversation:
@@ -60,18 +62,38 @@ const contextCols = `id, conversation, entry_key, workflow_id, payload, created_
 // as the current time; ID is ignored. Nothing is written if any entry is
 // invalid.
 func (s *Store) AppendContext(ctx context.Context, entries []ContextEntry) error {
+	args, err := contextArgs(entries)
+	if err != nil || len(entries) == 0 {
+		return err
+	}
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: append context: begin: %w", err)
+	}
+	defer tx.Rollback()
+	if err := s.insertContext(ctx, tx, entries, args); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: append context: commit: %w", err)
+	}
+	return nil
+}
+
+// contextArgs validates entries and returns each one's insert arguments.
+func contextArgs(entries []ContextEntry) ([][]any, error) {
 	args := make([][]any, len(entries))
 	now := time.Now()
 	for i, e := range entries {
 		if e.Conversation == "" || e.Key == "" {
-			return fmt.Errorf("store: context entry %d needs a Conversation and a Key", i)
+			return nil, fmt.Errorf("store: context entry %d needs a Conversation and a Key", i)
 		}
 		if len(e.Payload) == 0 {
-			return fmt.Errorf("store: context entry %q needs a Payload", e.Key)
+			return nil, fmt.Errorf("store: context entry %q needs a Payload", e.Key)
 		}
 		payload, err := jsonArg("context entry payload", e.Payload)
 		if err != nil {
-			return fmt.Errorf("%w (entry %q)", err, e.Key)
+			return nil, fmt.Errorf("%w (entry %q)", err, e.Key)
 		}
 		at := e.CreatedAt
 		if at.IsZero() {
@@ -79,28 +101,20 @@ func (s *Store) AppendContext(ctx context.Context, entries []ContextEntry) error
 		}
 		args[i] = []any{e.Conversation, e.Key, e.WorkflowID, payload, tsArg(at)}
 	}
-	if len(entries) == 0 {
-		return nil
-	}
-	tx, err := s.db.BeginTxx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("store: append context: begin: %w", err)
-	}
-	defer tx.Rollback()
-	stmt, err := tx.PreparexContext(ctx, s.q(`INSERT INTO context_entries
+	return args, nil
+}
+
+// insertContext inserts entries (args from contextArgs) in tx, skipping stored keys. One
+// statement per entry, unprepared: a turn records one or two entries at a time, and a prepared
+// statement would cost two more round trips than it saves.
+func (s *Store) insertContext(ctx context.Context, tx *sqlx.Tx, entries []ContextEntry, args [][]any) error {
+	q := s.q(`INSERT INTO context_entries
 		(conversation, entry_key, workflow_id, payload, created_at) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (conversation, entry_key) DO NOTHING`))
-	if err != nil {
-		return fmt.Errorf("store: append context: %w", err)
-	}
-	defer stmt.Close()
+		ON CONFLICT (conversation, entry_key) DO NOTHING`)
 	for i, a := range args {
-		if _, err := stmt.ExecContext(ctx, a...); err != nil {
+		if _, err := tx.ExecContext(ctx, q, a...); err != nil {
 			return fmt.Errorf("store: append context entry %q of %q: %w", entries[i].Key, entries[i].Conversation, err)
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("store: append context: commit: %w", err)
 	}
 	return nil
 }

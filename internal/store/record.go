@@ -1,0 +1,72 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Recording is one stage-6 write of a turn (DESIGN "Executor stage 6: record"): an outcome's
+// audit row, the decision that closed its confirmation and its context messages. Each part is
+// optional; Record writes the parts present in one transaction.
+type Recording struct {
+	Audit *AuditEvent
+	// Decision closes a confirmation (DecideConfirmation's rules: approved, denied or expired;
+	// recording the decision it already has is a no-op; another one is ErrConflict).
+	Decision *RecordedDecision
+	Context  []ContextEntry
+}
+
+// RecordedDecision is the decision part of a Recording.
+type RecordedDecision struct {
+	ConfirmationID, Decision, Approver, Reason string
+	At                                         time.Time
+}
+
+// Record writes r atomically: the audit row (idempotent by its Key, as AppendAudit), the
+// decision (as DecideConfirmation) and the context entries (idempotent by key, as
+// AppendContext), all or nothing, in one transaction and one commit. A turn records every
+// outcome through it, so an audit row never exists without the context message the model was
+// given, nor the other way round, and a retry after any failure writes exactly once.
+func (s *Store) Record(ctx context.Context, r Recording) error {
+	if r.Audit == nil && r.Decision == nil && len(r.Context) == 0 {
+		return nil
+	}
+	if a := r.Audit; a != nil && (a.Key == "" || a.Outcome == "") {
+		return errors.New("store: record: the audit event needs a Key and an Outcome")
+	}
+	if d := r.Decision; d != nil {
+		switch d.Decision {
+		case DecisionApproved, DecisionDenied, DecisionExpired:
+		default:
+			return fmt.Errorf("store: confirmation %q: decision %q is not approved, denied or expired", d.ConfirmationID, d.Decision)
+		}
+	}
+	args, err := contextArgs(r.Context)
+	if err != nil {
+		return err
+	}
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: record: begin: %w", err)
+	}
+	defer tx.Rollback()
+	if r.Audit != nil {
+		if _, err := s.appendAudit(ctx, tx, *r.Audit); err != nil {
+			return err
+		}
+	}
+	if d := r.Decision; d != nil {
+		if err := s.decideConfirmation(ctx, tx, d.ConfirmationID, d.Decision, d.Approver, d.Reason, d.At); err != nil {
+			return err
+		}
+	}
+	if err := s.insertContext(ctx, tx, r.Context, args); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: record: commit: %w", err)
+	}
+	return nil
+}
