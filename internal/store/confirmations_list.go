@@ -66,7 +66,7 @@ type UndecidedFilter struct {
 	CapabilityID string
 }
 
-// where is f as SQL conditions (after "decision = ”") and their arguments. The conversation
+// where is f as SQL conditions (appended to the undecided test) and their arguments. The conversation
 // test uses substr, not LIKE, so no character of a conversation name is a pattern and case
 // matters on both drivers.
 func (f UndecidedFilter) where() (string, []any) {
