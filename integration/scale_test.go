@@ -277,7 +277,7 @@ func TestScalePendingConfirmations(t *testing.T) {
 
 	// The pending list's latency with n pending.
 	ctx := context.Background()
-	var dPending, dUndecided []time.Duration
+	var dPending, dUndecided, dPage []time.Duration
 	var rows []store.Confirmation
 	for i := 0; i < 9; i++ {
 		t0 := time.Now()
@@ -291,9 +291,18 @@ func TestScalePendingConfirmations(t *testing.T) {
 			t.Fatal(err)
 		}
 		dUndecided = append(dUndecided, time.Since(t0))
+		t0 = time.Now()
+		if _, err := st.CountUndecided(ctx, store.UndecidedFilter{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.ListUndecidedPage(ctx, store.UndecidedFilter{}, web.InboxPageSize, n/2); err != nil {
+			t.Fatal(err)
+		}
+		dPage = append(dPage, time.Since(t0))
 	}
 	t.Logf("store.ListPendingConfirmations (airlock pending): %d rows, %s", len(rows), timings(dPending))
-	t.Logf("store.ListUndecidedConfirmations (inbox's list, capped): %s", timings(dUndecided))
+	t.Logf("store.ListUndecidedConfirmations (500 newest): %s", timings(dUndecided))
+	t.Logf("store.CountUndecided + ListUndecidedPage (the inbox's page of %d, from the middle): %s", web.InboxPageSize, timings(dPage))
 	var dCLI []time.Duration
 	var cliLines int
 	for i := 0; i < 3; i++ {
@@ -419,7 +428,7 @@ func measureInbox(t *testing.T, st *store.Store, c client.Client, queue string) 
 	if code, _ := do("POST", "/login", url.Values{"name": {"alice"}, "password": {"pw"}}); code != http.StatusSeeOther && code != http.StatusFound {
 		t.Fatalf("sign in: HTTP %d", code)
 	}
-	for _, path := range []string{"/", "/?conversation=" + url.QueryEscape(fmt.Sprintf("scale-%s-%05d", queue, 0))} {
+	for _, path := range []string{"/", "/?page=100", "/?conversation=" + url.QueryEscape(fmt.Sprintf("scale-%s-%05d", queue, 0))} {
 		var d []time.Duration
 		var page string
 		for i := 0; i < 5; i++ {
