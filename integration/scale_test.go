@@ -463,7 +463,8 @@ func tail(s string, n int) string {
 func TestScaleLongConversation(t *testing.T) {
 	n := envInt("AIRLOCK_SCALE_CONVERSATION_TURNS", 500)
 	var mu sync.Mutex
-	var ctxSizes []int // messages in each first-round request, in order
+	var ctxSizes []int    // messages in each first-round request, in order
+	var withSystem []bool // whether that request opened with the conversation's system prompt
 	model := newModelServer(t, func(_ int, b []byte) (int, string) {
 		var req struct {
 			Messages []struct {
@@ -476,6 +477,7 @@ func TestScaleLongConversation(t *testing.T) {
 		if req.Messages[len(req.Messages)-1].Role == "user" {
 			mu.Lock()
 			ctxSizes = append(ctxSizes, len(req.Messages))
+			withSystem = append(withSystem, req.Messages[0].Role == "system")
 			mu.Unlock()
 			return http.StatusOK, calls(call("c1", "system_health", `{}`))
 		}
@@ -486,6 +488,7 @@ func TestScaleLongConversation(t *testing.T) {
 	type turnStat struct {
 		latency     time.Duration
 		events, ctx int
+		system      bool
 	}
 	stats := make([]turnStat, n)
 	t.Logf("load before: %s", loadavg())
@@ -497,7 +500,8 @@ func TestScaleLongConversation(t *testing.T) {
 			ID: id, TaskQueue: cfg.TaskQueue, EnableEagerStart: true,
 			TypedSearchAttributes: temporal.NewSearchAttributes(workflows.AttrConversation.ValueSet(conv),
 				workflows.AttrStatus.ValueSet(workflows.StatusRunning)),
-		}, workers.TurnWorkflowName, workflows.TurnRequest{Conversation: conv, Principal: "ops", Message: fmt.Sprintf("how is the host now (%d)?", i)})
+		}, workers.TurnWorkflowName, workflows.TurnRequest{Conversation: conv, Principal: "ops", Message: fmt.Sprintf("how is the host now (%d)?", i),
+			SystemPrompt: "You are the operations assistant of this host."})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -524,21 +528,24 @@ func TestScaleLongConversation(t *testing.T) {
 	mu.Lock()
 	for i := range stats {
 		if i < len(ctxSizes) {
-			stats[i].ctx = ctxSizes[i]
+			stats[i].ctx, stats[i].system = ctxSizes[i], withSystem[i]
 		}
 	}
 	mu.Unlock()
 	window := func(from, to int) string {
 		var d []time.Duration
-		ev, cx := 0, 0
+		ev, cx, sys := 0, 0, 0
 		for _, s := range stats[from-1 : to] {
 			d = append(d, s.latency)
 			ev += s.events
 			cx += s.ctx
+			if s.system {
+				sys++
+			}
 		}
 		k := to - from + 1
-		return fmt.Sprintf("turns %d-%d: latency %s, mean %.1f history events/turn, mean %.0f messages sent to the model in round 1",
-			from, to, timings(d), float64(ev)/float64(k), float64(cx)/float64(k))
+		return fmt.Sprintf("turns %d-%d: latency %s, mean %.1f history events/turn, mean %.0f messages sent to the model in round 1, %d of %d opened by the system prompt",
+			from, to, timings(d), float64(ev)/float64(k), float64(cx)/float64(k), sys, k)
 	}
 	t.Logf("%d turns in one conversation in %s; load after %s", n, elapsed.Round(time.Millisecond), loadavg())
 	t.Logf("%s", window(1, min(10, n)))
