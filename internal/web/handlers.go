@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/approval"
@@ -199,6 +200,9 @@ type inboxData struct {
 // only these (with each one's turn and its earlier outcomes), however many are undecided.
 const InboxPageSize = 50
 
+// inboxLookups bounds the turns an inbox page looks up at once (Temporal and the store).
+const inboxLookups = 8
+
 // inboxPage is the 1-based page number of the request's "page" parameter (1 when absent or
 // not a positive number).
 func inboxPage(q url.Values) int {
@@ -263,26 +267,35 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.opt.Now()
 	index := map[string]int{}
-	infos := map[string]turnInfo{}
 	for _, c := range rows {
-		info, ok := infos[c.WorkflowID]
-		if !ok {
-			info = s.turnInfo(ctx, c.WorkflowID)
-			infos[c.WorkflowID] = info
+		if _, ok := index[c.WorkflowID]; !ok {
+			index[c.WorkflowID] = len(data.Groups)
+			data.Groups = append(data.Groups, group{WorkflowID: show(c.WorkflowID, fieldLimit), TurnLink: turnLink(c.WorkflowID),
+				TemporalURL: s.opt.WorkflowURL(c.WorkflowID)})
 		}
-		i, ok := index[c.WorkflowID]
-		if !ok {
-			i = len(data.Groups)
-			index[c.WorkflowID] = i
-			g := group{WorkflowID: show(c.WorkflowID, fieldLimit), TurnLink: turnLink(c.WorkflowID), TemporalURL: s.opt.WorkflowURL(c.WorkflowID)}
-			if evs, err := s.opt.Store.ListAudit(ctx, c.WorkflowID); err == nil {
+	}
+	// Each turn's principal (Temporal) and earlier outcomes (the store), a few turns at once.
+	infos := make([]turnInfo, len(data.Groups))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, inboxLookups)
+	for id, i := range index {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			infos[i] = s.turnInfo(ctx, id)
+			if evs, err := s.opt.Store.ListAudit(ctx, id); err == nil {
 				for _, e := range evs {
-					g.Earlier = append(g.Earlier, s.event(e))
+					data.Groups[i].Earlier = append(data.Groups[i].Earlier, s.event(e))
 				}
 			}
-			data.Groups = append(data.Groups, g)
-		}
-		data.Groups[i].Cards = append(data.Groups[i].Cards, s.card(r, c, info.Principal, now))
+		}()
+	}
+	wg.Wait()
+	for _, c := range rows {
+		i := index[c.WorkflowID]
+		data.Groups[i].Cards = append(data.Groups[i].Cards, s.card(r, c, infos[i].Principal, now))
 	}
 	s.render(w, r, http.StatusOK, "inbox", "Pending decisions", data)
 }
