@@ -69,7 +69,7 @@ bench: build temporal ## turn throughput and history-event benchmarks on the rea
 
 SCALE_LOG ?= .airlock/bench-scale.log
 
-bench-scale: build temporal ## scale: 10,000 turns waiting for confirmation on one worker process (RSS, pending-list latency) and a 500-turn conversation; about 15 minutes on 2 cores; log in $(SCALE_LOG) (docs/bench/scale.md)
+bench-scale: build temporal ## scale: 10,000 turns waiting for confirmation on one worker process (RSS, pending-list latency) and a 500-turn conversation; about 9 minutes on 2 cores; log in $(SCALE_LOG) (docs/bench/scale.md)
 	@mkdir -p $(dir $(SCALE_LOG))
 	@set -o pipefail; url="$${AIRLOCK_TEST_DATABASE_URL:-$$(scripts/ensure-postgres.sh)}" && \
 	  AIRLOCK_TEST_DATABASE_URL="$$url" $(GO) test -tags scale -count=1 -timeout 90m -v -run '^TestScale' ./integration/ 2>&1 | \
