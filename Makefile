@@ -17,7 +17,7 @@ TEMPORAL_SERVER := $(BIN)/temporal-server
 TEMPORAL_SQL_TOOL := $(BIN)/temporal-sql-tool
 TEMPORAL_UI_SERVER := $(BIN)/temporal-ui-server
 
-.PHONY: run test build temporal stop check race bench chaos histories eval clean help cluster cluster-bin cluster-down test-cluster
+.PHONY: run test build temporal stop check race bench bench-scale chaos histories eval clean help cluster cluster-bin cluster-down test-cluster
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -66,6 +66,14 @@ race: build temporal ## the tests under the race detector (slow)
 bench: build temporal ## turn throughput and history-event benchmarks on the real dev server
 	@url="$${AIRLOCK_TEST_DATABASE_URL:-$$(scripts/ensure-postgres.sh)}" && \
 	  AIRLOCK_TEST_DATABASE_URL="$$url" $(GO) test -run '^$$' -bench . -benchtime 128x ./integration/
+
+SCALE_LOG ?= .airlock/bench-scale.log
+
+bench-scale: build temporal ## scale: 10,000 turns waiting for confirmation on one worker process (RSS, pending-list latency) and a 500-turn conversation; about 9 minutes on 2 cores; log in $(SCALE_LOG) (docs/bench/scale.md)
+	@mkdir -p $(dir $(SCALE_LOG))
+	@set -o pipefail; url="$${AIRLOCK_TEST_DATABASE_URL:-$$(scripts/ensure-postgres.sh)}" && \
+	  AIRLOCK_TEST_DATABASE_URL="$$url" $(GO) test -tags scale -count=1 -timeout 90m -v -run '^TestScale' ./integration/ 2>&1 | \
+	  grep --line-buffered -v -e '^=== ' -e 'history of ' | tee $(abspath $(SCALE_LOG))
 
 CHAOS_JSON ?= .airlock/chaos-report.json
 

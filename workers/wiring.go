@@ -55,6 +55,9 @@ var ErrCorpusMissing = errors.New("workers: AgentDojo corpus not found (set AIRL
 // configures the inference providers. temporalProbe feeds system.health (nil: "not
 // configured").
 func Build(ctx context.Context, cfg config.Config, temporalProbe capabilities.Probe) (*Deps, error) {
+	if _, err := WorkflowCacheSize(); err != nil {
+		return nil, fmt.Errorf("workers: %w", err)
+	}
 	key, err := approverKey(cfg)
 	if err != nil {
 		return nil, err

@@ -55,6 +55,7 @@ func New(c client.Client, acts *activities.Activities, taskQueue string) worker.
 	if taskQueue == "" {
 		taskQueue = workflows.TaskQueue
 	}
+	configureWorkflowCache() // AIRLOCK_WORKFLOW_CACHE_SIZE (cache.go)
 	w := worker.New(c, taskQueue, worker.Options{
 		// A turn is mostly short workflow tasks that run local activities against the store;
 		// more pollers keep tasks from queueing behind each other (measured: the default 2

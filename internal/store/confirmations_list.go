@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"unicode/utf8"
 )
 
 // confirmationListMax bounds every confirmation listing below.
@@ -54,4 +55,62 @@ func confirmations(rows []confirmationRow) []Confirmation {
 		out[i] = r.confirmation()
 	}
 	return out
+}
+
+// UndecidedFilter narrows ListUndecidedPage and CountUndecided; a zero field matches all.
+type UndecidedFilter struct {
+	// Conversation keeps the confirmations of the conversation's turns (workflow ids
+	// "turn/<Conversation>/<seq>", exactly: not those of a conversation named Conversation+"/…").
+	Conversation string
+	// CapabilityID keeps the confirmations of this capability.
+	CapabilityID string
+}
+
+// where is f as SQL conditions (appended to the undecided test) and their arguments. The conversation
+// test uses substr, not LIKE, so no character of a conversation name is a pattern and case
+// matters on both drivers.
+func (f UndecidedFilter) where() (string, []any) {
+	var sql string
+	var args []any
+	if f.Conversation != "" {
+		prefix := "turn/" + f.Conversation + "/"
+		n := utf8.RuneCountInString(prefix)
+		sql += ` AND substr(workflow_id, 1, ?) = ? AND substr(workflow_id, ?) NOT LIKE '%/%'`
+		args = append(args, n, prefix, n+1)
+	}
+	if f.CapabilityID != "" {
+		sql += ` AND capability_id = ?`
+		args = append(args, f.CapabilityID)
+	}
+	return sql, args
+}
+
+// ListUndecidedPage is one page of ListUndecidedConfirmations narrowed by f: at most limit
+// rows (1..500; other values mean 500) after skipping offset (negative means 0), newest first.
+// With CountUndecided it lets an approver surface page through any number of undecided
+// confirmations while reading only the rows it shows.
+func (s *Store) ListUndecidedPage(ctx context.Context, f UndecidedFilter, limit, offset int) ([]Confirmation, error) {
+	if limit <= 0 || limit > confirmationListMax {
+		limit = confirmationListMax
+	}
+	offset = max(offset, 0)
+	cond, args := f.where()
+	var rows []confirmationRow
+	err := s.db.SelectContext(ctx, &rows, s.q(`SELECT `+confirmationCols+` FROM confirmations
+		WHERE decision = ''`+cond+` ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`), append(args, limit, offset)...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list a page of undecided confirmations: %w", err)
+	}
+	return confirmations(rows), nil
+}
+
+// CountUndecided counts the undecided confirmations f keeps (expired ones not yet recorded
+// included, as in ListUndecidedConfirmations).
+func (s *Store) CountUndecided(ctx context.Context, f UndecidedFilter) (int, error) {
+	cond, args := f.where()
+	var n int
+	if err := s.db.GetContext(ctx, &n, s.q(`SELECT count(*) FROM confirmations WHERE decision = ''`+cond), args...); err != nil {
+		return 0, fmt.Errorf("store: count undecided confirmations: %w", err)
+	}
+	return n, nil
 }

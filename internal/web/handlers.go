@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/approval"
@@ -188,48 +189,113 @@ type group struct {
 type inboxData struct {
 	Conversation, Capability string
 	Groups                   []group
-	Total, Shown             int
+	// Total counts every undecided confirmation, Matching those the filters keep; the page
+	// shows the Matching ones From..To (1-based; To < From when there are none).
+	Total, Matching, From, To int
+	// Prev and Next link the neighbouring pages ("" at either end).
+	Prev, Next string
+}
+
+// InboxPageSize is how many confirmations one inbox page shows: the page reads and renders
+// only these (with each one's turn and its earlier outcomes), however many are undecided.
+const InboxPageSize = 50
+
+// inboxLookups bounds the turns an inbox page looks up at once (Temporal and the store).
+const inboxLookups = 8
+
+// inboxPage is the 1-based page number of the request's "page" parameter (1 when absent or
+// not a positive number).
+func inboxPage(q url.Values) int {
+	if n, err := strconv.Atoi(q.Get("page")); err == nil && n > 0 {
+		return n
+	}
+	return 1
+}
+
+// inboxLink is the inbox URL of page n under the given filters.
+func inboxLink(conversation, capability string, n int) string {
+	v := url.Values{}
+	if conversation != "" {
+		v.Set("conversation", conversation)
+	}
+	if capability != "" {
+		v.Set("capability", capability)
+	}
+	if n > 1 {
+		v.Set("page", strconv.Itoa(n))
+	}
+	if len(v) == 0 {
+		return "/"
+	}
+	return "/?" + v.Encode()
 }
 
 // inbox lists undecided confirmations across turns, newest first, filtered by conversation
-// and capability; the calls of one turn are grouped with the turn's earlier outcomes.
+// and capability, InboxPageSize at a time; the calls of one turn are grouped with the turn's
+// earlier outcomes.
 func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q := r.URL.Query()
 	data := inboxData{Conversation: q.Get("conversation"), Capability: q.Get("capability")}
-	rows, err := s.opt.Store.ListUndecidedConfirmations(ctx, 0)
+	f := store.UndecidedFilter{Conversation: data.Conversation, CapabilityID: data.Capability}
+	page := inboxPage(q)
+	var err error
+	if data.Total, err = s.opt.Store.CountUndecided(ctx, store.UndecidedFilter{}); err == nil {
+		data.Matching = data.Total
+		if f != (store.UndecidedFilter{}) {
+			data.Matching, err = s.opt.Store.CountUndecided(ctx, f)
+		}
+	}
+	if err != nil {
+		s.fail(w, r, http.StatusInternalServerError, "could not count the pending confirmations", err)
+		return
+	}
+	if last := max(1, (data.Matching+InboxPageSize-1)/InboxPageSize); page > last {
+		page = last // past the end (the list shrank): the last page
+	}
+	rows, err := s.opt.Store.ListUndecidedPage(ctx, f, InboxPageSize, (page-1)*InboxPageSize)
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, "could not read the pending confirmations", err)
 		return
 	}
+	data.From, data.To = (page-1)*InboxPageSize+1, (page-1)*InboxPageSize+len(rows)
+	if page > 1 {
+		data.Prev = inboxLink(data.Conversation, data.Capability, page-1)
+	}
+	if data.To < data.Matching {
+		data.Next = inboxLink(data.Conversation, data.Capability, page+1)
+	}
 	now := s.opt.Now()
-	data.Total = len(rows)
 	index := map[string]int{}
-	infos := map[string]turnInfo{}
 	for _, c := range rows {
-		if (data.Conversation != "" && conversationOf(c.WorkflowID) != data.Conversation) ||
-			(data.Capability != "" && c.CapabilityID != data.Capability) {
-			continue
+		if _, ok := index[c.WorkflowID]; !ok {
+			index[c.WorkflowID] = len(data.Groups)
+			data.Groups = append(data.Groups, group{WorkflowID: show(c.WorkflowID, fieldLimit), TurnLink: turnLink(c.WorkflowID),
+				TemporalURL: s.opt.WorkflowURL(c.WorkflowID)})
 		}
-		data.Shown++
-		info, ok := infos[c.WorkflowID]
-		if !ok {
-			info = s.turnInfo(ctx, c.WorkflowID)
-			infos[c.WorkflowID] = info
-		}
-		i, ok := index[c.WorkflowID]
-		if !ok {
-			i = len(data.Groups)
-			index[c.WorkflowID] = i
-			g := group{WorkflowID: show(c.WorkflowID, fieldLimit), TurnLink: turnLink(c.WorkflowID), TemporalURL: s.opt.WorkflowURL(c.WorkflowID)}
-			if evs, err := s.opt.Store.ListAudit(ctx, c.WorkflowID); err == nil {
+	}
+	// Each turn's principal (Temporal) and earlier outcomes (the store), a few turns at once.
+	infos := make([]turnInfo, len(data.Groups))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, inboxLookups)
+	for id, i := range index {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			infos[i] = s.turnInfo(ctx, id)
+			if evs, err := s.opt.Store.ListAudit(ctx, id); err == nil {
 				for _, e := range evs {
-					g.Earlier = append(g.Earlier, s.event(e))
+					data.Groups[i].Earlier = append(data.Groups[i].Earlier, s.event(e))
 				}
 			}
-			data.Groups = append(data.Groups, g)
-		}
-		data.Groups[i].Cards = append(data.Groups[i].Cards, s.card(r, c, info.Principal, now))
+		}()
+	}
+	wg.Wait()
+	for _, c := range rows {
+		i := index[c.WorkflowID]
+		data.Groups[i].Cards = append(data.Groups[i].Cards, s.card(r, c, infos[i].Principal, now))
 	}
 	s.render(w, r, http.StatusOK, "inbox", "Pending decisions", data)
 }

@@ -551,3 +551,46 @@ func TestAnOversizedBodyIsRefused(t *testing.T) {
 		t.Fatalf("largest edit = %d, decisions sent %d; want 303 and one", resp.StatusCode, len(e.rec.reqs))
 	}
 }
+
+// The inbox shows InboxPageSize confirmations at a time, says which of how many, links the
+// other pages, and filters in the store: a conversation whose confirmation is far down the
+// list is found on the first page of the filtered view.
+func TestInboxPagesThroughManyPendingConfirmations(t *testing.T) {
+	e := newEnv(t)
+	const n = 2*InboxPageSize + 20
+	for i := 0; i < n; i++ {
+		c := store.Confirmation{ID: fmt.Sprintf("cf-%04d", i), TokenHash: []byte(fmt.Sprintf("h-%d", i)),
+			WorkflowID: fmt.Sprintf("turn/conv-%04d/1", i), RunID: "r", Seq: 1, CallID: "c", CapabilityID: "web.fetch", Version: 1,
+			ArgsDigest: "sha256:x", Arguments: json.RawMessage(`{"url":"https://example.com"}`), Display: `web_fetch {"url":"https://example.com"}`,
+			CreatedAt: e.now.Add(time.Duration(i) * time.Second), ExpiresAt: e.now.Add(time.Hour)}
+		if _, err := e.st.CreateConfirmation(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := e.browser()
+	b.login("alice", "correct horse")
+	cards := func(page string) int { return strings.Count(page, "data-confirmation=") }
+	_, page := b.get("/")
+	if cards(page) != InboxPageSize || !strings.Contains(page, fmt.Sprintf("showing 1–%d of %d undecided", InboxPageSize, n)) ||
+		!strings.Contains(page, `id="next" href="/?page=2"`) || strings.Contains(page, `id="prev"`) ||
+		!strings.Contains(page, fmt.Sprintf("cf-%04d", n-1)) {
+		t.Fatalf("first page: %d cards\n%s", cards(page), page)
+	}
+	_, page = b.get("/?page=3")
+	if cards(page) != 20 || !strings.Contains(page, fmt.Sprintf("showing %d–%d of %d", 2*InboxPageSize+1, n, n)) ||
+		!strings.Contains(page, `id="prev" href="/?page=2"`) || strings.Contains(page, `id="next"`) ||
+		!strings.Contains(page, "cf-0000") {
+		t.Fatalf("last page: %d cards\n%s", cards(page), page)
+	}
+	if _, past := b.get("/?page=99"); cards(past) != 20 {
+		t.Fatalf("a page past the end shows the last one: %d cards", cards(past))
+	}
+	_, page = b.get("/?conversation=conv-0003")
+	if cards(page) != 1 || !strings.Contains(page, "cf-0003") || !strings.Contains(page, fmt.Sprintf("showing 1–1 of 1 matching the filter (%d undecided in all)", n)) {
+		t.Fatalf("filtered: %d cards\n%s", cards(page), page)
+	}
+	_, page = b.get("/?capability=web.fetch&page=2")
+	if cards(page) != InboxPageSize || !strings.Contains(page, `href="/?capability=web.fetch&amp;page=3"`) {
+		t.Fatalf("capability filter, page 2: %d cards\n%s", cards(page), page)
+	}
+}
