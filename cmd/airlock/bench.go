@@ -126,6 +126,33 @@ else AIRLOCK_TEST_DATABASE_URL (scripts/ensure-postgres.sh prints one).`,
 	f.StringVar(&namespace, "namespace", stack.DefaultNamespace, "Temporal namespace")
 	f.StringVar(&temporalCLI, "temporal-cli", "", "Temporal CLI that starts the dev server (default <repo>/bin/temporal)")
 	f.BoolVar(&serverArgs, "server-args", false, "print the dev server's start-dev flags (the ones airlock stack uses) and exit")
+	cmd.AddCommand(newBenchReportCmd())
+	return cmd
+}
+
+func newBenchReportCmd() *cobra.Command {
+	var title, note string
+	cmd := &cobra.Command{
+		Use:   "report RAW.jsonl",
+		Short: "Write the markdown comparison of one run's JSON lines (airlock bench's and the peers'): ratios to LangGraph.js and the issue 12 targets",
+		Long: `Reads the JSON lines of one comparison run (scripts/bench-compare.sh collects them: LangGraph.js,
+bare Temporal and airlock bench; the peers' 1-in-flight runs are lines with concurrency 1) and
+prints a markdown report on stdout: per variant, each system's turns/s and its ratio to
+LangGraph.js, p50/p95, the 1-in-flight p50 and its ratio, history events per turn, and the
+targets of issue 12 with pass marks.`,
+		Example: "  airlock bench report docs/bench/2026-11-30.jsonl --note \"load 0.5\" > docs/bench/2026-11-30.md",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := os.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			return bench.Report(f, cmd.OutOrStdout(), title, note)
+		},
+	}
+	cmd.Flags().StringVar(&title, "title", "Airlock beside LangGraph.js and bare Temporal", "report title")
+	cmd.Flags().StringVar(&note, "note", "", "text under the title (machine, load average, commit)")
 	return cmd
 }
 
