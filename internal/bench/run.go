@@ -160,6 +160,8 @@ type rig struct {
 	st      *store.Store
 	decider *airlock.Client
 	decided atomic.Int64
+	// fail ends the row with an error (the approver's).
+	fail context.CancelCauseFunc
 }
 
 // Run measures one row: a fresh schema and worker, cfg.Turns turns at cfg.Concurrency in
@@ -231,6 +233,11 @@ func Run(ctx context.Context, cfg Config, spec Spec) (Row, error) {
 	}
 	defer r.decider.Close()
 
+	// A decision that fails fails the row at once (its turn would otherwise wait for the
+	// confirmation's expiry).
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	r.fail = fail
 	actx, stopApprover := context.WithCancel(ctx)
 	var approverDone sync.WaitGroup
 	if spec.Variant == VariantApproval {
@@ -240,6 +247,9 @@ func Run(ctx context.Context, cfg Config, spec Spec) (Row, error) {
 	defer func() { stopApprover(); approverDone.Wait() }()
 
 	lat, ids, wall, err := r.runTurns(ctx, "t", cfg.Turns, cfg.Concurrency)
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return row, cause
+	}
 	if err != nil {
 		return row, err
 	}
@@ -251,6 +261,9 @@ func Run(ctx context.Context, cfg Config, spec Spec) (Row, error) {
 	}
 	if cfg.C1Turns > 0 {
 		lat1, _, _, err := r.runTurns(ctx, "s", cfg.C1Turns, 1)
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			return row, cause
+		}
 		if err != nil {
 			return row, err
 		}
@@ -446,8 +459,8 @@ func (r *rig) approve(ctx context.Context) {
 			go func(id string) {
 				defer wg.Done()
 				if err := r.decider.Decide(ctx, airlock.DecideRequest{ConfirmationID: id, Decision: airlock.Approve}); err != nil {
-					if ctx.Err() == nil && r.cfg.Progress != nil {
-						fmt.Fprintf(r.cfg.Progress, "  approver: %s: %v\n", id, err)
+					if ctx.Err() == nil {
+						r.fail(fmt.Errorf("bench: the approver could not approve %s: %w", id, err))
 					}
 					return
 				}
