@@ -44,27 +44,28 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 load_before=$(load)
 say "load average before: $load_before (2 cores: other work on the machine skews every number)"
 phases=""
-phase() { phases="$phases $1 $(load | cut -d' ' -f1);"; say "$1 (load $(load))"; }
+# phase LABEL MESSAGE: announce a phase and note the 1-minute load as it starts.
+phase() { phases="$phases $1 $(load | cut -d' ' -f1),"; say "$2 (load $(load))"; }
 
-phase "LangGraph.js: n=$N c=$C, plain and approval"
+phase langgraph "LangGraph.js: n=$N c=$C, plain and approval"
 "$tmp/langgraph/run.sh" -n "$N" -c "$C" | tee -a "$raw"
-phase "LangGraph.js: n=$C1_N c=1, plain and approval"
+phase langgraph-c1 "LangGraph.js: n=$C1_N c=1, plain and approval"
 (cd "$tmp/langgraph" && node bench.mjs --truncate -n "$C1_N" -c 1 && node bench.mjs --truncate -n "$C1_N" -c 1 --approval) | tee -a "$raw"
 
 server_args=$("$AIRLOCK" bench --server-args)
-phase "bare Temporal: n=$N c=$C"
+phase bare-temporal "bare Temporal: n=$N c=$C"
 TEMPORAL=$TEMPORAL SERVER_EXTRA_ARGS="$server_args" PORT=$PORT N=$N C=$C \
   BENCH_VARIANTS="plain approval plain-local approval-local" "$tmp/bare-temporal/run.sh" | tee -a "$raw"
-phase "bare Temporal: n=$C1_N c=1"
+phase bare-temporal-c1 "bare Temporal: n=$C1_N c=1"
 TEMPORAL=$TEMPORAL SERVER_EXTRA_ARGS="$server_args" PORT=$PORT N=$C1_N C=1 \
   BENCH_VARIANTS="plain approval plain-local approval-local" "$tmp/bare-temporal/run.sh" | tee -a "$raw"
 
-phase "airlock bench: n=$N c=$C, c1-n=$C1_N"
+phase airlock "airlock bench: n=$N c=$C, c1-n=$C1_N"
 AIRLOCK_TEST_DATABASE_URL=$url "$AIRLOCK" bench -n "$N" -c "$C" --c1-n "$C1_N" | tee -a "$raw"
 
 load_after=$(load)
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-note="Run on $(date -u '+%F %H:%M UTC'), $(nproc) cores, commit $commit$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)'); load average before $load_before, after $load_after; 1-minute load at the start of each phase:${phases%;}. N=$N turns at C=$C in flight; C=1 runs: $C1_N turns. All Temporal systems on dev servers started with: \`$server_args\`. Produced by \`make bench-compare\` (scripts/bench-compare.sh); see docs/bench/README.md."
+note="Run on $(date -u '+%F %H:%M UTC'), $(nproc) cores, commit $commit$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)'); load average before $load_before, after $load_after; 1-minute load at the start of each phase:${phases%,}. N=$N turns at C=$C in flight; C=1 runs: $C1_N turns. All Temporal systems on dev servers started with: \`$server_args\`. Produced by \`make bench-compare\` (scripts/bench-compare.sh); see docs/bench/README.md."
 cp "$raw" "$OUT_DIR/$DATE.jsonl"
 "$AIRLOCK" bench report "$OUT_DIR/$DATE.jsonl" --title "Airlock beside LangGraph.js and bare Temporal, $DATE" --note "$note" >"$OUT_DIR/$DATE.md"
 say "wrote $OUT_DIR/$DATE.md and $OUT_DIR/$DATE.jsonl"
