@@ -17,7 +17,7 @@ TEMPORAL_SERVER := $(BIN)/temporal-server
 TEMPORAL_SQL_TOOL := $(BIN)/temporal-sql-tool
 TEMPORAL_UI_SERVER := $(BIN)/temporal-ui-server
 
-.PHONY: run test build temporal stop check race bench bench-scale chaos histories eval clean help cluster cluster-bin cluster-down test-cluster
+.PHONY: run test build temporal stop check race bench bench-go bench-compare bench-scale chaos histories eval clean help cluster cluster-bin cluster-down test-cluster
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -63,7 +63,11 @@ race: build temporal ## the tests under the race detector (slow)
 	@url="$${AIRLOCK_TEST_DATABASE_URL:-$$(scripts/ensure-postgres.sh)}" && \
 	  AIRLOCK_TEST_DATABASE_URL="$$url" $(GO) test -race -count=1 -timeout 60m ./...
 
-bench: build temporal ## turn throughput and history-event benchmarks on the real dev server
+bench: build temporal ## the reference workload (issue 12) with airlock bench: recorded and network models, plain and approval, on a throwaway dev server and PostgreSQL; JSON lines on stdout, a table on stderr
+	@url="$${AIRLOCK_TEST_DATABASE_URL:-$$(scripts/ensure-postgres.sh)}" && \
+	  AIRLOCK_TEST_DATABASE_URL="$$url" $(AIRLOCK) bench --class recorded,network --variant plain,approval
+
+bench-go: build temporal ## the go test benchmarks (turn throughput, evaluation replay) on the real dev server
 	@url="$${AIRLOCK_TEST_DATABASE_URL:-$$(scripts/ensure-postgres.sh)}" && \
 	  AIRLOCK_TEST_DATABASE_URL="$$url" $(GO) test -run '^$$' -bench . -benchtime 128x ./integration/
 
@@ -74,6 +78,9 @@ bench-scale: build temporal ## scale: 10,000 turns waiting for confirmation on o
 	@set -o pipefail; url="$${AIRLOCK_TEST_DATABASE_URL:-$$(scripts/ensure-postgres.sh)}" && \
 	  AIRLOCK_TEST_DATABASE_URL="$$url" $(GO) test -tags scale -count=1 -timeout 90m -v -run '^TestScale' ./integration/ 2>&1 | \
 	  grep --line-buffered -v -e '^=== ' -e 'history of ' | tee $(abspath $(SCALE_LOG))
+
+bench-compare: build temporal ## airlock bench beside LangGraph.js and bare Temporal (../shared/bench, or BENCH_DIR) in one run; writes docs/bench/<date>.md and .jsonl (several minutes)
+	scripts/bench-compare.sh
 
 CHAOS_JSON ?= .airlock/chaos-report.json
 

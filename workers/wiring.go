@@ -174,6 +174,13 @@ func ApproverKey(cfg config.Config) (token.Key, error) {
 // and schema-defined implementations, web.fetch with FetchConfig(cfg). Any problem is a
 // *registry.LoadError or an error naming what to configure: the worker must not serve.
 func LoadRegistry(cfg config.Config, temporalProbe, storeProbe capabilities.Probe) (*registry.Registry, error) {
+	return LoadRegistryWith(cfg, temporalProbe, storeProbe, nil, nil)
+}
+
+// LoadRegistryWith is LoadRegistry with extra registry and policy documents loaded after the
+// layers, and the implementations that serve their entries: for a host that binds capabilities
+// of its own (airlock bench's bench layer) under every rule the registry applies to the rest.
+func LoadRegistryWith(cfg config.Config, temporalProbe, storeProbe capabilities.Probe, extra []registry.Source, extraImpls []registry.Implementation) (*registry.Registry, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
 	defer cancel()
 	fetch, err := FetchConfig(ctx, cfg)
@@ -241,5 +248,7 @@ func LoadRegistry(cfg config.Config, temporalProbe, storeProbe capabilities.Prob
 			impls = append(impls, ims...)
 		}
 	}
+	sources = append(sources, extra...)
+	impls = append(impls, extraImpls...)
 	return registry.Load(sources, impls)
 }

@@ -176,6 +176,24 @@ func EnsureTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 	return start(ctx, o, attrs, logf)
 }
 
+// ServerSettings are the start-dev flags, beyond address, port and database file, with which
+// EnsureTemporal starts every dev server (make run, tests, airlock bench). Peer benchmarks run
+// their own dev server with exactly these flags (airlock bench --server-args prints them), so
+// all systems are measured on the same server settings.
+func ServerSettings() []string {
+	return []string{
+		"--sqlite-pragma", "journal_mode=wal",
+		"--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000",
+		// Eager activity dispatch: an activity scheduled by a workflow task completion is
+		// handed back to the same worker in the response, saving a matching round trip.
+		"--dynamic-config-value", "system.enableActivityEagerExecution=true",
+		// Eager workflow start: a client in the same process as a worker gets the first
+		// workflow task in the start response (make run, tests, benchmarks).
+		"--dynamic-config-value", "system.enableEagerWorkflowStart=true",
+		"--log-level", "warn",
+	}
+}
+
 // start launches a server per o and waits until it is ready.
 func start(ctx context.Context, o TemporalOptions, attrs []searchAttr, logf func(string, ...any)) (*Temporal, error) {
 	cli, err := cliPath(o.CLIPath)
@@ -213,16 +231,8 @@ func start(ctx context.Context, o TemporalOptions, attrs []searchAttr, logf func
 		"--ip", "127.0.0.1",
 		"--port", strconv.Itoa(o.Port),
 		"--db-filename", filepath.Join(o.Dir, dbFileName),
-		"--sqlite-pragma", "journal_mode=wal",
-		"--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000",
-		// Eager activity dispatch: an activity scheduled by a workflow task completion is
-		// handed back to the same worker in the response, saving a matching round trip.
-		"--dynamic-config-value", "system.enableActivityEagerExecution=true",
-		// Eager workflow start: a client in the same process as a worker gets the first
-		// workflow task in the start response (make run, tests, benchmarks).
-		"--dynamic-config-value", "system.enableEagerWorkflowStart=true",
-		"--log-level", "warn",
 	}
+	args = append(args, ServerSettings()...)
 	if o.UIPort == Headless {
 		args = append(args, "--headless")
 	} else {

@@ -1,0 +1,113 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/activities"
+	"github.com/airlock-dev/airlock/workflows"
+)
+
+func TestPercentileIsNearestRank(t *testing.T) {
+	var ds []time.Duration
+	for i := 1; i <= 20; i++ {
+		ds = append(ds, time.Duration(21-i)*time.Millisecond)
+	}
+	if got := Percentile(ds, 0.5); got != 10*time.Millisecond {
+		t.Errorf("p50 = %v, want 10ms", got)
+	}
+	if got := Percentile(ds, 0.95); got != 19*time.Millisecond {
+		t.Errorf("p95 = %v, want 19ms", got)
+	}
+	if got := Percentile(nil, 0.5); got != 0 {
+		t.Errorf("p50 of nothing = %v", got)
+	}
+}
+
+func goodResult(variant string) workflows.TurnResult {
+	res := workflows.TurnResult{Status: workflows.StatusCompleted, EndReason: "answered", Rounds: Rounds, Prose: Answer}
+	for r := 1; r < Rounds; r++ {
+		o := workflows.ProposalOutcome{Seq: r, Round: r, Name: toolFor(variant, r), Outcome: activities.OutcomeExecuted}
+		if variant == VariantApproval && r == approvalRound {
+			o.Approver = Approver
+		}
+		res.Outcomes = append(res.Outcomes, o)
+		res.Results = append(res.Results, workflows.CapabilityResult{Seq: r, Data: json.RawMessage(`{"value":"v` + string(rune('0'+r)) + `"}`)})
+	}
+	return res
+}
+
+func TestCheckResultAcceptsOnlyTheWorkload(t *testing.T) {
+	for _, v := range []string{VariantPlain, VariantApproval} {
+		if err := CheckResult(v, goodResult(v)); err != nil {
+			t.Errorf("%s: a correct turn is refused: %v", v, err)
+		}
+	}
+	bad := map[string]func(*workflows.TurnResult){
+		"not answered":       func(r *workflows.TurnResult) { r.EndReason = "max_rounds" },
+		"a call denied":      func(r *workflows.TurnResult) { r.Outcomes[1].Outcome = activities.OutcomeDenied },
+		"a call missing":     func(r *workflows.TurnResult) { r.Outcomes = r.Outcomes[:2] },
+		"a wrong value":      func(r *workflows.TurnResult) { r.Results[2].Data = json.RawMessage(`{"value":"v9"}`) },
+		"no approver":        func(r *workflows.TurnResult) { r.Outcomes[1].Approver = "" },
+		"a different answer": func(r *workflows.TurnResult) { r.Prose = "done" },
+	}
+	for name, mutate := range bad {
+		res := goodResult(VariantApproval)
+		mutate(&res)
+		if err := CheckResult(VariantApproval, res); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestRecordedSessionIsTheScript(t *testing.T) {
+	s, err := Recorded(SessionName(VariantApproval))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rounds, err := s.Rounds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rounds) != Rounds {
+		t.Fatalf("%d rounds", len(rounds))
+	}
+	if c := rounds[1].Assistant.Calls; len(c) != 1 || c[0].Name != ToolLookupConfirmed || string(c[0].Args) != `{"key":"k2"}` {
+		t.Errorf("round 2: %+v", c)
+	}
+	if rounds[3].Assistant.Content != Answer || len(rounds[3].Assistant.Calls) != 0 {
+		t.Errorf("round 4: %+v", rounds[3].Assistant)
+	}
+	if _, err := Recorded("other"); err == nil {
+		t.Error("an unknown session is served")
+	}
+}
+
+func TestReportRatiosAndTargets(t *testing.T) {
+	lines := strings.Join([]string{
+		`{"system":"langgraph-js","variant":"plain","turns":200,"concurrency":16,"wall_s":10,"turns_per_s":20,"p50_ms":800,"p95_ms":1500,"checkpoint_rows_per_turn":48}`,
+		`{"system":"langgraph-js","variant":"plain","turns":50,"concurrency":1,"wall_s":3,"turns_per_s":16,"p50_ms":60,"p95_ms":70}`,
+		`{"system":"bare-temporal","variant":"plain-local","turns":200,"concurrency":16,"wall_s":5,"turns_per_s":40,"p50_ms":300,"p95_ms":500,"history_events_per_turn":20}`,
+		`{"system":"airlock","variant":"plain","class":"recorded","infer_mode":"local","turns":200,"concurrency":16,"wall_s":8,"turns_per_s":25,"p50_ms":600,"p95_ms":900,"history_events_per_turn":22,"c1_p50_ms":50}`,
+		`{"system":"airlock","variant":"plain","class":"network-regular","infer_mode":"regular","turns":200,"concurrency":16,"wall_s":20,"turns_per_s":10,"p50_ms":1600,"p95_ms":2000,"history_events_per_turn":50,"c1_p50_ms":140}`,
+		"not json",
+	}, "\n")
+	var out bytes.Buffer
+	if err := Report(strings.NewReader(lines), &out, "t", "n"); err != nil {
+		t.Fatal(err)
+	}
+	md := out.String()
+	for _, want := range []string{
+		"| airlock | recorded | local | 200 | 16 | 25.0 | 1.25× | 600 | 900 | 50 | 0.83× | 22.0 | ≥1.2× ✓ · C=1 ✓ · ≤24 ev ✓ |",
+		"| airlock | network-regular | regular | 200 | 16 | 10.0 | 0.50× | 1600 | 2000 | 140 | 2.33× | 50.0 | ≥1.0× ✗ · C=1 ✗ · ≤24 ev ✗ |",
+		"| langgraph-js | scripted | - | 200 | 16 | 20.0 | 1.00× | 800 | 1500 | 60 | 1.00× | (48 checkpoint rows) |  |",
+		"| bare-temporal | scripted | local | 200 | 16 | 40.0 | 2.00× |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+}
