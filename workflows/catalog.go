@@ -59,7 +59,7 @@ func (t *turn) catalogMessage(ctx workflow.Context, round int, calls []parse.Cal
 		}
 		return false, false, nil
 	}
-	if workflow.GetVersion(ctx, versionCatalogController, workflow.DefaultVersion, 1) < 1 {
+	if t.version(ctx, versionCatalogController, 1) < 1 {
 		return false, false, nil
 	}
 	if t.ctl == nil {

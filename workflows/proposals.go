@@ -34,7 +34,7 @@ func (t *turn) proposalHook(ctx workflow.Context, round int, inf activities.Infe
 			caps++
 		}
 	}
-	if props == 0 || workflow.GetVersion(ctx, versionAgentProposals, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if props == 0 || t.version(ctx, versionAgentProposals, 1) == workflow.DefaultVersion {
 		return false, TurnResult{}, nil
 	}
 	if caps > 0 {

@@ -312,7 +312,7 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 		}
 		// One call goes the same way on either path, so only a message with several calls
 		// asks for (and records) the version marker.
-		if len(parsed.Calls) > 1 && workflow.GetVersion(ctx, versionBatchConfirmations, workflow.DefaultVersion, 1) >= 1 {
+		if len(parsed.Calls) > 1 && t.version(ctx, versionBatchConfirmations, 1) >= 1 {
 			pos, err := t.handleBatch(ctx, round, parsed.Calls)
 			add(pos) // the outcomes recorded before a failure stay in the result
 			if err != nil {
@@ -391,7 +391,7 @@ func (t *turn) failureIsRecorded(ctx workflow.Context, po ProposalOutcome) bool 
 	if !po.ToolReportedError() || t.req.Session == "" {
 		return false
 	}
-	return workflow.GetVersion(ctx, versionFailedIsRecorded, workflow.DefaultVersion, 2) >= 1
+	return t.version(ctx, versionFailedIsRecorded, 2) >= 1
 }
 
 // infer runs one inference round. A network model is a regular activity: slow, costly, its
@@ -421,6 +421,18 @@ func (t *turn) infer(ctx workflow.Context, round int, out *activities.InferOutpu
 	return workflow.ExecuteActivity(actx, a.Infer, in).Get(ctx, out)
 }
 
+// version is workflow.GetVersion(ctx, changeID, DefaultVersion, max) for the changes that
+// predate versionFoldedRounds. A folded turn was started by code that already had every one of
+// them, so it takes max without asking: no marker and no search-attribute upsert (2 history
+// events and a visibility write each), and histories recorded with markers for them keep
+// replaying because they are not folded.
+func (t *turn) version(ctx workflow.Context, changeID string, max workflow.Version) workflow.Version {
+	if t.fold {
+		return max
+	}
+	return workflow.GetVersion(ctx, changeID, workflow.DefaultVersion, max)
+}
+
 // assistantKey is the context key of round's assistant message.
 func (t *turn) assistantKey(round int) string {
 	return fmt.Sprintf("%s/r%d/assistant", t.workflowID, round)
@@ -436,7 +448,7 @@ func (t *turn) localInfer(ctx workflow.Context) bool {
 	case InferRegular:
 		return false
 	}
-	return t.req.Session != "" && workflow.GetVersion(ctx, versionLocalInferForSessions, workflow.DefaultVersion, 1) == 1
+	return t.req.Session != "" && t.version(ctx, versionLocalInferForSessions, 1) == 1
 }
 
 // proposal is one call on its way through budgets and the executor stages.
@@ -845,12 +857,12 @@ func (t *turn) execute(ctx workflow.Context, pr *proposal, decision *activities.
 	if err != nil {
 		out = activities.ExecuteOutput{Outcome: activities.OutcomeFailed}
 		out.Output.Error = err.Error()
-		if workflow.GetVersion(ctx, versionFailedIsRecorded, workflow.DefaultVersion, 2) >= 2 {
+		if t.version(ctx, versionFailedIsRecorded, 2) >= 2 {
 			out.Reason = activities.ReasonExecuteError
 		}
 		var appErr *temporal.ApplicationError
 		atMostOnce := adm.SideEffect != registry.SideEffectNone ||
-			(!adm.Automatic && workflow.GetVersion(ctx, versionDecisionMAC, workflow.DefaultVersion, 1) >= 1)
+			(!adm.Automatic && t.version(ctx, versionDecisionMAC, 1) >= 1)
 		if atMostOnce && !(errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeBadInput) {
 			// Execute refuses bad input before the effect starts; any other failure may come
 			// after it (the effect ran, then the ledger or every retry failed): unknown, not failed.
@@ -891,7 +903,7 @@ func (t *turn) await(ctx workflow.Context, w *awaited) error {
 		t.pending = t.pending[:0]
 		t.setStatus(ctx, StatusRunning)
 	}()
-	w.legacy = workflow.GetVersion(ctx, versionDecisionMAC, workflow.DefaultVersion, 1) == workflow.DefaultVersion
+	w.legacy = t.version(ctx, versionDecisionMAC, 1) == workflow.DefaultVersion
 	t.awaits = []*awaited{w}
 	defer func() { t.awaits = nil }()
 	tctx, cancel := workflow.WithCancel(ctx)
@@ -1052,7 +1064,7 @@ func (t *turn) present(ctx workflow.Context, d Decision) (DecisionResult, error)
 			detail += "; its token was consumed and a fresh one issued: the proposal is still waiting"
 		}
 		if cons.Refusal == activities.TokenRegistryChanged &&
-			workflow.GetVersion(ctx, versionRegistryChangeResurfaces, workflow.DefaultVersion, 1) >= 1 {
+			t.version(ctx, versionRegistryChangeResurfaces, 1) >= 1 {
 			w.voided = true
 			detail = cons.Detail + "; the confirmation is void and the call is surfaced again under the new registry"
 		}
@@ -1113,7 +1125,7 @@ func (t *turn) awaitLegacy(ctx workflow.Context, p PendingConfirmation, adm acti
 			return sig, true, nil
 		}
 		if !got {
-			if workflow.GetVersion(ctx, versionCorruptSignalKeepsExpiry, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			if t.version(ctx, versionCorruptSignalKeepsExpiry, 1) == workflow.DefaultVersion {
 				t.sigCh.Receive(ctx, &sig) // as histories recorded before the change ran
 			} else {
 				continue
