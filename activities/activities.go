@@ -86,25 +86,61 @@ func (a *Activities) LoadContext(ctx context.Context, in LoadContextInput) ([]in
 
 // loadContext reads the last limit messages of a conversation. A window that starts inside a
 // tool exchange drops the leading tool results, whose assistant message fell outside it
-// (providers reject a tool message that answers no call).
+// (providers reject a tool message that answers no call). The conversation's system prompt
+// (its first entry, when a system message) always leads: a conversation longer than the
+// window keeps its instructions, and the prompt takes one of the window's limit places.
 func (a *Activities) loadContext(ctx context.Context, conversation string, limit int) ([]inference.Message, error) {
+	msgs, _, err := a.loadWindow(ctx, conversation, limit)
+	return msgs, err
+}
+
+// loadWindow is loadContext; prompt reports that the first message is the conversation's
+// system prompt.
+func (a *Activities) loadWindow(ctx context.Context, conversation string, limit int) (msgs []inference.Message, prompt bool, err error) {
 	in := LoadContextInput{Conversation: conversation, Limit: limit}
 	entries, err := a.Store.LoadContext(ctx, in.Conversation, in.Limit)
 	if err != nil {
-		return nil, fmt.Errorf("load context of %q: %w", in.Conversation, err)
+		return nil, false, fmt.Errorf("load context of %q: %w", in.Conversation, err)
 	}
-	out := make([]inference.Message, 0, len(entries))
-	for _, e := range entries {
+	var pinned *inference.Message
+	if limit > 0 && len(entries) == limit {
+		// The window may have cut the conversation's start: one query, only for long ones.
+		first, ok, err := a.Store.FirstContext(ctx, in.Conversation)
+		if err != nil {
+			return nil, false, fmt.Errorf("load context of %q: %w", in.Conversation, err)
+		}
+		if ok && first.ID != entries[0].ID {
+			var m inference.Message
+			if err := json.Unmarshal(first.Payload, &m); err != nil {
+				return nil, false, temporal.NewNonRetryableApplicationError(fmt.Sprintf("stored context entry %d is not a message", first.ID), ErrTypeBadInput, err)
+			}
+			if m.Role == inference.RoleSystem {
+				pinned = &m
+				entries = entries[1:]
+			}
+		}
+	}
+	out := make([]inference.Message, 0, len(entries)+1)
+	if pinned != nil {
+		out = append(out, *pinned)
+	}
+	rest := len(out)
+	for i, e := range entries {
 		var m inference.Message
 		if err := json.Unmarshal(e.Payload, &m); err != nil {
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("stored context entry %d is not a message", e.ID), ErrTypeBadInput, err)
+			return nil, false, temporal.NewNonRetryableApplicationError(fmt.Sprintf("stored context entry %d is not a message", e.ID), ErrTypeBadInput, err)
 		}
-		if len(out) == 0 && m.Role == inference.RoleTool {
+		if len(out) == rest && m.Role == inference.RoleTool {
 			continue
+		}
+		// Without a pinned prompt, a window shorter than the limit starts at the
+		// conversation's first entry.
+		if i == 0 && pinned == nil && (limit <= 0 || len(entries) < limit) && m.Role == inference.RoleSystem {
+			prompt = true
 		}
 		out = append(out, m)
 	}
-	return out, nil
+	return out, prompt || pinned != nil, nil
 }
 
 // Infer generates the catalog from the registry now, sends the bounded context to the model

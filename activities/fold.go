@@ -63,31 +63,40 @@ type PreAdmission struct {
 // Called by Infer when in.Fold is set.
 func (a *Activities) foldOpening(ctx context.Context, in InferInput) ([]inference.Message, error) {
 	f := in.Fold
-	stored, err := a.loadContext(ctx, in.Conversation, in.ContextLimit)
+	stored, prompt, err := a.loadWindow(ctx, in.Conversation, in.ContextLimit)
 	if err != nil {
 		return nil, err
 	}
 	var opening []inference.Message
 	if len(stored) == 0 && f.SystemPrompt != "" {
 		opening = append(opening, inference.Message{Role: inference.RoleSystem, Content: f.SystemPrompt})
+		prompt = true
 	}
 	opening = append(opening, inference.Message{Role: inference.RoleUser, Content: f.UserMessage})
 	if err := a.Record(ctx, RecordInput{Conversation: in.Conversation, ContextKey: f.OpeningKey, Messages: opening}); err != nil {
 		return nil, err
 	}
-	return window(append(stored, opening...), in.ContextLimit), nil
+	// What loadContext would read now: the window slid by the opening, the prompt leading.
+	return window(append(stored, opening...), in.ContextLimit, prompt), nil
 }
 
 // window is what loadContext returns once msgs are stored: the last limit of them, without
-// leading tool results (their assistant message fell outside the window).
-func window(msgs []inference.Message, limit int) []inference.Message {
-	if limit > 0 && len(msgs) > limit {
+// leading tool results (their assistant message fell outside the window); with prompt, msgs[0]
+// is the conversation's system prompt and keeps leading, in one of the limit places.
+func window(msgs []inference.Message, limit int, prompt bool) []inference.Message {
+	bounded := limit > 0
+	var head []inference.Message
+	if prompt && len(msgs) > 0 {
+		head, msgs = msgs[:1], msgs[1:]
+		limit = max(limit-1, 0)
+	}
+	if bounded && len(msgs) > limit {
 		msgs = msgs[len(msgs)-limit:]
 	}
 	for len(msgs) > 0 && msgs[0].Role == inference.RoleTool {
 		msgs = msgs[1:]
 	}
-	return msgs
+	return append(append([]inference.Message{}, head...), msgs...)
 }
 
 // foldAfter parses the response, records the assistant message and admits the calls.

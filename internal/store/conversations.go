@@ -146,6 +146,23 @@ func (s *Store) LoadContext(ctx context.Context, conversation string, limit int)
 	return out, nil
 }
 
+// FirstContext returns the oldest entry of conversation (ok false when it has none): where a
+// conversation's system prompt is stored, which a bounded LoadContext window leaves out once
+// the conversation is longer than the window.
+func (s *Store) FirstContext(ctx context.Context, conversation string) (e ContextEntry, ok bool, err error) {
+	var rows []contextRow
+	if err := s.db.SelectContext(ctx, &rows, s.q(`SELECT `+contextCols+` FROM context_entries
+		WHERE conversation = ? ORDER BY id LIMIT 1`), conversation); err != nil {
+		return e, false, fmt.Errorf("store: first context entry of %q: %w", conversation, err)
+	}
+	if len(rows) == 0 {
+		return e, false, nil
+	}
+	r := rows[0]
+	return ContextEntry{ID: r.ID, Conversation: r.Conversation, Key: r.Key, WorkflowID: r.WorkflowID,
+		Payload: rawJSON(r.Payload), CreatedAt: r.CreatedAt.Time}, true, nil
+}
+
 // SaveTurnResult stores the final result of turn workflowID (an upsert: a
 // later save for the same workflow replaces result, conversation and time).
 // result must be valid JSON; a zero at is recorded as the current time.
