@@ -532,6 +532,12 @@ func TestScaleLongConversation(t *testing.T) {
 		}
 	}
 	mu.Unlock()
+	for i, s := range stats {
+		if i < len(ctxSizes) && !s.system {
+			t.Errorf("turn %d: the model's first request did not open with the conversation's system prompt", i+1)
+			break
+		}
+	}
 	window := func(from, to int) string {
 		var d []time.Duration
 		ev, cx, sys := 0, 0, 0
