@@ -200,21 +200,24 @@ func ApplyExecuted(env *Envelope, out ExecuteOutput) {
 	env.Attempts = out.Attempts
 }
 
-// ExecuteRecordedInput is an automatic call to run and record in one local activity: the
+// ExecuteRecordedInput is a local read-only call (automatic, or confirmed and approved) to run
+// and record in one local activity: the
 // Execute input and the proposal's verdict as it stands before execution (Audit and Envelope
 // as the workflow built them; CapabilityID, Version, Approver complete them).
 type ExecuteRecordedInput struct {
-	Execute      ExecuteInput `json:"execute"`
-	Audit        AuditRecord  `json:"audit"`
-	Envelope     Envelope     `json:"envelope"`
-	Call         parse.Call   `json:"call"`
-	Approver     string       `json:"approver,omitempty"`
-	Conversation string       `json:"conversation"`
-	ContextKey   string       `json:"context_key"`
+	Execute  ExecuteInput `json:"execute"`
+	Audit    AuditRecord  `json:"audit"`
+	Envelope Envelope     `json:"envelope"`
+	Call     parse.Call   `json:"call"`
+	Approver string       `json:"approver,omitempty"`
+	// Decision is the approval of a confirmed call, recorded with its outcome (nil: automatic).
+	Decision     *Decision `json:"decision,omitempty"`
+	Conversation string    `json:"conversation"`
+	ContextKey   string    `json:"context_key"`
 }
 
-// ExecuteRecorded runs stage 5 for an automatic call and, when it returned, stage 6: its audit
-// row and its context message, built exactly as the workflow builds them from the returned
+// ExecuteRecorded runs stage 5 for a local read-only call and, when it returned, stage 6: its
+// audit row, its approval (a confirmed call) and its context message, built exactly as the workflow builds them from the returned
 // ExecuteOutput (FillVerdict, ApplyExecuted, ResultMessage). An Execute error is returned
 // unrecorded: the workflow decides that outcome (failed or outcome_unknown) and records it.
 func (a *Activities) ExecuteRecorded(ctx context.Context, in ExecuteRecordedInput) (ExecuteOutput, error) {
@@ -225,7 +228,7 @@ func (a *Activities) ExecuteRecorded(ctx context.Context, in ExecuteRecordedInpu
 	audit, env := in.Audit, in.Envelope
 	ApplyExecuted(&env, out)
 	FillVerdict(&audit, &env, out.Outcome, StageExecute, out.Reason, out.Output.Error, in.Execute.CapabilityID, in.Execute.Version, in.Approver)
-	if err := a.Record(ctx, RecordInput{Audit: &audit, Conversation: in.Conversation, ContextKey: in.ContextKey,
+	if err := a.Record(ctx, RecordInput{Audit: &audit, Decision: in.Decision, Conversation: in.Conversation, ContextKey: in.ContextKey,
 		Messages: []inference.Message{ResultMessage(in.Call, env)}}); err != nil {
 		return out, err
 	}

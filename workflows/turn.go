@@ -839,14 +839,18 @@ func (t *turn) execute(ctx workflow.Context, pr *proposal, decision *activities.
 	var out activities.ExecuteOutput
 	var err error
 	recorded := false
-	if adm.Automatic && t.fold && pr.egress == nil && !pr.silent && decision == nil {
-		// Stages 5 and 6 in one local activity (versionFoldedRounds).
+	// A folded turn runs every local read-only call as a local activity, confirmed or not (DESIGN:
+	// local read-only capabilities need no server round trip; a confirmed one is still
+	// at most once through the execution ledger, which answers a re-run after a crash), and
+	// records its outcome in the same activity (versionFoldedRounds).
+	localRead := t.fold && adm.SideEffect == registry.SideEffectNone && adm.Network == registry.NetworkLocal
+	if localRead && pr.egress == nil && !pr.silent {
 		err = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 			StartToCloseTimeout: adm.Timeout + 5*time.Second, RetryPolicy: retry, Summary: summary}), a.ExecuteRecorded,
 			activities.ExecuteRecordedInput{Execute: in, Audit: *pr.audit, Envelope: pr.env, Call: call, Approver: po.Approver,
-				Conversation: t.req.Conversation, ContextKey: t.proposalKey(pr)}).Get(ctx, &out)
+				Decision: decision, Conversation: t.req.Conversation, ContextKey: t.proposalKey(pr)}).Get(ctx, &out)
 		recorded = err == nil
-	} else if adm.Automatic {
+	} else if adm.Automatic || localRead {
 		err = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 			StartToCloseTimeout: adm.Timeout + 5*time.Second, RetryPolicy: retry, Summary: summary}), a.Execute, in).Get(ctx, &out)
 	} else {

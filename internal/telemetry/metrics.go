@@ -153,9 +153,9 @@ func (a *countingActivity) ExecuteActivity(ctx context.Context, in *interceptor.
 	}
 	// ExecuteRecorded (folded rounds) records an automatic call's outcome itself: the audit row
 	// it wrote is the outcome it returns.
-	if _, folded := in.Args[0].(activities.ExecuteRecordedInput); folded {
+	if er, folded := in.Args[0].(activities.ExecuteRecordedInput); folded {
 		if out, isOut := res.(activities.ExecuteOutput); isOut {
-			a.c.observe(ctx, activities.RecordInput{Audit: &activities.AuditRecord{Kind: string(out.Outcome), Reason: out.Reason}})
+			a.c.observe(ctx, activities.RecordInput{Audit: &activities.AuditRecord{Kind: string(out.Outcome), Reason: out.Reason}, Decision: er.Decision})
 		}
 	}
 	return res, nil
