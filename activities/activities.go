@@ -827,7 +827,7 @@ func boundData(d json.RawMessage) json.RawMessage {
 // later step of the turn fails.
 func (a *Activities) Record(ctx context.Context, in RecordInput) error {
 	now := a.now()
-	var rec store.Recording
+	rec := store.Recording{ReplaceContext: in.Replace}
 	if in.Audit != nil {
 		r := in.Audit
 		// The run is part of the key: a whole-workflow retry or a reset is a new run that numbers

@@ -118,7 +118,10 @@ func (a *Activities) foldAfter(ctx context.Context, in InferInput, out *InferOut
 			return nil // the proposal hook decides; the workflow records and admits
 		}
 	}
-	if err := a.Record(ctx, RecordInput{Conversation: in.Conversation, ContextKey: f.AssistantKey,
+	// Replace: an attempt of this round that died before its answer reached history may have
+	// stored another answer under the key; the answer the workflow goes on with must be the
+	// stored one (its tool results answer its call ids).
+	if err := a.Record(ctx, RecordInput{Conversation: in.Conversation, ContextKey: f.AssistantKey, Replace: true,
 		Messages: []inference.Message{AssistantMessage(parsed)}}); err != nil {
 		return err
 	}

@@ -416,6 +416,8 @@ type RecordInput struct {
 	Conversation string              `json:"conversation"`
 	ContextKey   string              `json:"context_key,omitempty"`
 	Messages     []inference.Message `json:"messages,omitempty"`
+	// Replace: a message already stored under the key takes these contents (store.Recording).
+	Replace bool `json:"replace,omitempty"`
 }
 
 // FinishInput persists the TurnResult.

@@ -71,7 +71,7 @@ func (s *Store) AppendContext(ctx context.Context, entries []ContextEntry) error
 		return fmt.Errorf("store: append context: begin: %w", err)
 	}
 	defer tx.Rollback()
-	if err := s.insertContext(ctx, tx, entries, args); err != nil {
+	if err := s.insertContext(ctx, tx, entries, args, false); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -104,13 +104,18 @@ func contextArgs(entries []ContextEntry) ([][]any, error) {
 	return args, nil
 }
 
-// insertContext inserts entries (args from contextArgs) in tx, skipping stored keys. One
+// insertContext inserts entries (args from contextArgs) in tx, skipping stored keys, or with
+// replace giving a stored key the new payload (it keeps its place in the conversation). One
 // statement per entry, unprepared: a turn records one or two entries at a time, and a prepared
 // statement would cost two more round trips than it saves.
-func (s *Store) insertContext(ctx context.Context, tx *sqlx.Tx, entries []ContextEntry, args [][]any) error {
+func (s *Store) insertContext(ctx context.Context, tx *sqlx.Tx, entries []ContextEntry, args [][]any, replace bool) error {
+	conflict := `DO NOTHING`
+	if replace {
+		conflict = `DO UPDATE SET payload = excluded.payload, workflow_id = excluded.workflow_id`
+	}
 	q := s.q(`INSERT INTO context_entries
 		(conversation, entry_key, workflow_id, payload, created_at) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (conversation, entry_key) DO NOTHING`)
+		ON CONFLICT (conversation, entry_key) ` + conflict)
 	for i, a := range args {
 		if _, err := tx.ExecContext(ctx, q, a...); err != nil {
 			return fmt.Errorf("store: append context entry %q of %q: %w", entries[i].Key, entries[i].Conversation, err)

@@ -16,6 +16,10 @@ type Recording struct {
 	// recording the decision it already has is a no-op; another one is ErrConflict).
 	Decision *RecordedDecision
 	Context  []ContextEntry
+	// ReplaceContext gives a context key already stored the new payload instead of keeping the
+	// stored one: for a message whose content an attempt that never reached workflow history
+	// may have written first (a model asked again after a crash answers differently).
+	ReplaceContext bool
 }
 
 // RecordedDecision is the decision part of a Recording.
@@ -62,7 +66,7 @@ func (s *Store) Record(ctx context.Context, r Recording) error {
 			return err
 		}
 	}
-	if err := s.insertContext(ctx, tx, r.Context, args); err != nil {
+	if err := s.insertContext(ctx, tx, r.Context, args, r.ReplaceContext); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {

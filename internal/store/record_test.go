@@ -59,3 +59,31 @@ func TestRecordIsAtomicAndIdempotent(t *testing.T) {
 		}
 	})
 }
+
+// ReplaceContext gives a stored key the new payload in place (same entry, same position); a
+// Record without it keeps the stored payload.
+func TestRecordReplaceContextKeepsThePlace(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, s *Store, _ string) {
+		ctx := testCtx(t)
+		entry := func(key, payload string) ContextEntry {
+			return ContextEntry{Conversation: "conv", Key: key, Payload: json.RawMessage(payload)}
+		}
+		for _, r := range []Recording{
+			{Context: []ContextEntry{entry("a", `{"n":1}`), entry("b", `{"n":2}`)}},
+			{Context: []ContextEntry{entry("a", `{"n":"kept"}`)}},
+			{Context: []ContextEntry{entry("a", `{"n":"replaced"}`)}, ReplaceContext: true},
+		} {
+			if err := s.Record(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := s.LoadContext(ctx, "conv", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got[0].Key != "a" || string(got[0].Payload) != `{"n":"replaced"}` || got[1].Key != "b" {
+			t.Fatalf("entries = %+v", got)
+		}
+	})
+}
