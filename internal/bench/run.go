@@ -270,7 +270,13 @@ func Run(ctx context.Context, cfg Config, spec Spec) (Row, error) {
 		row.C1P50Ms, row.C1Turns = ms(Percentile(lat1, 0.50)), cfg.C1Turns
 	}
 	if spec.Variant == VariantApproval {
-		if want := int64(cfg.Turns + max(cfg.C1Turns, 0)); r.decided.Load() != want {
+		// A turn can end before its approver's Decide call returns (the decision's workflow task
+		// runs the rest of the turn): give the last answers a moment to arrive.
+		want := int64(cfg.Turns + max(cfg.C1Turns, 0))
+		for deadline := time.Now().Add(10 * time.Second); r.decided.Load() < want && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if r.decided.Load() != want {
 			return row, fmt.Errorf("bench: %s: the approver decided %d confirmations, want %d", spec.Name(), r.decided.Load(), want)
 		}
 	}
