@@ -53,8 +53,13 @@ func loadCredential(flag string) (approvers.Credential, string, error) {
 	return cred, name, nil
 }
 
+// DefaultPendingLimit is how many confirmations `airlock pending` prints unless --limit says
+// otherwise: a queue of thousands should not scroll past the terminal.
+const DefaultPendingLimit = 50
+
 func newPendingCmd() *cobra.Command {
 	var full bool
+	var max int
 	cmd := &cobra.Command{
 		Use:     "pending",
 		Short:   "List confirmations waiting for a human decision (never shows tokens)",
@@ -78,14 +83,22 @@ func newPendingCmd() *cobra.Command {
 			if full {
 				limit = -1
 			}
-			for _, r := range rows {
+			shown := rows
+			if max > 0 && len(rows) > max {
+				shown = rows[:max]
+			}
+			for _, r := range shown {
 				printPendingLimit(out, workflows.PendingConfirmation{ConfirmationID: r.ID, WorkflowID: r.WorkflowID, Seq: r.Seq, CallID: r.CallID,
 					CapabilityID: r.CapabilityID, Version: r.Version, ToolName: toolOf(r.Display), Arguments: r.Arguments, ExpiresAt: r.ExpiresAt}, limit)
+			}
+			if len(shown) < len(rows) {
+				fmt.Fprintf(out, "showing %d of %d pending confirmations (--limit 0 shows all; the approver page pages through them)\n", len(shown), len(rows))
 			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&full, "full", false, "show every argument value whole (long values are cut by default)")
+	cmd.Flags().IntVar(&max, "limit", DefaultPendingLimit, "print at most this many confirmations, oldest first (0: all)")
 	return cmd
 }
 

@@ -1,12 +1,19 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/store"
 )
 
 // TestCLIProcess is not a test: run by cli below in a child process, it is the airlock command
@@ -86,5 +93,37 @@ func TestBadDatabaseURLNeverShowsThePassword(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// airlock pending prints at most --limit confirmations (default DefaultPendingLimit), oldest
+// first, and says how many it left out; --limit 0 prints all.
+func TestPendingIsBounded(t *testing.T) {
+	dir := t.TempDir()
+	u := "sqlite:" + filepath.Join(dir, "airlock.db")
+	st, err := store.Open(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for i := range 3 {
+		id := fmt.Sprintf("cf-%d", i)
+		if _, err := st.CreateConfirmation(context.Background(), store.Confirmation{ID: id, TokenHash: bytes.Repeat([]byte{byte(i + 1)}, 32),
+			SealedToken: []byte("sealed"), WorkflowID: fmt.Sprintf("turn/c/%d", i+1), RunID: "r", Seq: 1, CallID: "c1",
+			CapabilityID: "web.fetch", Version: 1, ArgsDigest: "d", Arguments: json.RawMessage(`{"url":"https://example.org"}`),
+			Display: "web_fetch", CreatedAt: now.Add(time.Duration(i) * time.Second), ExpiresAt: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+	env := []string{"AIRLOCK_DATABASE_URL=" + u}
+	out, err := cli(t, env, "pending", "--limit", "2")
+	if err != nil || !strings.Contains(out, "cf-0") || !strings.Contains(out, "cf-1") || strings.Contains(out, "cf-2") ||
+		!strings.Contains(out, "showing 2 of 3 pending confirmations") {
+		t.Fatalf("pending --limit 2 (%v):\n%s", err, out)
+	}
+	out, err = cli(t, env, "pending", "--limit", "0")
+	if err != nil || !strings.Contains(out, "cf-2") || strings.Contains(out, "showing") {
+		t.Fatalf("pending --limit 0 (%v):\n%s", err, out)
 	}
 }
