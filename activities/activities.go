@@ -207,7 +207,7 @@ func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, err
 		if in.Fold.Opening {
 			out.Folded.Context = msgs
 		}
-		if err := a.foldAfter(ctx, in, &out, func(ai AdmitInput) Admission { return Admit(reg, ai) }); err != nil {
+		if err := a.foldAfter(ctx, in, &out, reg); err != nil {
 			return out, fmt.Errorf("infer round %d: %w", in.Round, err)
 		}
 	}

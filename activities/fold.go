@@ -6,6 +6,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/parse"
+	"github.com/airlock-dev/airlock/registry"
 )
 
 // Folded rounds (issue 12): the work a turn used to do in four local activities around each
@@ -58,9 +59,9 @@ type PreAdmission struct {
 	Admission Admission `json:"admission"`
 }
 
-// inferFolded runs the folded steps of one round around the model call: record the opening
-// (round 1), then (after the call) parse, record the assistant message and admit the calls.
-// Called by Infer when in.Fold is set.
+// foldOpening, on round 1 of a folded turn, records the opening (the system prompt for a new
+// conversation, and the user's message) and returns the context the model is sent. Infer
+// calls it before the model call and foldAfter after it.
 func (a *Activities) foldOpening(ctx context.Context, in InferInput) ([]inference.Message, error) {
 	f := in.Fold
 	stored, prompt, err := a.loadWindow(ctx, in.Conversation, in.ContextLimit)
@@ -100,7 +101,8 @@ func window(msgs []inference.Message, limit int, prompt bool) []inference.Messag
 }
 
 // foldAfter parses the response, records the assistant message and admits the calls.
-func (a *Activities) foldAfter(ctx context.Context, in InferInput, out *InferOutput, snapshot admitter) error {
+// Calls are admitted against reg, the snapshot the round's catalog came from.
+func (a *Activities) foldAfter(ctx context.Context, in InferInput, out *InferOutput, reg *registry.Registry) error {
 	f := in.Fold
 	fr := out.Folded
 	parsed, err := a.Parse(ctx, ParseInput{Response: out.Response, Catalog: out.Catalog, Round: in.Round, WorkflowID: in.WorkflowID})
@@ -131,7 +133,7 @@ func (a *Activities) foldAfter(ctx context.Context, in InferInput, out *InferOut
 			continue
 		}
 		seq := f.FirstSeq + i
-		ad := snapshot(AdmitInput{Call: c, Scope: in.Scope, Principal: f.Principal, Now: in.Now, WorkflowID: in.WorkflowID, RunID: f.RunID, Seq: seq})
+		ad := Admit(reg, AdmitInput{Call: c, Scope: in.Scope, Principal: f.Principal, Now: in.Now, WorkflowID: in.WorkflowID, RunID: f.RunID, Seq: seq})
 		if ad.Warning != "" {
 			continue
 		}
@@ -139,9 +141,6 @@ func (a *Activities) foldAfter(ctx context.Context, in InferInput, out *InferOut
 	}
 	return nil
 }
-
-// admitter is stages 1-3 against one registry snapshot.
-type admitter func(AdmitInput) Admission
 
 // Answerable reports whether a call can be echoed back to the model as a structured call with
 // its own tool result. Calls without an id (text), calls of a message with a shared id and

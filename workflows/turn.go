@@ -371,8 +371,9 @@ const (
 	// versionFoldedRounds: the steps around each inference round run inside the activities
 	// that already run (issue 12): round 1's Infer loads the context and records the opening;
 	// every Infer parses, records the assistant message and admits the message's calls
-	// (activities.FoldedRound); an automatic call runs and is recorded in one local activity
-	// (ExecuteRecorded). The 4-round reference turn went from 11 events a round to 2 (Infer
+	// (activities.FoldedRound); a local read-only call (automatic, or confirmed and approved)
+	// runs and is recorded in one local activity (ExecuteRecorded); older changes' versions are
+	// taken without markers (turn.version). The 4-round reference turn went from 11 events a round to 2 (Infer
 	// local) or 7 (Infer regular).
 	versionFoldedRounds = "folded-rounds"
 )
@@ -844,15 +845,15 @@ func (t *turn) execute(ctx workflow.Context, pr *proposal, decision *activities.
 	// at most once through the execution ledger, which answers a re-run after a crash), and
 	// records its outcome in the same activity (versionFoldedRounds).
 	localRead := t.fold && adm.SideEffect == registry.SideEffectNone && adm.Network == registry.NetworkLocal
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: adm.Timeout + 5*time.Second, RetryPolicy: retry, Summary: summary})
 	if localRead && pr.egress == nil && !pr.silent {
-		err = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-			StartToCloseTimeout: adm.Timeout + 5*time.Second, RetryPolicy: retry, Summary: summary}), a.ExecuteRecorded,
+		err = workflow.ExecuteLocalActivity(lctx, a.ExecuteRecorded,
 			activities.ExecuteRecordedInput{Execute: in, Audit: *pr.audit, Envelope: pr.env, Call: call, Approver: po.Approver,
 				Decision: decision, Conversation: t.req.Conversation, ContextKey: t.proposalKey(pr)}).Get(ctx, &out)
 		recorded = err == nil
 	} else if adm.Automatic || localRead {
-		err = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-			StartToCloseTimeout: adm.Timeout + 5*time.Second, RetryPolicy: retry, Summary: summary}), a.Execute, in).Get(ctx, &out)
+		err = workflow.ExecuteLocalActivity(lctx, a.Execute, in).Get(ctx, &out)
 	} else {
 		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: adm.Timeout + 5*time.Second, HeartbeatTimeout: HeartbeatTimeout, RetryPolicy: retry, Summary: summary}),
