@@ -146,6 +146,10 @@ func (a *Activities) loadWindow(ctx context.Context, conversation string, limit 
 // Infer generates the catalog from the registry now, sends the bounded context to the model
 // and returns its raw response, unparsed.
 func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, error) {
+	// Heartbeat through the whole round, store writes included: a folded round also loads,
+	// records and admits, and a store that is slow to answer must not look like a dead worker.
+	stop := keepAlive(ctx)
+	defer stop()
 	var allow func(string) bool
 	if len(in.Scope) > 0 {
 		allow = func(id string) bool { return slices.Contains(in.Scope, id) }
@@ -186,9 +190,7 @@ func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, err
 		}
 		return out, temporal.NewNonRetryableApplicationError("this worker is not configured for "+what, ErrTypeBadInput, nil)
 	}
-	stop := keepAlive(ctx)
 	resp, err := p.Complete(ctx, req)
-	stop()
 	if errors.Is(err, inference.ErrSessionExhausted) {
 		return out, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeSessionExhausted, err)
 	}

@@ -7,7 +7,8 @@ import (
 	"go.temporal.io/sdk/activity"
 )
 
-// HeartbeatInterval is how often long regular activities (Execute, network Infer) heartbeat.
+// HeartbeatInterval is how often long regular activities (Execute, network Infer, applying a
+// proposal decision) heartbeat.
 // With the workflow's HeartbeatTimeout (workflows: 2 s), the server notices a dead worker
 // within about two seconds and retries the activity elsewhere, instead of waiting out the
 // StartToClose timeout (DESIGN "At most once for effects"; issue 7 item 3).

@@ -351,6 +351,10 @@ type ApplyOutput struct {
 // only. A chain that does not verify is ErrTypeUntrusted and writes nothing. Idempotent: the
 // first receipt of a decision stands.
 func (a *Activities) ApplyProposalDecision(ctx context.Context, in ApplyInput) (ApplyOutput, error) {
+	// It may wait on the memory document's lock: heartbeat, so a dead worker is noticed within
+	// the workflow's heartbeat timeout rather than after the StartToClose minute.
+	stop := keepAlive(ctx)
+	defer stop()
 	untrusted := func(err error) (ApplyOutput, error) {
 		return ApplyOutput{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeUntrusted, err)
 	}

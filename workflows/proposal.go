@@ -64,7 +64,7 @@ func ProposalWorkflow(ctx workflow.Context, req ProposalRequest) (ProposalStatus
 		return st, err
 	}
 	ch := workflow.GetSignalChannel(ctx, SignalProposalDecision)
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute,
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute, HeartbeatTimeout: HeartbeatTimeout,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
 			NonRetryableErrorTypes: []string{activities.ErrTypeUntrusted, activities.ErrTypeBadInput}},
 		Summary: "apply decision on proposal " + req.Kind})
