@@ -28,7 +28,7 @@ func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure Airlock on the reference workload the peer benchmarks run (LangGraph.js, bare Temporal): turns/s, latency, history events",
-		Long: `Runs Airlock's reference workload (issue 12) and prints one JSON line per row on stdout, with
+		Long: `Runs Airlock's reference workload (docs/bench/README.md) and prints one JSON line per row on stdout, with
 the keys of the peer benchmarks in ../shared/bench, and a table on stderr.
 
 Workload: a turn is 4 inference rounds; rounds 1-3 each propose one automatic read-only call
@@ -134,12 +134,12 @@ func newBenchReportCmd() *cobra.Command {
 	var title, note string
 	cmd := &cobra.Command{
 		Use:   "report RAW.jsonl",
-		Short: "Write the markdown comparison of one run's JSON lines (airlock bench's and the peers'): ratios to LangGraph.js and the issue 12 targets",
+		Short: "Write the markdown comparison of one run's JSON lines (airlock bench's and the peers'): ratios to LangGraph.js and the performance targets (docs/bench/README.md)",
 		Long: `Reads the JSON lines of one comparison run (scripts/bench-compare.sh collects them: LangGraph.js,
 bare Temporal and airlock bench; the peers' 1-in-flight runs are lines with concurrency 1) and
 prints a markdown report on stdout: per variant, each system's turns/s and its ratio to
 LangGraph.js, p50/p95, the 1-in-flight p50 and its ratio, history events per turn, and the
-targets of issue 12 with pass marks.`,
+performance targets (docs/bench/README.md) with pass marks.`,
 		Example: "  airlock bench report docs/bench/2026-11-30.jsonl --note \"load 0.5\" > docs/bench/2026-11-30.md",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

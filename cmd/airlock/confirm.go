@@ -66,6 +66,9 @@ func newPendingCmd() *cobra.Command {
 		Example: "  airlock pending\n  AIRLOCK_DATABASE_URL=postgres://… airlock pending",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, out := cmd.Context(), cmd.OutOrStdout()
+			if max < 0 {
+				return fmt.Errorf("--limit %d: give a number of confirmations, or 0 for all", max)
+			}
 			st, err := openExistingStore(ctx)
 			if err != nil {
 				return err

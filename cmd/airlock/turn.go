@@ -53,7 +53,7 @@ until the turn ends, showing each confirmation it waits for and how to approve o
 			}
 			req.Message = args[0]
 			if err := req.Validate(); err != nil {
-				return fmt.Errorf("--infer-mode: %w", err)
+				return fmt.Errorf("--infer-mode (or AIRLOCK_INFER_MODE): %w", err)
 			}
 			var decide decider
 			if wait && isTerminal(os.Stdin) {
