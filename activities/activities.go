@@ -103,13 +103,16 @@ func (a *Activities) loadWindow(ctx context.Context, conversation string, limit 
 		return nil, false, fmt.Errorf("load context of %q: %w", in.Conversation, err)
 	}
 	var pinned *inference.Message
+	// atStart: entries[0] is the conversation's first entry.
+	atStart := limit <= 0 || len(entries) < limit
 	if limit > 0 && len(entries) == limit {
 		// The window may have cut the conversation's start: one query, only for long ones.
 		first, ok, err := a.Store.FirstContext(ctx, in.Conversation)
 		if err != nil {
 			return nil, false, fmt.Errorf("load context of %q: %w", in.Conversation, err)
 		}
-		if ok && first.ID != entries[0].ID {
+		atStart = ok && first.ID == entries[0].ID
+		if ok && !atStart {
 			var m inference.Message
 			if err := json.Unmarshal(first.Payload, &m); err != nil {
 				return nil, false, temporal.NewNonRetryableApplicationError(fmt.Sprintf("stored context entry %d is not a message", first.ID), ErrTypeBadInput, err)
@@ -133,9 +136,8 @@ func (a *Activities) loadWindow(ctx context.Context, conversation string, limit 
 		if len(out) == rest && m.Role == inference.RoleTool {
 			continue
 		}
-		// Without a pinned prompt, a window shorter than the limit starts at the
-		// conversation's first entry.
-		if i == 0 && pinned == nil && (limit <= 0 || len(entries) < limit) && m.Role == inference.RoleSystem {
+		// A window that starts at the conversation's first entry leads with its prompt.
+		if i == 0 && atStart && m.Role == inference.RoleSystem {
 			prompt = true
 		}
 		out = append(out, m)
@@ -662,14 +664,17 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 	if err != nil {
 		return refuse(ExecuteOutput{}, temporal.NewNonRetryableApplicationError("arguments no longer valid: "+err.Error(), ErrTypeBadInput, err))
 	}
-	if !c.Automatic() {
+	// A confirmed call, whether the registry or the policy asked for the confirmation (a policy
+	// may confirm a local read-only capability), runs only as approved and at most once.
+	confirmed := !c.Automatic() || in.ConfirmationID != ""
+	if confirmed {
 		if out, ok := a.approved(ctx, in, now); !ok {
 			return refuse(out, nil)
 		}
 	}
 	var digest string
 	attempts := 1
-	ledger := c.AtMostOnce()
+	ledger := c.AtMostOnce() || confirmed
 	if ledger {
 		if digest, err = canonical.Digest(in.Arguments); err != nil {
 			return refuse(ExecuteOutput{}, temporal.NewNonRetryableApplicationError("arguments not canonicalizable: "+err.Error(), ErrTypeBadInput, err))

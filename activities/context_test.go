@@ -69,8 +69,8 @@ func repeat(s string, n int) string {
 // Round 1 of a folded turn sends the model what loadContext reads once the opening is stored,
 // for a new conversation, one within the window and one longer than it.
 func TestFoldedOpeningSendsWhatLoadContextReads(t *testing.T) {
-	for _, prior := range []int{0, 2, 12} {
-		for _, limit := range []int{3, 4, 7, 200} {
+	for _, prior := range []int{0, 1, 2, 3, 12} {
+		for _, limit := range []int{3, 4, 5, 7, 200} {
 			a := contextStore(t)
 			ctx := context.Background()
 			conv := "conv"

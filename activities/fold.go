@@ -230,7 +230,9 @@ func (a *Activities) ExecuteRecorded(ctx context.Context, in ExecuteRecordedInpu
 	audit, env := in.Audit, in.Envelope
 	ApplyExecuted(&env, out)
 	FillVerdict(&audit, &env, out.Outcome, StageExecute, out.Reason, out.Output.Error, in.Execute.CapabilityID, in.Execute.Version, in.Approver)
-	if err := a.Record(ctx, RecordInput{Audit: &audit, Decision: in.Decision, Conversation: in.Conversation, ContextKey: in.ContextKey,
+	// Replace: a round asked again after a crash (local infer mode) may carry another call under
+	// this proposal's number; the tool message must answer the call history goes on with.
+	if err := a.Record(ctx, RecordInput{Audit: &audit, Decision: in.Decision, Conversation: in.Conversation, ContextKey: in.ContextKey, Replace: true,
 		Messages: []inference.Message{ResultMessage(in.Call, env)}}); err != nil {
 		return out, err
 	}

@@ -5,6 +5,7 @@ package workflows_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -351,4 +352,19 @@ func TestReviewSlackGetWebpageNeedsConfirmation(t *testing.T) {
 		t.Fatalf("get_webpage fetched an injected URL without a confirmation (outcomes %v)", outcomes(res))
 	}
 	wantOutcomes(t, res, "executed", "expired:confirmation_expired")
+}
+
+// A call named as confirmed runs only as approved and goes through the execution ledger, even
+// when the registry declares the capability local and read-only (the policy asked for the
+// confirmation): no approval on record, nothing runs, and the refusal is what a retry finds.
+func TestExecuteOfAConfirmedLocalReadNeedsItsApproval(t *testing.T) {
+	f := newFixture(t, answer("x"))
+	in := activities.ExecuteInput{WorkflowID: "wf", Seq: 1, CallID: "c1", CapabilityID: "test.echo", Version: 1,
+		Arguments: json.RawMessage(`{"text":"hi"}`), ConfirmationID: "cf-never-issued"}
+	for range 2 {
+		out, err := f.acts.Execute(context.Background(), in)
+		if err != nil || out.Outcome != activities.OutcomeRejected || out.Reason != activities.ReasonNotApproved {
+			t.Fatalf("Execute without an approval = %+v, %v", out, err)
+		}
+	}
 }
