@@ -90,17 +90,33 @@ func (a *Activities) LoadContext(ctx context.Context, in LoadContextInput) ([]in
 // (its first entry, when a system message) always leads: a conversation longer than the
 // window keeps its instructions, and the prompt takes one of the window's limit places.
 func (a *Activities) loadContext(ctx context.Context, conversation string, limit int) ([]inference.Message, error) {
-	msgs, _, err := a.loadWindow(ctx, conversation, limit)
+	msgs, _, err := a.loadWindow(ctx, conversation, limit, nil)
 	return msgs, err
 }
 
 // loadWindow is loadContext; prompt reports that the first message is the conversation's
-// system prompt.
-func (a *Activities) loadWindow(ctx context.Context, conversation string, limit int) (msgs []inference.Message, prompt bool, err error) {
+// system prompt. Entries whose key stale reports (nil: none) are deleted first: they are the
+// newest of the conversation, so they show in the window if they exist.
+func (a *Activities) loadWindow(ctx context.Context, conversation string, limit int, stale func(key string) bool) (msgs []inference.Message, prompt bool, err error) {
 	in := LoadContextInput{Conversation: conversation, Limit: limit}
-	entries, err := a.Store.LoadContext(ctx, in.Conversation, in.Limit)
-	if err != nil {
-		return nil, false, fmt.Errorf("load context of %q: %w", in.Conversation, err)
+	var entries []store.ContextEntry
+	for {
+		entries, err = a.Store.LoadContext(ctx, in.Conversation, in.Limit)
+		if err != nil {
+			return nil, false, fmt.Errorf("load context of %q: %w", in.Conversation, err)
+		}
+		var discard []string
+		for _, e := range entries {
+			if stale != nil && stale(e.Key) {
+				discard = append(discard, e.Key)
+			}
+		}
+		if len(discard) == 0 {
+			break
+		}
+		if err := a.Store.DeleteContext(ctx, in.Conversation, discard); err != nil {
+			return nil, false, err
+		}
 	}
 	var pinned *inference.Message
 	// atStart: entries[0] is the conversation's first entry.
@@ -166,6 +182,8 @@ func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, err
 	var err error
 	if in.Fold != nil && in.Fold.Opening {
 		msgs, err = a.foldOpening(ctx, in)
+	} else if in.Fold != nil {
+		msgs, _, err = a.loadWindow(ctx, in.Conversation, in.ContextLimit, in.Fold.unrecorded(in))
 	} else {
 		msgs, err = a.loadContext(ctx, in.Conversation, in.ContextLimit)
 	}

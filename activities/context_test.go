@@ -106,3 +106,42 @@ func TestFoldedOpeningSendsWhatLoadContextReads(t *testing.T) {
 		}
 	}
 }
+
+// A round asked again after a crash first deletes what the lost attempt stored from that round
+// on (its assistant message, its proposals' outcomes, a later round's answer): the model never
+// sees its own lost answer, and no stale entry stays in the conversation. Earlier turns' and
+// earlier rounds' entries stay.
+func TestFoldedRoundDiscardsWhatALostAttemptStored(t *testing.T) {
+	a := contextStore(t)
+	ctx := context.Background()
+	rec := func(key string, m inference.Message) {
+		if err := a.Record(ctx, RecordInput{Conversation: "conv", ContextKey: key, Messages: []inference.Message{m}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec("turn/conv/1/r1/assistant", inference.Message{Role: inference.RoleAssistant, Content: "earlier turn"})
+	rec("turn/conv/2/input", inference.Message{Role: inference.RoleUser, Content: "now"})
+	rec("turn/conv/2/r1/assistant", inference.Message{Role: inference.RoleAssistant, ToolCalls: []inference.ToolCall{{ID: "a0", Name: "t", Arguments: "{}"}}})
+	rec("turn/conv/2/p1", inference.Message{Role: inference.RoleTool, ToolCallID: "a0", Content: "{}"})
+	// The lost attempt of round 2 (proposals from #2 on).
+	rec("turn/conv/2/r2/assistant", inference.Message{Role: inference.RoleAssistant, ToolCalls: []inference.ToolCall{{ID: "lost", Name: "t", Arguments: "{}"}}})
+	rec("turn/conv/2/p2", inference.Message{Role: inference.RoleTool, ToolCallID: "lost", Content: "{}"})
+	rec("turn/conv/2/r3/assistant", inference.Message{Role: inference.RoleAssistant, Content: "lost answer"})
+
+	in := InferInput{WorkflowID: "turn/conv/2", Round: 2, Conversation: "conv", ContextLimit: 200,
+		Fold: &InferFold{AssistantKey: "turn/conv/2/r2/assistant", FirstSeq: 2}}
+	msgs, _, err := a.loadWindow(ctx, in.Conversation, in.ContextLimit, in.Fold.unrecorded(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := roles(msgs); got != "auat" {
+		t.Fatalf("context roles = %s, want auat (earlier turn, input, round 1, its result)", got)
+	}
+	stored, err := a.Store.LoadContext(ctx, "conv", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stored) != 4 {
+		t.Fatalf("stored entries after the round began = %d, want 4 (the lost attempt's 3 deleted)", len(stored))
+	}
+}

@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/parse"
@@ -64,7 +65,7 @@ type PreAdmission struct {
 // calls it before the model call and foldAfter after it.
 func (a *Activities) foldOpening(ctx context.Context, in InferInput) ([]inference.Message, error) {
 	f := in.Fold
-	stored, prompt, err := a.loadWindow(ctx, in.Conversation, in.ContextLimit)
+	stored, prompt, err := a.loadWindow(ctx, in.Conversation, in.ContextLimit, f.unrecorded(in))
 	if err != nil {
 		return nil, err
 	}
@@ -79,6 +80,30 @@ func (a *Activities) foldOpening(ctx context.Context, in InferInput) ([]inferenc
 	}
 	// What loadContext would read now: the window slid by the opening, the prompt leading.
 	return window(append(stored, opening...), in.ContextLimit, prompt), nil
+}
+
+// unrecorded reports the context keys of this turn that an attempt which never reached
+// workflow history may have written: the assistant messages of this round and later ones, and
+// the outcomes of proposals numbered FirstSeq and up. The round deletes them before it reads
+// the context, so a round asked again after a crash (a regular Infer retried, a local workflow
+// task run again) neither shows the model its own lost answer nor leaves it in the
+// conversation for later turns.
+func (f *InferFold) unrecorded(in InferInput) func(key string) bool {
+	prefix := in.WorkflowID + "/"
+	return func(key string) bool {
+		rest, ok := strings.CutPrefix(key, prefix)
+		if !ok {
+			return false
+		}
+		var n, i int
+		if _, err := fmt.Sscanf(rest, "r%d/assistant/%d", &n, &i); err == nil && rest == fmt.Sprintf("r%d/assistant/%d", n, i) {
+			return n >= in.Round
+		}
+		if _, err := fmt.Sscanf(rest, "p%d/%d", &n, &i); err == nil && rest == fmt.Sprintf("p%d/%d", n, i) {
+			return n >= f.FirstSeq
+		}
+		return false
+	}
 }
 
 // window is what loadContext returns once msgs are stored: the last limit of them, without

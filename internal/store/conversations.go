@@ -151,6 +151,22 @@ func (s *Store) LoadContext(ctx context.Context, conversation string, limit int)
 	return out, nil
 }
 
+// DeleteContext deletes the entries of conversation stored under keys (unknown keys are
+// ignored), in one statement.
+func (s *Store) DeleteContext(ctx context.Context, conversation string, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	q, args, err := sqlx.In(`DELETE FROM context_entries WHERE conversation = ? AND entry_key IN (?)`, conversation, keys)
+	if err != nil {
+		return fmt.Errorf("store: delete context of %q: %w", conversation, err)
+	}
+	if _, err := s.db.ExecContext(ctx, s.q(q), args...); err != nil {
+		return fmt.Errorf("store: delete context of %q: %w", conversation, err)
+	}
+	return nil
+}
+
 // FirstContext returns the oldest entry of conversation (ok false when it has none): where a
 // conversation's system prompt is stored, which a bounded LoadContext window leaves out once
 // the conversation is longer than the window.
