@@ -398,16 +398,19 @@ func newTurnShowCmd() *cobra.Command {
 				return err
 			}
 			status := desc.RawResponse.GetWorkflowExecutionInfo().GetStatus()
-			fmt.Fprintf(out, "turn %s: %s\n", id, strings.ToLower(strings.TrimPrefix(status.String(), "WORKFLOW_EXECUTION_STATUS_")))
-			if status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-				if v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryPending); err == nil {
-					var pending []workflows.PendingConfirmation
-					if v.Get(&pending) == nil {
-						for _, p := range pending {
-							printPending(out, p)
-						}
-					}
-				}
+			if status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				fmt.Fprintf(out, "turn %s: %s\n", id, strings.ToLower(strings.TrimPrefix(status.String(), "WORKFLOW_EXECUTION_STATUS_")))
+				return nil
+			}
+			var pending []workflows.PendingConfirmation
+			queried := false
+			if v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryPending); err == nil && v.Get(&pending) == nil {
+				queried = true
+			}
+			attr, _ := desc.TypedSearchAttributes.GetKeyword(workflows.AttrStatus)
+			fmt.Fprintf(out, "turn %s: %s\n", id, runningStatus(attr, pending, queried))
+			for _, p := range pending {
+				printPending(out, p)
 			}
 			return nil
 		},
@@ -516,4 +519,21 @@ func rootCause(err error) string {
 		}
 	}
 	return msg
+}
+
+// runningStatus is the status `turn show` prints for a running turn: the turn's own account
+// (its pending query, when a worker answered it) wins over its AirlockStatus search attribute,
+// which visibility updates a moment later; "running" only when neither says more. A status
+// attribute is written by the workflow, so it is shown through display.Line.
+func runningStatus(attr string, pending []workflows.PendingConfirmation, queried bool) string {
+	switch {
+	case queried && len(pending) > 0:
+		return fmt.Sprintf("%s (%d waiting)", workflows.StatusAwaitingConfirmation, len(pending))
+	case queried:
+		return workflows.StatusRunning
+	case attr != "":
+		return display.Line(attr) + " (no worker answered the pending query)"
+	default:
+		return workflows.StatusRunning
+	}
 }

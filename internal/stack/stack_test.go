@@ -381,3 +381,59 @@ func TestParseSearchAttributes(t *testing.T) {
 		})
 	}
 }
+
+// A server that EnsureTemporal did not start under its own Dir is used as it is and never
+// changed (issue 20 item 6): what it lacks is an ErrForeignServer error naming it, and the
+// server is left without it.
+func TestEnsureTemporalNeverChangesAForeignServer(t *testing.T) {
+	requireCLI(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	port := freePort(t)
+	owner := TemporalOptions{Dir: t.TempDir(), Port: port, UIPort: Headless, Namespace: testNamespace,
+		SearchAttributes: map[string]string{"AirlockStatus": "Keyword"}}
+	srv, err := EnsureTemporal(ctx, owner)
+	if err != nil {
+		t.Fatalf("EnsureTemporal: %v", err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+
+	var progress strings.Builder
+	other := owner
+	other.Dir = t.TempDir() // another airlock home: the server is not its own
+	other.Log = &progress
+	reused, err := EnsureTemporal(ctx, other)
+	if err != nil {
+		t.Fatalf("EnsureTemporal on a foreign server holding everything: %v", err)
+	}
+	if reused.PID != 0 || !strings.Contains(progress.String(), "checked, not changed") {
+		t.Errorf("reused = %+v, progress %q", reused, progress.String())
+	}
+
+	other.SearchAttributes = map[string]string{"AirlockStatus": "Keyword", "AirlockExtra": "Int"}
+	_, err = EnsureTemporal(ctx, other)
+	if !errors.Is(err, ErrForeignServer) || !strings.Contains(err.Error(), "AirlockExtra (Int)") || !strings.Contains(err.Error(), "airlock cluster init") {
+		t.Fatalf("missing attribute on a foreign server: err = %v, want ErrForeignServer naming AirlockExtra and the fix", err)
+	}
+	if _, added := listAttrs(ctx, t, srv.Address, testNamespace)["AirlockExtra"]; added {
+		t.Error("EnsureTemporal added a search attribute to a server it did not start")
+	}
+
+	other.SearchAttributes = nil
+	other.Namespace = testNamespace + "-foreign"
+	if _, err := EnsureTemporal(ctx, other); !errors.Is(err, ErrForeignServer) || !strings.Contains(err.Error(), other.Namespace) {
+		t.Fatalf("missing namespace on a foreign server: err = %v, want ErrForeignServer naming it", err)
+	}
+	if err := probe(ctx, srv.Address, other.Namespace); err == nil {
+		t.Error("EnsureTemporal registered a namespace on a server it did not start")
+	}
+
+	// Its own Dir still may prepare it: the owner adds what it needs.
+	owner.SearchAttributes = map[string]string{"AirlockStatus": "Keyword", "AirlockExtra": "Int"}
+	if _, err := EnsureTemporal(ctx, owner); err != nil {
+		t.Fatalf("EnsureTemporal from the owning Dir: %v", err)
+	}
+	if got := listAttrs(ctx, t, srv.Address, testNamespace)["AirlockExtra"]; got != enumspb.INDEXED_VALUE_TYPE_INT {
+		t.Errorf("owner's reuse did not add AirlockExtra: %v", got)
+	}
+}

@@ -44,6 +44,7 @@ const (
 	logTailBytes  = 4096
 	logTailLines  = 25
 	pidFileName   = "temporal.pid"
+	ownerFileName = "temporal.owner" // "<pid> <address>" of every server this package started in Dir
 	logFileName   = "temporal.log"
 	dbFileName    = "temporal.db"
 	nsRetentionTo = 24 * time.Hour // retention of a namespace created on a reused server
@@ -59,6 +60,11 @@ var (
 	// ErrStart wraps every failure of a server this process launched to come up: it exited,
 	// or did not answer before the deadline. The error text ends with the tail of its log.
 	ErrStart = errors.New("stack: temporal dev server did not start")
+	// ErrForeignServer means a Temporal server that this package did not start (no live record
+	// of it in the state directory) answers at the requested address but lacks the namespace or
+	// search attributes Airlock needs. EnsureTemporal never changes such a server (issue 20
+	// item 6): register them with `airlock cluster init` against it, or use another address.
+	ErrForeignServer = errors.New("stack: a Temporal server this command did not start answers there")
 	// ErrDirBusy means a detached server recorded in the state directory is alive but does not
 	// answer on the requested port; two servers must not share one SQLite file. Stop it with
 	// StopDetached (or `airlock down`) or use another directory.
@@ -166,6 +172,14 @@ func EnsureTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 		addr := hostPort(o.Port)
 		if Status(ctx, addr) == nil {
 			t := &Temporal{Address: addr, UIAddress: uiURL(o.UIPort), Namespace: o.Namespace}
+			if !startedHere(o.Dir, addr) {
+				// Not ours: use it as it is, or say what it lacks; never register anything on it.
+				logf("reusing Temporal at %s (namespace %s; not started by airlock under %s, so it is checked, not changed)", addr, o.Namespace, o.Dir)
+				if err := t.check(ctx, attrs); err != nil {
+					return nil, err
+				}
+				return t, nil
+			}
 			logf("reusing Temporal at %s (namespace %s)", addr, o.Namespace)
 			if err := t.prepare(ctx, attrs, true); err != nil {
 				return nil, err
@@ -174,6 +188,55 @@ func EnsureTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 		}
 	}
 	return start(ctx, o, attrs, logf)
+}
+
+// startedHere reports whether dir records a live server that this package started at addr
+// (dir/temporal.owner, written at start): only such a server may be changed on reuse.
+func startedHere(dir, addr string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, ownerFileName))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 || f[1] != addr {
+		return false
+	}
+	pid, err := strconv.Atoi(f[0])
+	return err == nil && pid > 0 && looksLikeServer(pid)
+}
+
+// check verifies, read-only, that a server this package did not start has t.Namespace and
+// every attribute of attrs; what is missing is an ErrForeignServer error that names it and the
+// fix. A type conflict stays an ErrSearchAttribute error.
+func (t *Temporal) check(ctx context.Context, attrs []searchAttr) error {
+	c, err := dial(ctx, t.Address, t.Namespace)
+	if err != nil {
+		return fmt.Errorf("stack: connect to %s: %w", t.Address, err)
+	}
+	defer c.Close()
+	fix := "register them with `TEMPORAL_ADDRESS=" + t.Address + " airlock cluster init`, or set TEMPORAL_ADDRESS to another address (on 127.0.0.1 a free port starts a dev server of airlock's own)"
+	_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: t.Namespace})
+	var notFound *serviceerror.NamespaceNotFound
+	if errors.As(err, &notFound) {
+		return fmt.Errorf("%w at %s: it has no namespace %s; %s", ErrForeignServer, t.Address, t.Namespace, fix)
+	} else if err != nil {
+		return fmt.Errorf("stack: describe namespace %s at %s: %w", t.Namespace, t.Address, err)
+	}
+	if len(attrs) == 0 {
+		return nil
+	}
+	missing, err := missingSearchAttributes(ctx, c, t.Namespace, attrs)
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		names := make([]string, len(missing))
+		for i, sa := range missing {
+			names[i] = sa.name + " (" + sa.typeName + ")"
+		}
+		return fmt.Errorf("%w at %s: namespace %s lacks search attributes %s; %s", ErrForeignServer, t.Address, t.Namespace, strings.Join(names, ", "), fix)
+	}
+	return nil
 }
 
 // ServerSettings are the start-dev flags, beyond address, port and database file, with which
@@ -278,6 +341,9 @@ func start(ctx context.Context, o TemporalOptions, attrs []searchAttr, logf func
 		if err := writePID(pidFile, t.PID); err != nil {
 			return fail(err)
 		}
+	}
+	if err := os.WriteFile(filepath.Join(o.Dir, ownerFileName), []byte(strconv.Itoa(t.PID)+" "+addr+"\n"), 0o644); err != nil {
+		return fail(fmt.Errorf("stack: owner file: %w", err))
 	}
 	if err := waitReady(ctx, p, addr, o.Namespace); err != nil {
 		return fail(err)
@@ -511,6 +577,7 @@ func StopDetached(dir string) error {
 	if err := os.Remove(pidFile); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("stack: remove pid file: %w", err)
 	}
+	_ = os.Remove(filepath.Join(dir, ownerFileName))
 	return nil
 }
 

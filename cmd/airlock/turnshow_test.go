@@ -1,0 +1,66 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/airlock-dev/airlock/workflows"
+)
+
+// A running turn that waits for a human is reported as awaiting-confirmation, not "running"
+// (issue 20 item 6); the pending query wins over the search attribute, which lags.
+func TestRunningStatus(t *testing.T) {
+	one := []workflows.PendingConfirmation{{ConfirmationID: "c1"}}
+	for _, tc := range []struct {
+		name    string
+		attr    string
+		pending []workflows.PendingConfirmation
+		queried bool
+		want    string
+	}{
+		{"query says waiting", workflows.StatusRunning, one, true, "awaiting-confirmation (1 waiting)"},
+		{"query says nothing waits, attribute lags", workflows.StatusAwaitingConfirmation, nil, true, "running"},
+		{"no worker, attribute", workflows.StatusAwaitingConfirmation, nil, false, "awaiting-confirmation (no worker answered the pending query)"},
+		{"no worker, hostile attribute shown inert", "running\u202e\x1b[2J", nil, false, "running<U+202E><U+001B>[2J [flags: bidi_control, control] (no worker answered the pending query)"},
+		{"no worker, no attribute", "", nil, false, "running"},
+	} {
+		if got := runningStatus(tc.attr, tc.pending, tc.queried); got != tc.want {
+			t.Errorf("%s: runningStatus = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// make run and airlock stack up honour TEMPORAL_ADDRESS (issue 20 item 6): a loopback address
+// is where a dev server is started (or reused), any other one is only used.
+func TestStackTarget(t *testing.T) {
+	for _, tc := range []struct {
+		env    string
+		port   int
+		remote bool
+		bad    bool
+	}{
+		{"", 7233, false, false},
+		{"127.0.0.1:7300", 7300, false, false},
+		{"localhost:7301", 7301, false, false},
+		{"[::1]:7302", 7302, false, false},
+		{"temporal.example.com:7233", 7233, true, false},
+		{"10.0.0.5:7233", 7233, true, false},
+		{"127.0.0.1", 0, false, true},
+		{"127.0.0.1:0", 0, false, true},
+		{"127.0.0.1:http", 0, false, true},
+	} {
+		t.Setenv("TEMPORAL_ADDRESS", tc.env)
+		got, err := stackTarget()
+		if tc.bad {
+			if err == nil {
+				t.Errorf("TEMPORAL_ADDRESS=%q: no error, want one", tc.env)
+			}
+			continue
+		}
+		if err != nil || got.port != tc.port || got.remote != tc.remote {
+			t.Errorf("TEMPORAL_ADDRESS=%q: %+v, %v; want port %d remote %v", tc.env, got, err, tc.port, tc.remote)
+		}
+	}
+	if uiPortFor(7233) != 8233 || uiPortFor(7300) != 8300 || uiPortFor(65000) != 0 {
+		t.Errorf("uiPortFor: %d %d %d", uiPortFor(7233), uiPortFor(7300), uiPortFor(65000))
+	}
+}
