@@ -1,0 +1,455 @@
+// Package provenance tells, for each value in a proposal's arguments, where in the turn's
+// context it came from: the principal's own messages, the system prompt, the catalog, a
+// capability result (untrusted data), earlier assistant text, or nowhere (the model produced
+// it). It is computed in trusted code from the context Airlock itself built, never from
+// anything the model says about its arguments (issue 24).
+//
+// Matching rules (the contract approvers and the automatic-when-user-provided policy rely on):
+//
+//   - Leaves. Every string and number leaf of the arguments is one value, addressed by its JSON
+//     pointer ("/recipient", "/items/0/name"). Booleans and null are not attributable. For a
+//     string that parses as an absolute http(s) URL, its host is one more value ("/url#host");
+//     for a string that is one e-mail address, its domain is one more value ("/to#domain").
+//   - Normalisation. Values and context texts are compared in Unicode NFC with every run of
+//     white space collapsed to one space and the ends trimmed. Strings compare case-sensitively
+//     (an IBAN or a path differs by case); hosts and e-mail domains case-insensitively.
+//   - Whole tokens. A value is found in a text only where it is not glued to more letters or
+//     digits: "1000" is not found in "10000", "Bob" not in "Bobby"; "GB29NWBK60161331926819" is
+//     found in "pay GB29NWBK60161331926819 by Friday". Substrings of longer words never count.
+//   - Numbers. A number leaf is compared in canonical form (no exponent, no trailing zeros of
+//     a fraction, no leading "+": 1e2, 100.0 and 100 are all "100") against every number token
+//     of a text in the same canonical form, so "98.70" in a bill is the amount 98.7.
+//   - Short values. A string shorter than MinStringRunes runes (after normalisation) or a
+//     number whose canonical form has fewer than MinNumberDigits digits is StatusTooShort:
+//     such values occur everywhere and their origin cannot be told. They never count as
+//     provided by the user.
+//   - Sources. User messages are the principal's own words; the system prompt and the catalog
+//     (tool names and descriptions sent to the model) are Airlock's; tool messages are
+//     capability results, untrusted, read from the untrusted-data envelope (every string and
+//     number of its data, and its source URL); Airlock's own verdicts in tool messages (trust
+//     "airlock": denials, refusals, which echo the model's own arguments) and the arguments of
+//     earlier tool calls are the model's own words and never a source. Assistant prose is a
+//     source of kind assistant.
+package provenance
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"net/mail"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// Rules is the version of the matching rules above; stored beside every report so a report
+// can be read with the rules that made it.
+const Rules = "provenance.v1"
+
+// MinStringRunes is the shortest string value (in runes, after normalisation) that is
+// attributed; shorter ones are StatusTooShort.
+const MinStringRunes = 4
+
+// MinNumberDigits is the fewest digits a number's canonical form must have to be attributed.
+const MinNumberDigits = 2
+
+// SourceKind is where a value was found.
+type SourceKind string
+
+// Source kinds, from most to least trusted.
+const (
+	SourceUser      SourceKind = "user"      // the principal's own messages of this conversation
+	SourceSystem    SourceKind = "system"    // the system prompt
+	SourceCatalog   SourceKind = "catalog"   // tool names and descriptions the model was offered
+	SourceAssistant SourceKind = "assistant" // earlier assistant prose
+	SourceResult    SourceKind = "result"    // a capability result: untrusted data
+)
+
+// Status is the verdict for one value.
+type Status string
+
+// Statuses of a value.
+const (
+	StatusFound    Status = "found"     // in at least one source
+	StatusNotFound Status = "not_found" // in no source: the model produced it
+	StatusTooShort Status = "too_short" // too short to attribute (MinStringRunes, MinNumberDigits)
+)
+
+// Kind is what a value is.
+type Kind string
+
+// Kinds of values.
+const (
+	KindString Kind = "string"
+	KindNumber Kind = "number"
+	KindHost   Kind = "host"   // the host of a URL leaf
+	KindDomain Kind = "domain" // the domain of an e-mail address leaf
+)
+
+// Source is one context entry a value was found in.
+type Source struct {
+	Kind SourceKind `json:"kind"`
+	// Result is the 1-based number of the capability result in the context, in order (result
+	// #n), for Kind result; 0 otherwise.
+	Result     int    `json:"result,omitempty"`
+	Capability string `json:"capability,omitempty"`
+	CallID     string `json:"call_id,omitempty"`
+	SourceURL  string `json:"source_url,omitempty"`
+}
+
+// Value is the provenance of one argument value.
+type Value struct {
+	// Path is the JSON pointer of the leaf, plus "#host" or "#domain" for derived values.
+	Path string `json:"path"`
+	Kind Kind   `json:"kind"`
+	// Text is the value as compared (normalised; numbers canonical; hosts lowercase).
+	Text    string   `json:"text"`
+	Status  Status   `json:"status"`
+	Sources []Source `json:"sources,omitempty"`
+}
+
+// FromUser reports whether the value was found in the principal's own messages.
+func (v Value) FromUser() bool { return v.has(SourceUser) }
+
+// UntrustedOnly reports whether the value was found only in capability results: the mark of
+// a value an injection could have planted.
+func (v Value) UntrustedOnly() bool {
+	if len(v.Sources) == 0 {
+		return false
+	}
+	for _, s := range v.Sources {
+		if s.Kind != SourceResult {
+			return false
+		}
+	}
+	return true
+}
+
+func (v Value) has(k SourceKind) bool {
+	for _, s := range v.Sources {
+		if s.Kind == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Field is the top-level argument field of the value ("recipient" for "/recipient#host").
+func (v Value) Field() string {
+	p := strings.TrimPrefix(v.Path, "/")
+	if i := strings.IndexAny(p, "/#"); i >= 0 {
+		p = p[:i]
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(p, "~1", "/"), "~0", "~")
+}
+
+// Label is the approver-facing origin of the value: "from your message", "from the system
+// prompt", "from <capability> result #n (<source>)", "from earlier assistant text", "not
+// found in the conversation" or "too short to attribute". The principal's own words win; then
+// Airlock's; a value found in several results names the first. Labels hold model- and
+// tool-written text (capability ids are registry-written; source URLs are not): show them
+// through internal/display.
+func (v Value) Label() string {
+	switch v.Status {
+	case StatusTooShort:
+		return "too short to attribute"
+	case StatusNotFound:
+		return "not found in the conversation"
+	}
+	for _, k := range []SourceKind{SourceUser, SourceSystem, SourceCatalog, SourceResult, SourceAssistant} {
+		for _, s := range v.Sources {
+			if s.Kind != k {
+				continue
+			}
+			switch k {
+			case SourceUser:
+				return "from your message"
+			case SourceSystem:
+				return "from the system prompt"
+			case SourceCatalog:
+				return "from the catalog"
+			case SourceAssistant:
+				return "from earlier assistant text"
+			default:
+				l := fmt.Sprintf("from %s result #%d", s.Capability, s.Result)
+				if s.SourceURL != "" {
+					l += " (" + s.SourceURL + ")"
+				}
+				if v.UntrustedOnly() {
+					l += ": only in untrusted data"
+				}
+				return l
+			}
+		}
+	}
+	return "not found in the conversation"
+}
+
+// Report is the provenance of every value of one proposal's arguments, in path order.
+type Report struct {
+	Rules  string  `json:"rules"`
+	Values []Value `json:"values"`
+}
+
+// UserProvided reports whether every value of the given top-level fields (every value when
+// fields is empty) was found in the principal's own messages; a too-short or unattributed
+// value, or a listed field with no value at all, is not user-provided (fail closed). This is
+// the test of the automatic-when-user-provided policy (issue 24 item 3).
+func (r Report) UserProvided(fields []string) bool {
+	want := map[string]bool{}
+	for _, f := range fields {
+		want[f] = true
+	}
+	seen := map[string]bool{}
+	for _, v := range r.Values {
+		if len(want) > 0 && !want[v.Field()] {
+			continue
+		}
+		seen[v.Field()] = true
+		if v.Kind == KindHost || v.Kind == KindDomain {
+			continue // the whole leaf it derives from must be the user's, which is stricter
+		}
+		if v.Status != StatusFound || !v.FromUser() {
+			return false
+		}
+	}
+	for f := range want {
+		if !seen[f] {
+			return false
+		}
+	}
+	return len(seen) > 0
+}
+
+// Entry is one context entry to search, in context order. Text is searched as it is.
+type Entry struct {
+	Kind SourceKind
+	Text string
+	// For Kind result: which capability, which call, from where.
+	Capability string
+	CallID     string
+	SourceURL  string
+}
+
+// Compute returns the provenance of every leaf of args (a JSON object) against entries.
+// Errors: args that are not one JSON value.
+func Compute(args json.RawMessage, entries []Entry) (Report, error) {
+	dec := json.NewDecoder(strings.NewReader(string(args)))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return Report{}, fmt.Errorf("provenance: arguments: %w", err)
+	}
+	var leaves []Value
+	walk("", v, &leaves)
+	sort.SliceStable(leaves, func(i, j int) bool { return leaves[i].Path < leaves[j].Path })
+
+	idx := index(entries)
+	for i := range leaves {
+		l := &leaves[i]
+		if short(*l) {
+			l.Status = StatusTooShort
+			continue
+		}
+		for _, e := range idx {
+			if e.contains(*l) {
+				l.Sources = append(l.Sources, e.src)
+			}
+		}
+		l.Status = StatusNotFound
+		if len(l.Sources) > 0 {
+			l.Status = StatusFound
+		}
+	}
+	return Report{Rules: Rules, Values: leaves}, nil
+}
+
+func short(v Value) bool {
+	switch v.Kind {
+	case KindNumber:
+		digits := 0
+		for _, r := range v.Text {
+			if r >= '0' && r <= '9' {
+				digits++
+			}
+		}
+		return digits < MinNumberDigits
+	default:
+		return utf8.RuneCountInString(v.Text) < MinStringRunes
+	}
+}
+
+// walk appends one Value per string and number leaf (and derived host / domain values).
+func walk(path string, v any, out *[]Value) {
+	switch t := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			walk(path+"/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1"), t[k], out)
+		}
+	case []any:
+		for i, e := range t {
+			walk(path+"/"+strconv.Itoa(i), e, out)
+		}
+	case json.Number:
+		*out = append(*out, Value{Path: path, Kind: KindNumber, Text: CanonicalNumber(string(t))})
+	case string:
+		s := normalize(t)
+		*out = append(*out, Value{Path: path, Kind: KindString, Text: s})
+		if h := urlHost(s); h != "" {
+			*out = append(*out, Value{Path: path + "#host", Kind: KindHost, Text: h})
+		} else if d := emailDomain(s); d != "" {
+			*out = append(*out, Value{Path: path + "#domain", Kind: KindDomain, Text: d})
+		}
+	}
+}
+
+// CanonicalNumber is the canonical text of a JSON or prose number: exact decimal, no
+// exponent, no leading "+", no trailing fractional zeros ("1e2", "100.0" → "100"; "-0" →
+// "0"). Text that is not a number is returned unchanged.
+func CanonicalNumber(s string) string {
+	r, ok := new(big.Rat).SetString(strings.TrimPrefix(s, "+"))
+	if !ok {
+		return s
+	}
+	if r.IsInt() {
+		return r.Num().String()
+	}
+	// A finite decimal: print with enough digits, then trim.
+	for prec := 1; prec <= 400; prec++ {
+		txt := r.FloatString(prec)
+		back, _ := new(big.Rat).SetString(txt)
+		if back.Cmp(r) == 0 {
+			return strings.TrimRight(strings.TrimRight(txt, "0"), ".")
+		}
+	}
+	return s
+}
+
+func urlHost(s string) string {
+	if !strings.HasPrefix(strings.ToLower(s), "http://") && !strings.HasPrefix(strings.ToLower(s), "https://") {
+		return ""
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Hostname() == "" {
+		return ""
+	}
+	return strings.ToLower(u.Hostname())
+}
+
+func emailDomain(s string) string {
+	if strings.ContainsAny(s, " <>") {
+		return ""
+	}
+	a, err := mail.ParseAddress(s)
+	if err != nil || a.Address != s {
+		return ""
+	}
+	at := strings.LastIndexByte(s, '@')
+	return strings.ToLower(s[at+1:])
+}
+
+var space = regexp.MustCompile(`\s+`)
+
+func normalize(s string) string {
+	return strings.TrimSpace(space.ReplaceAllString(norm.NFC.String(s), " "))
+}
+
+// number tokens of prose: an optional sign, digits, an optional fraction.
+var numberToken = regexp.MustCompile(`[-+]?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?`)
+
+// indexed is one entry, normalised once.
+type indexed struct {
+	src     Source
+	text    string // normalised
+	lower   string
+	numbers map[string]bool
+}
+
+func index(entries []Entry) []indexed {
+	out := make([]indexed, 0, len(entries))
+	results := 0
+	for _, e := range entries {
+		src := Source{Kind: e.Kind}
+		if e.Kind == SourceResult {
+			results++
+			src.Result, src.Capability, src.CallID, src.SourceURL = results, e.Capability, e.CallID, e.SourceURL
+		}
+		t := normalize(e.Text)
+		ix := indexed{src: src, text: t, lower: strings.ToLower(t), numbers: map[string]bool{}}
+		for _, loc := range numberToken.FindAllStringIndex(t, -1) {
+			if glued(t, loc[0], loc[1]) {
+				continue
+			}
+			ix.numbers[CanonicalNumber(t[loc[0]:loc[1]])] = true
+		}
+		out = append(out, ix)
+	}
+	return out
+}
+
+func (e indexed) contains(v Value) bool {
+	switch v.Kind {
+	case KindNumber:
+		return e.numbers[v.Text] || tokenIn(e.text, v.Text)
+	case KindHost, KindDomain:
+		return tokenIn(e.lower, v.Text)
+	default:
+		return tokenIn(e.text, v.Text)
+	}
+}
+
+// tokenIn reports whether needle occurs in hay not glued to further letters or digits.
+func tokenIn(hay, needle string) bool {
+	if needle == "" {
+		return false
+	}
+	for from := 0; from <= len(hay)-len(needle); {
+		i := strings.Index(hay[from:], needle)
+		if i < 0 {
+			return false
+		}
+		i += from
+		if !glued(hay, i, i+len(needle)) {
+			return true
+		}
+		from = i + 1
+	}
+	return false
+}
+
+// glued reports whether hay[i:j] touches a letter or digit on a side where its own edge is a
+// letter or digit (so the match would be part of a longer word or number).
+func glued(hay string, i, j int) bool {
+	word := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+	first, _ := utf8.DecodeRuneInString(hay[i:])
+	last, _ := utf8.DecodeLastRuneInString(hay[:j])
+	if i > 0 && word(first) {
+		if prev, _ := utf8.DecodeLastRuneInString(hay[:i]); word(prev) {
+			return true
+		}
+	}
+	if j < len(hay) && word(last) {
+		if next, _ := utf8.DecodeRuneInString(hay[j:]); word(next) {
+			return true
+		}
+	}
+	// A number continues through a decimal point followed by a digit: "98.7" in "98.75".
+	if j+1 < len(hay) && hay[j] == '.' && hay[j+1] >= '0' && hay[j+1] <= '9' && last >= '0' && last <= '9' {
+		return true
+	}
+	if i >= 2 && hay[i-1] == '.' && hay[i-2] >= '0' && hay[i-2] <= '9' && first >= '0' && first <= '9' {
+		return true
+	}
+	return false
+}

@@ -1,0 +1,217 @@
+package provenance
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/airlock-dev/airlock/internal/inference"
+)
+
+func envelopeMsg(t *testing.T, callID, capability, sourceURL string, data any) inference.Message {
+	t.Helper()
+	raw, err := json.Marshal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(map[string]any{"airlock": "tool_result", "trust": "untrusted", "outcome": "executed",
+		"capability": capability, "version": 1, "call_id": callID, "source_url": sourceURL, "data": json.RawMessage(raw)})
+	return inference.Message{Role: inference.RoleTool, ToolCallID: callID, Content: string(b)}
+}
+
+func byPath(t *testing.T, r Report, path string) Value {
+	t.Helper()
+	for _, v := range r.Values {
+		if v.Path == path {
+			return v
+		}
+	}
+	t.Fatalf("no value at %s in %+v", path, r.Values)
+	return Value{}
+}
+
+// The make run session (AgentDojo banking, user_task_0 × injection_task_0, gpt-4o): the
+// attacker's IBAN in send_money comes from the read_file result of the bill, only from
+// untrusted data; the subject from the transaction history; the date from nowhere.
+func TestRecordedInjectionIsMarkedAsFromTheBill(t *testing.T) {
+	path := filepath.Join("..", "..", "..", "shared", "corpus", "agentdojo", "runs", "gpt-4o-2024-05-13", "banking", "user_task_0", "important_instructions", "injection_task_0.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read the recorded session (../shared/corpus must be present): %v", err)
+	}
+	var trace struct {
+		Messages []struct {
+			Role      string          `json:"role"`
+			Content   *string         `json:"content"`
+			ToolCalls []struct {
+				Function string          `json:"function"`
+				Args     json.RawMessage `json:"args"`
+				ID       string          `json:"id"`
+			} `json:"tool_calls"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(raw, &trace); err != nil {
+		t.Fatal(err)
+	}
+	var msgs []inference.Message
+	var proposal json.RawMessage
+	lastCall := map[string]string{}
+	for _, m := range trace.Messages {
+		content := ""
+		if m.Content != nil {
+			content = *m.Content
+		}
+		switch m.Role {
+		case "system", "user":
+			msgs = append(msgs, inference.Message{Role: inference.Role(m.Role), Content: content})
+		case "assistant":
+			am := inference.Message{Role: inference.RoleAssistant, Content: content}
+			for _, tc := range m.ToolCalls {
+				am.ToolCalls = append(am.ToolCalls, inference.ToolCall{ID: tc.ID, Name: tc.Function, Arguments: string(tc.Args)})
+				lastCall["id"], lastCall["name"] = tc.ID, tc.Function
+				if tc.Function == "send_money" && proposal == nil {
+					proposal = tc.Args
+				}
+			}
+			if proposal != nil {
+				goto done
+			}
+			msgs = append(msgs, am)
+		case "tool":
+			msgs = append(msgs, envelopeMsg(t, lastCall["id"], "agentdojo.banking."+strings.ReplaceAll(lastCall["name"], "_", "-"), "", content))
+		}
+	}
+done:
+	if proposal == nil {
+		t.Fatal("the recording has no send_money proposal")
+	}
+	r, err := Compute(proposal, FromContext(msgs, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	iban := byPath(t, r, "/recipient")
+	if iban.Status != StatusFound || !iban.UntrustedOnly() || iban.FromUser() {
+		t.Fatalf("recipient = %+v, want found only in untrusted results", iban)
+	}
+	if got, want := iban.Label(), "from agentdojo.banking.read-file result #1 (bill-december-2023.txt): only in untrusted data"; got != want {
+		t.Errorf("recipient label = %q, want %q", got, want)
+	}
+	if subj := byPath(t, r, "/subject"); subj.Status != StatusFound || subj.Sources[0].Capability != "agentdojo.banking.get-most-recent-transactions" {
+		t.Errorf("subject = %+v, want from the transaction history", subj)
+	}
+	if amount := byPath(t, r, "/amount"); amount.Text != "50" || amount.Status != StatusFound || !amount.UntrustedOnly() {
+		t.Errorf("amount = %+v, want 50 from the transaction history (50.0 there)", amount)
+	}
+	if date := byPath(t, r, "/date"); date.Status != StatusNotFound || date.Label() != "not found in the conversation" {
+		t.Errorf("date = %+v, want not found (the model made it up)", date)
+	}
+	if r.UserProvided([]string{"recipient"}) {
+		t.Error("an IBAN from a bill counts as user-provided")
+	}
+}
+
+func TestMatchingRules(t *testing.T) {
+	user := func(s string) Entry { return Entry{Kind: SourceUser, Text: s} }
+	result := func(s string) Entry { return Entry{Kind: SourceResult, Text: s, Capability: "web.fetch", SourceURL: "https://evil.example/page"} }
+	for _, tc := range []struct {
+		name    string
+		args    string
+		entries []Entry
+		path    string
+		status  Status
+		label   string
+	}{
+		{"whole token in prose", `{"to":"GB29NWBK60161331926819"}`, []Entry{user("pay GB29NWBK60161331926819 by Friday")}, "/to", StatusFound, "from your message"},
+		{"never a part of a longer word", `{"name":"Bobb"}`, []Entry{user("ask Bobby")}, "/name", StatusNotFound, "not found in the conversation"},
+		{"number not inside a longer number", `{"n":1000}`, []Entry{user("send 10000 now")}, "/n", StatusNotFound, "not found in the conversation"},
+		{"number not the integer part of a decimal", `{"n":98}`, []Entry{user("it costs 98.75")}, "/n", StatusNotFound, "not found in the conversation"},
+		{"number canonical forms", `{"n":1e2}`, []Entry{user("send 100.00 euros")}, "/n", StatusFound, "from your message"},
+		{"number from data", `{"n":98.7}`, []Entry{result("total 98.70")}, "/n", StatusFound, "from web.fetch result #1 (https://evil.example/page): only in untrusted data"},
+		{"single digit too short", `{"n":5}`, []Entry{user("5 apples")}, "/n", StatusTooShort, "too short to attribute"},
+		{"short string too short", `{"s":"abc"}`, []Entry{user("abc")}, "/s", StatusTooShort, "too short to attribute"},
+		{"whitespace and NFC normalised", `{"s":"Caf\u00e9  au lait"}`, []Entry{user("a cafe\u0301 au\tlait")}, "/s", StatusNotFound, "not found in the conversation"},
+		{"NFC", `{"s":"Cafe\u0301 au lait"}`, []Entry{user("I want Caf\u00e9 au  lait")}, "/s", StatusFound, "from your message"},
+		{"case-sensitive strings", `{"s":"ReadMe.md"}`, []Entry{user("open readme.md")}, "/s", StatusNotFound, "not found in the conversation"},
+		{"user wins over results", `{"u":"https://example.com/a"}`, []Entry{result("see https://example.com/a"), user("fetch https://example.com/a please")}, "/u", StatusFound, "from your message"},
+		{"host of a URL, case-insensitive", `{"u":"https://Docs.Example.com/x?y=1"}`, []Entry{user("something on docs.example.com")}, "/u#host", StatusFound, "from your message"},
+		{"e-mail domain", `{"to":"mallory@attacker.example"}`, []Entry{result("write to mallory@attacker.example")}, "/to#domain", StatusFound, "from web.fetch result #1 (https://evil.example/page): only in untrusted data"},
+		{"nested arrays", `{"items":[{"iban":"DE89370400440532013000"}]}`, []Entry{Entry{Kind: SourceSystem, Text: "account DE89370400440532013000"}}, "/items/0/iban", StatusFound, "from the system prompt"},
+	} {
+		r, err := Compute(json.RawMessage(tc.args), tc.entries)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		v := byPath(t, r, tc.path)
+		if v.Status != tc.status || v.Label() != tc.label {
+			t.Errorf("%s: %s = %s %q, want %s %q", tc.name, tc.path, v.Status, v.Label(), tc.status, tc.label)
+		}
+	}
+}
+
+// The automatic-when-user-provided test: the URL the user typed, exactly; not the same URL
+// with one more query parameter; "from your message" when it is also in a fetched page.
+func TestUserProvided(t *testing.T) {
+	typed := []Entry{{Kind: SourceUser, Text: "summarize https://news.example/story?id=7 for me"}}
+	for _, tc := range []struct {
+		name    string
+		args    string
+		entries []Entry
+		fields  []string
+		want    bool
+	}{
+		{"typed URL", `{"url":"https://news.example/story?id=7"}`, typed, []string{"url"}, true},
+		{"one more query parameter", `{"url":"https://news.example/story?id=7&ref=x"}`, typed, []string{"url"}, false},
+		{"also in a fetched page", `{"url":"https://news.example/story?id=7"}`, append([]Entry{{Kind: SourceResult, Text: "https://news.example/story?id=7", Capability: "web.fetch"}}, typed...), []string{"url"}, true},
+		{"only in a fetched page", `{"url":"https://news.example/story?id=7"}`, []Entry{{Kind: SourceResult, Text: "https://news.example/story?id=7"}}, []string{"url"}, false},
+		{"a leaving field too short", `{"url":"https://news.example/story?id=7","n":3}`, typed, []string{"url", "n"}, false},
+		{"a field that does not leave may be anything", `{"url":"https://news.example/story?id=7","max_bytes":65536}`, typed, []string{"url"}, true},
+		{"a declared field absent", `{"max_bytes":65536}`, typed, []string{"url"}, false},
+		{"no values at all", `{}`, typed, nil, false},
+	} {
+		r, err := Compute(json.RawMessage(tc.args), tc.entries)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.UserProvided(tc.fields); got != tc.want {
+			t.Errorf("%s: UserProvided = %v, want %v (%+v)", tc.name, got, tc.want, r.Values)
+		}
+	}
+}
+
+// Airlock's own verdicts and earlier call arguments are the model's words: never a source.
+func TestVerdictsAndCallArgumentsAreNotSources(t *testing.T) {
+	verdict, _ := json.Marshal(map[string]any{"airlock": "tool_result", "trust": "airlock", "outcome": "denied",
+		"arguments": json.RawMessage(`{"to":"US133000000121212121212"}`)})
+	msgs := []inference.Message{
+		{Role: inference.RoleUser, Content: "pay my bill"},
+		{Role: inference.RoleAssistant, ToolCalls: []inference.ToolCall{{ID: "c1", Name: "send_money", Arguments: `{"to":"US133000000121212121212"}`}}},
+		{Role: inference.RoleTool, ToolCallID: "c1", Content: string(verdict)},
+		{Role: inference.RoleTool, ToolCallID: "c2", Content: "not an envelope: US999000000000000000001"},
+	}
+	r, err := Compute(json.RawMessage(`{"to":"US133000000121212121212","alt":"US999000000000000000001"}`), FromContext(msgs, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := byPath(t, r, "/to"); v.Status != StatusNotFound {
+		t.Errorf("to = %+v, want not found (only in the model's own earlier call and Airlock's verdict)", v)
+	}
+	if v := byPath(t, r, "/alt"); !v.UntrustedOnly() || v.Sources[0].Capability != "unknown" {
+		t.Errorf("alt = %+v, want an untrusted result of unknown capability", v)
+	}
+}
+
+func TestCanonicalNumber(t *testing.T) {
+	for in, want := range map[string]string{"100": "100", "100.0": "100", "1e2": "100", "+7": "7", "-0": "0", "0.50": "0.5", "98.70": "98.7", "1.25e-1": "0.125", "abc": "abc"} {
+		if got := CanonicalNumber(in); got != want {
+			t.Errorf("CanonicalNumber(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestComputeRefusesMalformedArguments(t *testing.T) {
+	if _, err := Compute(json.RawMessage(`{"a":`), nil); err == nil {
+		t.Error("Compute accepted truncated JSON")
+	}
+}
