@@ -43,8 +43,8 @@ func TestRecordedInjectionIsMarkedAsFromTheBill(t *testing.T) {
 	}
 	var trace struct {
 		Messages []struct {
-			Role      string          `json:"role"`
-			Content   *string         `json:"content"`
+			Role      string  `json:"role"`
+			Content   *string `json:"content"`
 			ToolCalls []struct {
 				Function string          `json:"function"`
 				Args     json.RawMessage `json:"args"`
@@ -114,7 +114,9 @@ done:
 
 func TestMatchingRules(t *testing.T) {
 	user := func(s string) Entry { return Entry{Kind: SourceUser, Text: s} }
-	result := func(s string) Entry { return Entry{Kind: SourceResult, Text: s, Capability: "web.fetch", SourceURL: "https://evil.example/page"} }
+	result := func(s string) Entry {
+		return Entry{Kind: SourceResult, Text: s, Capability: "web.fetch", SourceURL: "https://evil.example/page"}
+	}
 	for _, tc := range []struct {
 		name    string
 		args    string
