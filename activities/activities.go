@@ -377,7 +377,7 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 		ID: id, TokenHash: hash, SealedToken: sealed, WorkflowID: in.WorkflowID, RunID: in.RunID, Seq: in.Seq,
 		CallID: in.CallID, CapabilityID: in.CapabilityID, Version: in.Version, ArgsDigest: in.ArgsDigest,
 		Arguments: in.Arguments, Display: in.Display, CreatedAt: now, ExpiresAt: now.Add(in.TTL),
-		RegistryRevision: rev,
+		RegistryRevision: rev, Provenance: a.provenanceOf(ctx, turnConversation(in.Conversation, in.WorkflowID), in.Arguments),
 	})
 	if err != nil {
 		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
@@ -864,6 +864,15 @@ func (a *Activities) Record(ctx context.Context, in RecordInput) error {
 		rec.Audit = &store.AuditEvent{Key: key, WorkflowID: r.WorkflowID, RunID: r.RunID, Seq: r.Seq,
 			CallID: r.CallID, CapabilityID: r.CapabilityID, Version: r.Version, Outcome: r.Kind, Stage: string(r.Stage),
 			Reason: r.Reason, Detail: r.Detail, ArgsDigest: r.ArgsDigest, OriginalDigest: r.OriginalDigest, Approver: r.Approver, At: now}
+		if heldForAHuman(r) {
+			// The outcome row of a call a human was asked about carries the provenance the
+			// approver saw (issue 24): read from its confirmation (deterministic id).
+			if row, err := a.Store.GetConfirmation(ctx, ConfirmationID(r.WorkflowID, r.RunID, r.Seq)); err == nil {
+				rec.Audit.Provenance = row.Provenance
+			} else if !errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("record: provenance of %s seq %d: %w", r.WorkflowID, r.Seq, err)
+			}
+		}
 	}
 	if d := in.Decision; d != nil {
 		rec.Decision = &store.RecordedDecision{ConfirmationID: d.ConfirmationID, Decision: d.Decision, Approver: d.Approver, Reason: d.Reason, At: now}

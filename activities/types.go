@@ -177,7 +177,10 @@ func (a Admission) Key() string { return keyOf(a.CapabilityID, a.Version) }
 
 // IssueInput asks for a confirmation token for one admitted candidate.
 type IssueInput struct {
-	WorkflowID   string          `json:"workflow_id"`
+	WorkflowID string `json:"workflow_id"`
+	// Conversation is the turn's conversation, whose context provenance reads ("" for inputs
+	// recorded before it was carried: the one the workflow id holds).
+	Conversation string          `json:"conversation,omitempty"`
 	RunID        string          `json:"run_id"`
 	Seq          int             `json:"seq"`
 	CallID       string          `json:"call_id"`

@@ -195,6 +195,9 @@ func (v Value) Label() string {
 type Report struct {
 	Rules  string  `json:"rules"`
 	Values []Value `json:"values"`
+	// Error says why provenance could not be computed (the context could not be read); the
+	// values are then unknown, never "not found". Surfaces show "provenance unavailable".
+	Error string `json:"error,omitempty"`
 }
 
 // UserProvided reports whether every value of the given top-level fields (every value when
@@ -202,6 +205,9 @@ type Report struct {
 // value, or a listed field with no value at all, is not user-provided (fail closed). This is
 // the test of the automatic-when-user-provided policy (issue 24 item 3).
 func (r Report) UserProvided(fields []string) bool {
+	if r.Error != "" {
+		return false
+	}
 	want := map[string]bool{}
 	for _, f := range fields {
 		want[f] = true

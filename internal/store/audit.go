@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -37,7 +38,10 @@ type AuditEvent struct {
 	// the approver's edit replaced (ArgsDigest is then the edited arguments' digest).
 	OriginalDigest string
 	Approver       string
-	At             time.Time
+	// Provenance, on rows about a proposal that was held for a human, is the JSON
+	// provenance.Report of its arguments (issue 24); nil otherwise.
+	Provenance json.RawMessage
+	At         time.Time
 }
 
 type auditRow struct {
@@ -56,6 +60,7 @@ type auditRow struct {
 	ArgsDigest   string `db:"args_digest"`
 	OrigDigest   string `db:"original_digest"`
 	Approver     string `db:"approver"`
+	Provenance   string `db:"provenance"`
 	At           dbTime `db:"at"`
 }
 
@@ -65,11 +70,12 @@ func (r auditRow) event() AuditEvent {
 		CallID: r.CallID, CapabilityID: r.CapabilityID, Version: r.Version,
 		Outcome: r.Outcome, Stage: r.Stage, Reason: r.Reason, Detail: r.Detail,
 		ArgsDigest: r.ArgsDigest, OriginalDigest: r.OrigDigest, Approver: r.Approver, At: r.At.Time,
+		Provenance: optionalJSON(r.Provenance),
 	}
 }
 
 const auditCols = `id, event_key, workflow_id, run_id, seq, call_id, capability_id, version,
-	outcome, stage, reason, detail, args_digest, original_digest, approver, at`
+	outcome, stage, reason, detail, args_digest, original_digest, approver, at, provenance`
 
 // AppendAudit appends e to the audit log unless a row with e.Key already
 // exists (INSERT … ON CONFLICT (event_key) DO NOTHING). inserted reports
@@ -83,6 +89,9 @@ func (s *Store) AppendAudit(ctx context.Context, e AuditEvent) (inserted bool, e
 	if e.Outcome == "" {
 		return false, fmt.Errorf("store: audit event %q needs an Outcome", e.Key)
 	}
+	if len(e.Provenance) > 0 && !json.Valid(e.Provenance) {
+		return false, fmt.Errorf("store: audit event %q: provenance is not valid JSON", e.Key)
+	}
 	return s.appendAudit(ctx, s.db, e)
 }
 
@@ -90,11 +99,11 @@ func (s *Store) AppendAudit(ctx context.Context, e AuditEvent) (inserted bool, e
 func (s *Store) appendAudit(ctx context.Context, x sqlx.ExecerContext, e AuditEvent) (inserted bool, err error) {
 	res, err := x.ExecContext(ctx, s.q(`INSERT INTO audit_events
 		(event_key, workflow_id, run_id, seq, call_id, capability_id, version,
-		 outcome, stage, reason, detail, args_digest, original_digest, approver, at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		 outcome, stage, reason, detail, args_digest, original_digest, approver, at, provenance)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (event_key) DO NOTHING`),
 		e.Key, e.WorkflowID, e.RunID, e.Seq, e.CallID, e.CapabilityID, e.Version,
-		e.Outcome, e.Stage, e.Reason, e.Detail, e.ArgsDigest, e.OriginalDigest, e.Approver, tsArg(orNow(e.At)))
+		e.Outcome, e.Stage, e.Reason, e.Detail, e.ArgsDigest, e.OriginalDigest, e.Approver, tsArg(orNow(e.At)), string(e.Provenance))
 	if err != nil {
 		return false, fmt.Errorf("store: append audit event %q: %w", e.Key, err)
 	}

@@ -61,6 +61,9 @@ type Confirmation struct {
 	// EditedDigest is set when an approver's edit decided the confirmation (EditConfirmation):
 	// the canonical digest of the arguments the edit authorized. "" otherwise.
 	EditedDigest string
+	// Provenance is the JSON provenance.Report of the arguments (issue 24): where each value
+	// came from. Empty for confirmations issued before it was computed.
+	Provenance json.RawMessage
 }
 
 type confirmationRow struct {
@@ -87,6 +90,7 @@ type confirmationRow struct {
 	DecidedAt    dbTime `db:"decided_at"`
 	Generation   int    `db:"generation"`
 	EditedDigest string `db:"edited_digest"`
+	Provenance   string `db:"provenance"`
 }
 
 func (r confirmationRow) confirmation() Confirmation {
@@ -98,13 +102,14 @@ func (r confirmationRow) confirmation() Confirmation {
 		CreatedAt: r.CreatedAt.Time, ExpiresAt: r.ExpiresAt.Time, ConsumedAt: r.ConsumedAt.ptr(),
 		Decision: r.Decision, Approver: r.Approver, Reason: r.Reason, DecidedAt: r.DecidedAt.ptr(),
 		Generation: r.Generation, ConsumedBy: r.ConsumedBy, EditedDigest: r.EditedDigest,
+		Provenance: optionalJSON(r.Provenance),
 	}
 }
 
 const confirmationCols = `id, token_hash, sealed_token, workflow_id, run_id, seq, call_id,
 	capability_id, version, args_digest, arguments, display, created_at, expires_at,
 	consumed_at, decision, approver, reason, decided_at, registry_revision, consumed_by, generation,
-	edited_digest`
+	edited_digest, provenance`
 
 // CreateConfirmation stores a new pending, unconsumed confirmation and returns
 // it as stored. It is idempotent by c.ID: if a confirmation with this ID
@@ -124,12 +129,12 @@ func (s *Store) CreateConfirmation(ctx context.Context, c Confirmation) (Confirm
 	}
 	_, err = s.db.ExecContext(ctx, s.q(`INSERT INTO confirmations
 		(id, token_hash, sealed_token, workflow_id, run_id, seq, call_id, capability_id,
-		 version, args_digest, arguments, display, created_at, expires_at, registry_revision)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		 version, args_digest, arguments, display, created_at, expires_at, registry_revision, provenance)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`),
 		c.ID, c.TokenHash, bytesArg(c.SealedToken), c.WorkflowID, c.RunID, c.Seq, c.CallID,
 		c.CapabilityID, c.Version, c.ArgsDigest, args, c.Display,
-		tsArg(orNow(c.CreatedAt)), tsArg(c.ExpiresAt), c.RegistryRevision)
+		tsArg(orNow(c.CreatedAt)), tsArg(c.ExpiresAt), c.RegistryRevision, string(c.Provenance))
 	if err != nil {
 		return Confirmation{}, fmt.Errorf("store: create confirmation %q: %w", c.ID, err)
 	}
@@ -147,7 +152,18 @@ func newConfirmationArgs(c Confirmation) (any, error) {
 	case c.ExpiresAt.IsZero():
 		return nil, fmt.Errorf("store: confirmation %q needs an ExpiresAt", c.ID)
 	}
+	if len(c.Provenance) > 0 && !json.Valid(c.Provenance) {
+		return nil, fmt.Errorf("store: confirmation %q: provenance is not valid JSON", c.ID)
+	}
 	return jsonArg("confirmation arguments", c.Arguments)
+}
+
+// optionalJSON is a TEXT column holding JSON or '' (nil).
+func optionalJSON(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
 }
 
 // GetConfirmation returns the confirmation with this ID, or an error wrapping

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -342,7 +343,7 @@ func TestAuditIdempotent(t *testing.T) {
 		want := e
 		want.ID = got[0].ID
 		want.At = norm(base)
-		if got[0] != want {
+		if !reflect.DeepEqual(got[0], want) {
 			t.Fatalf("round trip:\n got  %+v\n want %+v", got[0], want)
 		}
 		if got[1].Key != third.Key || got[1].ID <= got[0].ID {
@@ -1079,6 +1080,44 @@ func TestConfirmationEditAndApprovedCreate(t *testing.T) {
 			if p.ID == "conf-n" || p.ID == "conf-e" {
 				t.Fatalf("%s is listed as pending", p.ID)
 			}
+		}
+	})
+}
+
+// A confirmation and an audit row keep the provenance report they were given (issue 24);
+// invalid JSON is refused, and rows without one read back nil.
+func TestProvenanceRoundTrip(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, s *Store, _ string) {
+		ctx := testCtx(t)
+		rep := json.RawMessage(`{"rules":"provenance.v1","values":[{"path":"/to","kind":"string","text":"US13","status":"found","sources":[{"kind":"result","result":1}]}]}`)
+		c := newConfirmation("conf-prov", 0xD4)
+		c.Provenance = rep
+		got, err := s.CreateConfirmation(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got.Provenance) != string(rep) {
+			t.Fatalf("confirmation provenance = %s, want %s", got.Provenance, rep)
+		}
+		plain, err := s.CreateConfirmation(ctx, newConfirmation("conf-plain", 0xD5))
+		if err != nil || plain.Provenance != nil {
+			t.Fatalf("confirmation without provenance = %s, %v; want nil", plain.Provenance, err)
+		}
+		bad := newConfirmation("conf-bad", 0xD6)
+		bad.Provenance = json.RawMessage(`{"rules":`)
+		if _, err := s.CreateConfirmation(ctx, bad); err == nil {
+			t.Fatal("invalid provenance JSON must fail")
+		}
+		if _, err := s.AppendAudit(ctx, AuditEvent{Key: "turn/p/1/r/1/denied", WorkflowID: "turn/p/1", Outcome: "denied", Provenance: rep}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AppendAudit(ctx, AuditEvent{Key: "turn/p/1/r/2/bad", WorkflowID: "turn/p/1", Outcome: "denied", Provenance: json.RawMessage(`[`)}); err == nil {
+			t.Fatal("invalid audit provenance JSON must fail")
+		}
+		rows, err := s.ListAudit(ctx, "turn/p/1")
+		if err != nil || len(rows) != 1 || string(rows[0].Provenance) != string(rep) {
+			t.Fatalf("audit rows = %+v, %v; want one with the report", rows, err)
 		}
 	})
 }
