@@ -382,7 +382,7 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 	if err != nil {
 		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
 	}
-	return IssueOutput{ConfirmationID: row.ID, ExpiresAt: row.ExpiresAt}, nil
+	return IssueOutput{ConfirmationID: row.ID, ExpiresAt: row.ExpiresAt, Provenance: row.Provenance}, nil
 }
 
 // ConsumeConfirmation is stage 4 for one presentation of a decision to the proposal the

@@ -204,6 +204,8 @@ type IssueInput struct {
 type IssueOutput struct {
 	ConfirmationID string    `json:"confirmation_id"`
 	ExpiresAt      time.Time `json:"expires_at"`
+	// Provenance is the confirmation's provenance report (issue 24), for the pending query.
+	Provenance json.RawMessage `json:"provenance,omitempty"`
 }
 
 // ConsumeInput presents one decision to the confirmation the workflow is waiting on, with the

@@ -249,6 +249,10 @@ type PendingConfirmation struct {
 	Display        string          `json:"display"`
 	ArgsDigest     string          `json:"args_digest"`
 	ExpiresAt      time.Time       `json:"expires_at"`
+	// Provenance is the JSON report of where each argument value came from (issue 24;
+	// internal/provenance), computed by the worker from the stored context when the
+	// confirmation was issued; nil for confirmations issued before it existed.
+	Provenance json.RawMessage `json:"provenance,omitempty"`
 }
 
 // ProposalOutcome is what happened to one proposal.

@@ -92,7 +92,8 @@ func newPendingCmd() *cobra.Command {
 			}
 			for _, r := range shown {
 				printPendingLimit(out, workflows.PendingConfirmation{ConfirmationID: r.ID, WorkflowID: r.WorkflowID, Seq: r.Seq, CallID: r.CallID,
-					CapabilityID: r.CapabilityID, Version: r.Version, ToolName: toolOf(r.Display), Arguments: r.Arguments, ExpiresAt: r.ExpiresAt}, limit)
+					CapabilityID: r.CapabilityID, Version: r.Version, ToolName: toolOf(r.Display), Arguments: r.Arguments, ExpiresAt: r.ExpiresAt,
+					Provenance: r.Provenance}, limit)
 			}
 			if len(shown) < len(rows) {
 				fmt.Fprintf(out, "showing %d of %d pending confirmations (--limit 0 shows all; the approver page pages through them)\n", len(shown), len(rows))

@@ -24,6 +24,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/proposals"
+	"github.com/airlock-dev/airlock/internal/provenance"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/workers"
 	"github.com/airlock-dev/airlock/workflows"
@@ -265,6 +266,21 @@ func printPendingLimit(out io.Writer, p workflows.PendingConfirmation, limit int
 	fmt.Fprintf(out, "   arguments:   %s\n", args)
 	if cut {
 		fmt.Fprintf(out, "                (values cut; %s pending --full shows them whole)\n", self())
+	}
+	for i, l := range provenance.Lines(p.Provenance) {
+		label := "                "
+		if i == 0 {
+			label = "   came from:   "
+		}
+		mark := ""
+		if l.Untrusted {
+			mark = "⚠ "
+		}
+		path := ""
+		if l.Path != "" {
+			path = display.Line(l.Path) + ": "
+		}
+		fmt.Fprintf(out, "%s%s%s%s\n", label, path, mark, display.Line(l.Label))
 	}
 	fmt.Fprintf(out, "   expires at:  %s\n", p.ExpiresAt.Local().Format(time.RFC3339))
 	// Decisions are made with an approver credential; name the one this process decides with

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
+	"github.com/airlock-dev/airlock/internal/provenance"
 	"github.com/airlock-dev/airlock/workflows"
 )
 
@@ -62,5 +65,29 @@ func TestStackTarget(t *testing.T) {
 	}
 	if uiPortFor(7233) != 8233 || uiPortFor(7300) != 8300 || uiPortFor(65000) != 0 {
 		t.Errorf("uiPortFor: %d %d %d", uiPortFor(7233), uiPortFor(7300), uiPortFor(65000))
+	}
+}
+
+// airlock pending shows where each value came from, a value only in untrusted data marked,
+// and hostile label text inert (issue 24 item 2).
+func TestPendingShowsProvenance(t *testing.T) {
+	rep, err := provenance.Compute(json.RawMessage(`{"recipient":"US133000000121212121212","amount":98.7}`), []provenance.Entry{
+		{Kind: provenance.SourceUser, Text: "pay 98.70 please"},
+		{Kind: provenance.SourceResult, Capability: "files.read", SourceURL: "bill\u202e.txt", Text: "to US133000000121212121212"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(rep)
+	var out strings.Builder
+	printPendingLimit(&out, workflows.PendingConfirmation{ConfirmationID: "cf-1", Arguments: json.RawMessage(`{"recipient":"US133000000121212121212","amount":98.7}`), Provenance: raw}, 0)
+	got := out.String()
+	for _, want := range []string{"came from:   /amount: from your message", "/recipient: ⚠ from files.read result #1 (bill<U+202E>.txt): only in untrusted data"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("pending output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "\u202e") {
+		t.Errorf("pending output holds a raw bidi control:\n%s", got)
 	}
 }

@@ -217,3 +217,28 @@ func TestComputeRefusesMalformedArguments(t *testing.T) {
 		t.Error("Compute accepted truncated JSON")
 	}
 }
+
+func TestLines(t *testing.T) {
+	r, err := Compute(json.RawMessage(`{"url":"https://x.example/a","to":"eve@mail.example"}`), []Entry{
+		{Kind: SourceUser, Text: "open https://x.example/a"},
+		{Kind: SourceResult, Capability: "web.fetch", Text: "write eve@mail.example"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(r)
+	got := Lines(raw)
+	// /to and /to#domain share their origin (one line); /url#host too.
+	if len(got) != 2 || got[0].Path != "/to" || !got[0].Untrusted || got[1].Path != "/url" || got[1].Label != "from your message" {
+		t.Fatalf("Lines = %+v", got)
+	}
+	if l := Lines(json.RawMessage(`{"rules":"provenance.v1","error":"store down"}`)); len(l) != 1 || l[0].Label != "provenance unavailable: store down" {
+		t.Errorf("unavailable report: %+v", l)
+	}
+	if l := Lines(json.RawMessage(`[1,2`)); len(l) != 1 || !strings.HasPrefix(l[0].Label, "provenance unavailable: stored report unreadable") {
+		t.Errorf("unreadable report: %+v", l)
+	}
+	if Lines(nil) != nil {
+		t.Error("no report must give no lines")
+	}
+}

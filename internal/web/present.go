@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/airlock-dev/airlock/internal/display"
+	"github.com/airlock-dev/airlock/internal/provenance"
 )
 
 // Truncation limits, in runes of the visible form.
@@ -80,6 +81,24 @@ func leaves(raw json.RawMessage) []leave {
 	out := make([]leave, len(ls))
 	for i, l := range ls {
 		out[i] = leave{Kind: l.Kind, Name: shown{Text: l.Path}, Value: fromValue(l.Value)}
+	}
+	return out
+}
+
+// origin is where one argument value came from (internal/provenance, issue 24): Untrusted
+// marks a value found only in capability results, the mark of a planted value.
+type origin struct {
+	Path         shown
+	Label        shown
+	Untrusted    bool
+	Unattributed bool
+}
+
+// origins reads a confirmation's stored provenance report for the card.
+func origins(raw json.RawMessage) []origin {
+	var out []origin
+	for _, l := range provenance.Lines(raw) {
+		out = append(out, origin{Path: show(l.Path, fieldLimit), Label: show(l.Label, fieldLimit), Untrusted: l.Untrusted, Unattributed: l.Unattributed})
 	}
 	return out
 }
