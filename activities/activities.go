@@ -257,6 +257,7 @@ func (a *Activities) Admit(ctx context.Context, in AdmitInput) (Admission, error
 	if in.Now.IsZero() {
 		in.Now = a.now()
 	}
+	in.UserProvided = a.userProvided(ctx, turnConversation("", in.WorkflowID), in.Call.Arguments)
 	ad := Admit(a.reg(), in)
 	if ad.Warning != "" {
 		activity.GetLogger(ctx).Warn("deprecated capability admitted", "capability", ad.Key(), "warning", ad.Warning, "workflow", in.WorkflowID, "seq", in.Seq)
@@ -336,6 +337,9 @@ func Admit(reg *registry.Registry, in AdmitInput) Admission {
 	canon, _ := canonical.Canonicalize(c.Arguments)
 	ad.Admitted = true
 	ad.Automatic = auth.Automatic
+	if auth.IfUserProvided && !ad.Automatic && in.UserProvided != nil && in.UserProvided(leavingFields(cap)) {
+		ad.Automatic, ad.UserProvided = true, true
+	}
 	ad.DistinctApprover = auth.DistinctApprover
 	ad.ArgsDigest = digest
 	ad.Display = fmt.Sprintf("%s %s", c.Name, canon)
@@ -685,6 +689,9 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 	// A confirmed call, whether the registry or the policy asked for the confirmation (a policy
 	// may confirm a local read-only capability), runs only as approved and at most once.
 	confirmed := !c.Automatic() || in.ConfirmationID != ""
+	if confirmed && in.ConfirmationID == "" && a.runsAsUserProvided(ctx, reg, c, in) {
+		confirmed = false // automatic-when-user-provided, checked again here on the stored context
+	}
 	if confirmed {
 		if out, ok := a.approved(ctx, in, now); !ok {
 			return refuse(out, nil)

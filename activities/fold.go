@@ -158,7 +158,8 @@ func (a *Activities) foldAfter(ctx context.Context, in InferInput, out *InferOut
 			continue
 		}
 		seq := f.FirstSeq + i
-		ad := Admit(reg, AdmitInput{Call: c, Scope: in.Scope, Principal: f.Principal, Now: in.Now, WorkflowID: in.WorkflowID, RunID: f.RunID, Seq: seq})
+		ad := Admit(reg, AdmitInput{Call: c, Scope: in.Scope, Principal: f.Principal, Now: in.Now, WorkflowID: in.WorkflowID, RunID: f.RunID, Seq: seq,
+			UserProvided: a.userProvided(ctx, in.Conversation, c.Arguments)})
 		if ad.Warning != "" {
 			continue
 		}

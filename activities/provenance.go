@@ -8,6 +8,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/provenance"
+	"github.com/airlock-dev/airlock/registry"
 )
 
 // provenanceWindow bounds how much of a conversation provenance reads: the principal's own
@@ -94,4 +95,39 @@ func heldForAHuman(r *AuditRecord) bool {
 		return true
 	}
 	return r.Approver != ""
+}
+
+// leavingFields are the top-level argument fields whose values leave the machine when c runs:
+// nil (every value) until the registry declares them per capability, which is the stricter
+// reading for the automatic-when-user-provided test.
+func leavingFields(c *registry.Capability) []string {
+	return nil
+}
+
+// userProvided is the AdmitInput.UserProvided hook of a turn: it reads the conversation's
+// stored context only when a capability's policy asks (the automatic-when-user-provided
+// policy), so every other admission costs nothing. A context that cannot be read answers
+// false: the call is confirmed.
+func (a *Activities) userProvided(ctx context.Context, conversation string, args json.RawMessage) func([]string) bool {
+	return func(fields []string) bool {
+		if a.Store == nil {
+			return false
+		}
+		rep, err := a.computeProvenance(ctx, conversation, args)
+		return err == nil && rep.UserProvided(fields)
+	}
+}
+
+// runsAsUserProvided is Execute's own check of an unconfirmed call of a capability that is
+// not automatic as such: the policy this worker serves must say automatic-when-user-provided
+// for the turn's principal and the capability must have no side effect (Authorize), and every
+// leaving value must appear in the principal's messages in the context as stored now. The
+// workflow's admission is not trusted for it (defense in depth: the registry or the context
+// may have changed since).
+func (a *Activities) runsAsUserProvided(ctx context.Context, reg *registry.Registry, c *registry.Capability, in ExecuteInput) bool {
+	auth := reg.Authorize(c, in.Principal)
+	if auth.Code != "" || !auth.IfUserProvided {
+		return false
+	}
+	return a.userProvided(ctx, turnConversation("", in.WorkflowID), in.Arguments)(leavingFields(c))
 }

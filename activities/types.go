@@ -136,6 +136,11 @@ type AdmitInput struct {
 	WorkflowID string `json:"workflow_id,omitempty"`
 	RunID      string `json:"run_id,omitempty"`
 	Seq        int    `json:"seq,omitempty"`
+	// UserProvided, when set, answers for the automatic-when-user-provided policy whether
+	// every value of the given top-level argument fields (all when nil) appears in the
+	// principal's own messages (the Admit activity computes it from the stored context; nil:
+	// the policy confirms). Never serialized: workflows cannot pass code.
+	UserProvided func(fields []string) bool `json:"-"`
 }
 
 // AuditDeprecatedAdmitted is the audit kind of a deprecated capability admitted before its
@@ -153,8 +158,13 @@ type Admission struct {
 	Version      int                 `json:"version,omitempty"`
 	SideEffect   registry.SideEffect `json:"side_effect,omitempty"`
 	Network      registry.Network    `json:"network,omitempty"`
-	// Automatic is true only for local, read-only capabilities.
+	// Automatic is true only for local, read-only capabilities, or for a capability without
+	// side effect whose policy is automatic-when-user-provided and whose leaving argument values
+	// all appear in the principal's own messages (UserProvided).
 	Automatic bool `json:"automatic"`
+	// UserProvided: Automatic because of the automatic-when-user-provided policy (issue 24);
+	// Execute checks it again on the stored context before it runs the call.
+	UserProvided bool `json:"user_provided,omitempty"`
 	// DistinctApprover requires an approver other than the turn's principal (from the
 	// authorization policy).
 	DistinctApprover bool `json:"distinct_approver,omitempty"`

@@ -20,6 +20,12 @@ const (
 	AutonomyAutomatic Autonomy = "automatic"
 	AutonomyConfirm   Autonomy = "confirm"
 	AutonomyDeny      Autonomy = "deny"
+	// AutonomyAutomaticWhenUserProvided (issue 24): the call runs without a human when every
+	// argument value that leaves the machine appears literally in the principal's own messages
+	// of the conversation (internal/provenance: Report.UserProvided), and is confirmed like
+	// AutonomyConfirm otherwise. Only for capabilities without side effect (a web fetch of the
+	// URL the user typed); refused at load for anything that writes (RulePolicyUserProvided).
+	AutonomyAutomaticWhenUserProvided Autonomy = "automatic-when-user-provided"
 )
 
 // AnyPrincipal is the principal entry that applies to every principal not declared by name.
@@ -110,6 +116,10 @@ type Authorization struct {
 	// allowed). DistinctApprover: the four-eyes rule applies.
 	Automatic        bool
 	DistinctApprover bool
+	// IfUserProvided: not automatic as such, but the policy lets the call run without a human
+	// when every leaving argument value is the principal's own (AutonomyAutomaticWhenUserProvided;
+	// the executor checks that on the turn's context).
+	IfUserProvided bool
 }
 
 // Authorize is the runtime policy gate (executor stage 3) for principal calling c: the
@@ -136,7 +146,8 @@ func (r *Registry) Authorize(c *Capability, principal string) Authorization {
 	if len(missing) > 0 {
 		return Authorization{Code: PolicyUngranted, Detail: fmt.Sprintf("principal %q lacks %s required by %s", principal, strings.Join(missing, ", "), c.Key())}
 	}
-	return Authorization{Automatic: pe.Autonomy == AutonomyAutomatic && c.Automatic(), DistinctApprover: pe.DistinctApprover}
+	return Authorization{Automatic: pe.Autonomy == AutonomyAutomatic && c.Automatic(), DistinctApprover: pe.DistinctApprover,
+		IfUserProvided: pe.Autonomy == AutonomyAutomaticWhenUserProvided && c.Airlock.SideEffect == SideEffectNone}
 }
 
 // Policy returns the loaded authorization policy.
@@ -195,6 +206,10 @@ func checkPolicies(docs []namedPolicy, broken int, entries map[string]Entry) (*P
 			// Reserved and non-dispatchable entries are refused at every gate; the rule is
 			// checked again when a reload makes one admissible.
 			admissible := e.Status != StatusReserved && e.Flags.Dispatchable
+			if admissible && pe.Autonomy == AutonomyAutomaticWhenUserProvided && e.Airlock.SideEffect != SideEffectNone {
+				bad(k, RulePolicyUserProvided, "autonomy automatic-when-user-provided, but the registry declares side-effect %q (only capabilities without side effect may run on the user's own values without a human)",
+					e.Airlock.SideEffect)
+			}
 			if admissible && pe.Autonomy == AutonomyAutomatic && !e.Automatic() {
 				bad(k, RulePolicyAutonomy, "autonomy automatic, but the registry declares side-effect %q and network %q (only local, read-only capabilities may run without a human)",
 					e.Airlock.SideEffect, e.Airlock.Network)

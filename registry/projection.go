@@ -72,6 +72,8 @@ func Projection(sets []ProjectionSet) ([]byte, error) {
 					conf = "deny"
 				case pe.Autonomy == AutonomyAutomatic && c.Automatic():
 					conf = "automatic"
+				case pe.Autonomy == AutonomyAutomaticWhenUserProvided:
+					conf = "automatic when user-provided, else confirm"
 				case pe.DistinctApprover:
 					conf = "confirm (four-eyes)"
 				default:

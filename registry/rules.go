@@ -95,6 +95,9 @@ const (
 	// RulePolicyAutonomy: autonomy "automatic" only for capabilities the registry declares
 	// local and read-only (DESIGN "Confirmation is structural").
 	RulePolicyAutonomy Rule = "policy-autonomy"
+	// RulePolicyUserProvided: autonomy "automatic-when-user-provided" only for capabilities the
+	// registry declares without side effect (issue 24 item 3).
+	RulePolicyUserProvided Rule = "policy-user-provided"
 )
 
 // RuleInfo describes a rule for diagnostics and the generated documentation.
@@ -144,6 +147,7 @@ func AllRules() []RuleInfo {
 		{RulePolicyCapabilityUnique, true, "a capability has at most one policy entry"},
 		{RulePolicyPrincipalRef, true, "principals are declared once; every grant held or required is declared"},
 		{RulePolicyAutonomy, true, "autonomy automatic only for local, read-only capabilities"},
+		{RulePolicyUserProvided, true, "autonomy automatic-when-user-provided only for capabilities without side effect"},
 	}
 }
 

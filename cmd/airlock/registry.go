@@ -73,6 +73,8 @@ func confirmationClass(reg *registry.Registry, c *registry.Capability) string {
 		return "deny"
 	case pe.Autonomy == registry.AutonomyAutomatic && c.Automatic():
 		return "automatic"
+	case pe.Autonomy == registry.AutonomyAutomaticWhenUserProvided:
+		return "automatic when user-provided"
 	case pe.DistinctApprover:
 		return "required (four-eyes)"
 	}

@@ -117,18 +117,12 @@ type Value struct {
 // FromUser reports whether the value was found in the principal's own messages.
 func (v Value) FromUser() bool { return v.has(SourceUser) }
 
-// UntrustedOnly reports whether the value was found only in capability results: the mark of
-// a value an injection could have planted.
+// UntrustedOnly reports whether the value was found in capability results and in none of
+// Airlock's or the principal's own texts (user, system, catalog): the mark of a value an
+// injection could have planted. Earlier assistant prose does not vouch for a value: the model
+// repeating what it read is still what it read.
 func (v Value) UntrustedOnly() bool {
-	if len(v.Sources) == 0 {
-		return false
-	}
-	for _, s := range v.Sources {
-		if s.Kind != SourceResult {
-			return false
-		}
-	}
-	return true
+	return v.has(SourceResult) && !v.has(SourceUser) && !v.has(SourceSystem) && !v.has(SourceCatalog)
 }
 
 func (v Value) has(k SourceKind) bool {

@@ -242,3 +242,17 @@ func TestLines(t *testing.T) {
 		t.Error("no report must give no lines")
 	}
 }
+
+// The model repeating a value it read does not launder it.
+func TestAssistantEchoDoesNotLaunderAResultValue(t *testing.T) {
+	r, err := Compute(json.RawMessage(`{"to":"US133000000121212121212"}`), []Entry{
+		{Kind: SourceResult, Capability: "files.read", Text: "send to US133000000121212121212"},
+		{Kind: SourceAssistant, Text: "I will send it to US133000000121212121212 as the bill says"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := byPath(t, r, "/to"); !v.UntrustedOnly() || !strings.HasSuffix(v.Label(), "only in untrusted data") {
+		t.Errorf("to = %+v (%q), want untrusted only", v, v.Label())
+	}
+}
