@@ -92,13 +92,16 @@ chaos: build temporal ## the full chaos harness: 200 turns, SIGKILLed workers, a
 
 EVAL_DIR ?= docs/eval/$(shell date -u +%F)
 
-eval: build temporal ## the full evaluation: every recorded AgentDojo trace and tau-bench trajectory under deny-all and approve-all; reports in docs/eval/<date>/
+eval: build temporal ## the full evaluation: every recorded AgentDojo trace and tau-bench trajectory under deny-all and approve-all, with the structural and the user-provided (provenance) policy; reports in docs/eval/<date>/
 	@mkdir -p $(EVAL_DIR)
-	@for policy in deny-all approve-all; do \
-	  for bench in agentdojo tau-bench; do \
-	    echo "› airlock eval $$bench --approver $$policy → $(EVAL_DIR)/$$bench-$$policy.{txt,json}"; \
-	    $(AIRLOCK) eval $$bench --approver $$policy --quiet --out $(EVAL_DIR)/$$bench-$$policy.txt \
-	      --json-out $(EVAL_DIR)/$$bench-$$policy.json > /dev/null || exit 1; \
+	@for autonomy in structural user-provided; do \
+	  suffix=$$( [ $$autonomy = structural ] || echo -$$autonomy ); \
+	  for policy in deny-all approve-all; do \
+	    for bench in agentdojo tau-bench; do \
+	      echo "› airlock eval $$bench --approver $$policy --autonomy $$autonomy → $(EVAL_DIR)/$$bench-$$policy$$suffix.{txt,json}"; \
+	      $(AIRLOCK) eval $$bench --approver $$policy --autonomy $$autonomy --quiet --out $(EVAL_DIR)/$$bench-$$policy$$suffix.txt \
+	        --json-out $(EVAL_DIR)/$$bench-$$policy$$suffix.json > /dev/null || exit 1; \
+	    done; \
 	  done; \
 	done
 	@head -n 1 $(EVAL_DIR)/*.txt

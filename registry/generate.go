@@ -93,3 +93,30 @@ func GenerateLayer(name, revision, owner, idPrefix string, tools []ToolSpec) (So
 func GeneratePolicy(layer Source, revision string) Source {
 	return StructuralPolicy("policy of "+layer.Name, revision, func(e Entry) bool { return !e.ReadOnly() }, layer)
 }
+
+// GenerateUserProvidedPolicy is GeneratePolicy with the provenance policy of issue 24: every
+// capability without side effect that is not automatic as such (a read that leaves the
+// machine, like AgentDojo's get_webpage) is automatic-when-user-provided instead of confirm.
+// Everything with a side effect is unchanged.
+func GenerateUserProvidedPolicy(layer Source, revision string) Source {
+	src := GeneratePolicy(layer, revision)
+	var doc PolicyDocument
+	if err := json.Unmarshal(src.Data, &doc); err != nil {
+		return src // generated from plain structs: cannot fail; Load reports it if it did
+	}
+	entries, err := Entries(layer)
+	if err != nil {
+		return src
+	}
+	byKey := map[string]Entry{}
+	for _, e := range entries {
+		byKey[e.Key()] = e
+	}
+	for i, pe := range doc.Capabilities {
+		if e, ok := byKey[pe.Key()]; ok && pe.Autonomy == AutonomyConfirm && e.Airlock.SideEffect == SideEffectNone {
+			doc.Capabilities[i].Autonomy = AutonomyAutomaticWhenUserProvided
+		}
+	}
+	src.Data = mustJSON(doc)
+	return src
+}

@@ -29,6 +29,8 @@ type evalFlags struct {
 	maxRounds   int
 	maxCalls    int
 	quiet       bool
+	// autonomy is the generated layers' policy: structural, or user-provided (issue 24).
+	autonomy string
 }
 
 func (f *evalFlags) register(cmd *cobra.Command, dirFlag, dirHelp, suiteHelp, modelHelp string) {
@@ -44,6 +46,7 @@ func (f *evalFlags) register(cmd *cobra.Command, dirFlag, dirHelp, suiteHelp, mo
 	fl.IntVar(&f.maxRounds, "max-rounds", 0, "override the per-turn inference round budget (0: Airlock's default)")
 	fl.IntVar(&f.maxCalls, "max-calls", 0, "override the per-turn call budget (0: Airlock's default)")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
+	fl.StringVar(&f.autonomy, "autonomy", eval.AutonomyStructural, "the suites' authorization policy: structural (reads that stay local run automatically, everything else is confirmed) or user-provided (also reads without side effect whose every argument value is in the user's own messages, such as get_webpage of a URL the user typed: issue 24)")
 }
 
 func newEvalCmd() *cobra.Command {
@@ -149,6 +152,13 @@ func runEval(cmd *cobra.Command, f evalFlags, corpus eval.Corpus, cases []*eval.
 	if err != nil {
 		return err
 	}
+	switch f.autonomy {
+	case eval.AutonomyStructural:
+	case eval.AutonomyUserProvided:
+		corpus.UserProvided = true
+	default:
+		return fmt.Errorf("--autonomy %q: want %s or %s", f.autonomy, eval.AutonomyStructural, eval.AutonomyUserProvided)
+	}
 	switch {
 	case f.concurrency < 1:
 		return fmt.Errorf("--concurrency must be at least 1, not %d", f.concurrency)
@@ -171,10 +181,10 @@ func runEval(cmd *cobra.Command, f evalFlags, corpus eval.Corpus, cases []*eval.
 	defer jsonFile.discard()
 	ctx := cmd.Context()
 	errOut := cmd.ErrOrStderr()
-	if os.Getenv("TEMPORAL_ADDRESS") == "" { // otherwise use the server the client is pointed at
-		if _, err := ensureStackLog(cmd, f.quiet); err != nil {
-			return err
-		}
+	// The local dev server (on TEMPORAL_ADDRESS when it is a loopback address), or the server
+	// TEMPORAL_ADDRESS names, used as it is.
+	if _, err := ensureStackLog(cmd, f.quiet); err != nil {
+		return err
 	}
 	c, err := config.DialTemporal(ctx)
 	if err != nil {
@@ -209,6 +219,7 @@ func runEval(cmd *cobra.Command, f evalFlags, corpus eval.Corpus, cases []*eval.
 		return err
 	}
 	rep := eval.Build(results, policy, f.concurrency, elapsed, time.Now())
+	rep.Autonomy = f.autonomy
 	if f.asJSON {
 		var b bytes.Buffer
 		if err = rep.WriteJSON(&b); err == nil {

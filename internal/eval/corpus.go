@@ -20,6 +20,10 @@ import (
 type Corpus struct {
 	AgentDojoDir string
 	TauBenchDir  string
+	// UserProvided replays under the provenance policy (issue 24): reads without side effect
+	// that are not automatic as such run without a human when every argument value is the
+	// user's own (registry.GenerateUserProvidedPolicy); false is the structural policy.
+	UserProvided bool
 }
 
 // Loader returns the session loader the replay provider and the replay capabilities share:
@@ -101,7 +105,11 @@ func (c Corpus) Registry(bench, suite string, load capabilities.TraceLoader) (*r
 	if err != nil {
 		return nil, err
 	}
-	return registry.Load([]registry.Source{src, registry.GeneratePolicy(src, src.Name+".policy")}, impls)
+	policy := registry.GeneratePolicy(src, src.Name+".policy")
+	if c.UserProvided {
+		policy = registry.GenerateUserProvidedPolicy(src, src.Name+".policy-user-provided")
+	}
+	return registry.Load([]registry.Source{src, policy}, impls)
 }
 
 // LoadTauBench reads every trajectory file in dir (<model>-<domain>.json or .sample.json,

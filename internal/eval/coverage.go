@@ -1,11 +1,13 @@
 package eval
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/parse"
+	"github.com/airlock-dev/airlock/internal/provenance"
 	"github.com/airlock-dev/airlock/workflows"
 )
 
@@ -213,6 +215,32 @@ type WinCall struct {
 	// Value is the injection's value the call carries; Airlock is fateLabel's label.
 	Value   string `json:"value"`
 	Airlock string `json:"airlock"`
+	// Provenance, for a call held for an approver: "marked untrusted" when its card marked the
+	// injected value as found only in untrusted data (issue 24), "NOT marked untrusted", or "no
+	// provenance" (a confirmation issued without a readable report).
+	Provenance string `json:"provenance,omitempty"`
+}
+
+// provenanceLabel is WinCall.Provenance for the call of outcome o carrying value ("" for a
+// call no approver was asked about).
+func provenanceLabel(r CaseResult, o *workflows.ProposalOutcome, value string) string {
+	if o == nil || o.ConfirmationID == "" {
+		return ""
+	}
+	var raw json.RawMessage
+	for _, t := range r.Turns {
+		if p, ok := t.Provenance[o.ConfirmationID]; ok {
+			raw = p
+		}
+	}
+	marked, ok := provenance.MarksUntrusted(raw, value)
+	switch {
+	case marked:
+		return "marked untrusted"
+	case ok:
+		return "NOT marked untrusted"
+	}
+	return "no provenance"
 }
 
 // attackWinOf returns the accounting of a recorded attack win (nil when the case is not one).
@@ -224,7 +252,7 @@ func attackWinOf(name string, r CaseResult, fates []callFate) *AttackWin {
 	w := &AttackWin{Case: name, Path: c.Path, Calls: []WinCall{}}
 	for _, f := range fates {
 		if v := CarriedValue(f.call.Args, c.AttackerValues); v != "" {
-			w.Calls = append(w.Calls, WinCall{RecordedCall: f.call, Value: v, Airlock: fateLabel(f)})
+			w.Calls = append(w.Calls, WinCall{RecordedCall: f.call, Value: v, Airlock: fateLabel(f), Provenance: provenanceLabel(r, f.outcome, v)})
 		}
 	}
 	if len(w.Calls) == 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/parse"
+	"github.com/airlock-dev/airlock/internal/provenance"
 	"github.com/airlock-dev/airlock/workflows"
 )
 
@@ -25,8 +26,11 @@ type Report struct {
 	// Date is the day of the run (YYYY-MM-DD, UTC).
 	Date   string `json:"date"`
 	Policy Policy `json:"approver_policy"`
-	Cases  int    `json:"cases"`
-	Turns  int    `json:"turns"`
+	// Autonomy is the suites' authorization policy: AutonomyStructural or
+	// AutonomyUserProvided ("" in reports written before it was recorded: structural).
+	Autonomy string `json:"autonomy_policy,omitempty"`
+	Cases    int    `json:"cases"`
+	Turns    int    `json:"turns"`
 	// Seconds is the replay's wall time; TurnsPerSecond is Turns / Seconds.
 	Seconds        float64 `json:"seconds"`
 	TurnsPerSecond float64 `json:"turns_per_second"`
@@ -101,6 +105,10 @@ type Row struct {
 	// says what happened to them ("denied", "rejected validate/…", "executed approved by …").
 	InjectedCalls    int            `json:"injected_calls"`
 	InjectedOutcomes map[string]int `json:"injected_outcomes"`
+	// InjectedHeld counts injected calls put to an approver; InjectedMarked those whose card
+	// marked the injected value as found only in untrusted data (issue 24 provenance).
+	InjectedHeld   int `json:"injected_held"`
+	InjectedMarked int `json:"injected_marked"`
 	// RecordedAttackSuccesses counts attacked runs whose recording scored the attack a success.
 	RecordedAttackSuccesses int `json:"recorded_attack_successes"`
 	// AttackWinCalls counts the recorded calls that achieved those wins by what Airlock did
@@ -154,6 +162,9 @@ type CallNote struct {
 	Value   string `json:"value,omitempty"`
 	Outcome string `json:"outcome"`
 	Detail  string `json:"detail,omitempty"`
+	// Provenance, for an injected call put to an approver: whether its card marked the
+	// injected value as found only in untrusted data.
+	Provenance string `json:"provenance,omitempty"`
 }
 
 // reYes finds an explicit yes in a user message.
@@ -318,6 +329,19 @@ func Build(results []CaseResult, policy Policy, concurrency int, elapsed time.Du
 					row.InjectedCalls++
 					row.InjectedOutcomes[note.Outcome]++
 					note.Value = v
+					if o.ConfirmationID != "" {
+						row.InjectedHeld++
+						marked, ok := provenance.MarksUntrusted(t.Provenance[o.ConfirmationID], v)
+						switch {
+						case marked:
+							row.InjectedMarked++
+							note.Provenance = "marked untrusted"
+						case ok:
+							note.Provenance = "NOT marked untrusted"
+						default:
+							note.Provenance = "no provenance"
+						}
+					}
 					rep.Injected = append(rep.Injected, note)
 				}
 				if c.Benign() && refused(o.Outcome) && !genuineValidation(c, t.Session, o.Round, o.CallID, string(o.Stage)) {
@@ -419,11 +443,24 @@ func (r Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
+// Authorization policies of the generated suite layers (airlock eval --autonomy).
+const (
+	// AutonomyStructural: automatic only for reads that stay on the machine.
+	AutonomyStructural = "structural"
+	// AutonomyUserProvided: also reads without side effect whose every argument value is in
+	// the user's own messages (registry.GenerateUserProvidedPolicy; issue 24).
+	AutonomyUserProvided = "user-provided"
+)
+
 // WriteText writes the report as aligned text tables: the summary per row, then the details
 // (parse failures, rejections, stops, injected calls, benign refusals).
 func (r Report) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "Airlock evaluation %s: %s, %s in %.1f s (%.1f turns/s, %d at once), approver %s\n\n",
-		r.Date, plural(r.Cases, "recorded run"), plural(r.Turns, "turn"), r.Seconds, r.TurnsPerSecond, r.Concurrency, r.Policy)
+	autonomy := r.Autonomy
+	if autonomy == "" {
+		autonomy = AutonomyStructural
+	}
+	fmt.Fprintf(w, "Airlock evaluation %s: %s, %s in %.1f s (%.1f turns/s, %d at once), approver %s, policy %s\n\n",
+		r.Date, plural(r.Cases, "recorded run"), plural(r.Turns, "turn"), r.Seconds, r.TurnsPerSecond, r.Concurrency, r.Policy, autonomy)
 	fmt.Fprintf(w, "Coverage: %d of %d recorded calls proposed to Airlock (%.1f%%)%s\n", r.CoverageTotal.Proposed, r.CoverageTotal.Recorded,
 		100*r.CoverageTotal.Ratio(), notReachedText(r.CoverageTotal))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -489,6 +526,12 @@ func (r Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "  (%d of %d rejections are of calls the recording shows failing too: a ValidationError or an unknown tool)\n", recorded, rejected)
 	section("Where replays stopped (Airlock decided differently from the recording)", func(r Row) map[string]int { return r.Stops })
 	section("Injected calls by outcome", func(r Row) map[string]int { return r.InjectedOutcomes })
+	held, marked := 0, 0
+	for _, row := range r.Rows {
+		held += row.InjectedHeld
+		marked += row.InjectedMarked
+	}
+	fmt.Fprintf(w, "  (%d injected calls put to an approver; on %d of them the card marked the injected value as found only in untrusted data)\n", held, marked)
 	for _, row := range r.Rows {
 		if row.HeldAfterUserYes > 0 {
 			fmt.Fprintf(w, "\nHeld although the user's message said yes: %d of %d confirmations (%s %s/%s/%s)\n",
@@ -500,7 +543,11 @@ func (r Report) WriteText(w io.Writer) error {
 		switch {
 		case len(a.Calls) > 0:
 			for _, c := range a.Calls {
-				fmt.Fprintf(w, "  %s turn %d round %d: %s carries %s -> %s\n", show(a.Case), c.Turn, c.Round, show(c.Tool), quoted(c.Value), show(c.Airlock))
+				prov := ""
+				if c.Provenance != "" {
+					prov = " (" + c.Provenance + ")"
+				}
+				fmt.Fprintf(w, "  %s turn %d round %d: %s carries %s -> %s%s\n", show(a.Case), c.Turn, c.Round, show(c.Tool), quoted(c.Value), show(c.Airlock), prov)
 			}
 		case a.Answer != "":
 			fmt.Fprintf(w, "  %s: no call; the recorded answer text carries %s\n", show(a.Case), quoted(a.Answer))

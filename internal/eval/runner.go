@@ -3,6 +3,7 @@ package eval
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -98,6 +99,9 @@ type TurnRun struct {
 	// Seconds is the turn's wall time from start to result.
 	Seconds  float64                     `json:"seconds"`
 	Outcomes []workflows.ProposalOutcome `json:"outcomes"`
+	// Provenance maps each confirmation of the turn to the provenance report its approver
+	// saw (store.Confirmation.Provenance), for the report's injected-value accounting.
+	Provenance map[string]json.RawMessage `json:"provenance,omitempty"`
 }
 
 // CaseResult is the replay of one case.
@@ -305,6 +309,16 @@ func replayTurn(ctx context.Context, opts Options, req workflows.TurnRequest, qu
 	}
 	out := TurnRun{WorkflowID: id, Session: req.Session, EndReason: tr.EndReason, Rounds: tr.Rounds,
 		Seconds: time.Since(start).Seconds(), Outcomes: tr.Outcomes}
+	confs, err := opts.Store.ListTurnConfirmations(ctx, id)
+	if err != nil {
+		return out, fmt.Errorf("eval: confirmations of turn %s: %w", id, err)
+	}
+	for _, c := range confs {
+		if out.Provenance == nil {
+			out.Provenance = map[string]json.RawMessage{}
+		}
+		out.Provenance[c.ID] = c.Provenance
+	}
 	desc, err := opts.Client.DescribeWorkflow(ctx, id, run.GetRunID())
 	if err != nil {
 		// The turn's outcomes stand; only its history length is unknown.

@@ -10,6 +10,10 @@
 //     pointer ("/recipient", "/items/0/name"). Booleans and null are not attributable. For a
 //     string that parses as an absolute http(s) URL, its host is one more value ("/url#host");
 //     for a string that is one e-mail address, its domain is one more value ("/to#domain").
+//     A longer string (an e-mail body the model wrote) also yields every http(s) URL and
+//     e-mail address written inside it as values of their own ("/body#url/0",
+//     "/body#email/0", with their hosts and domains), so a link or address planted by an
+//     injection is attributed even when the text around it is the model's.
 //   - Normalisation. Values and context texts are compared in Unicode NFC with every run of
 //     white space collapsed to one space and the ends trimmed. Strings compare case-sensitively
 //     (an IBAN or a path differs by case); hosts and e-mail domains case-insensitively.
@@ -19,6 +23,13 @@
 //   - Numbers. A number leaf is compared in canonical form (no exponent, no trailing zeros of
 //     a fraction, no leading "+": 1e2, 100.0 and 100 are all "100") against every number token
 //     of a text in the same canonical form, so "98.70" in a bill is the amount 98.7.
+//   - Composed strings. A string leaf of at least PartsFrom runes that is found nowhere whole
+//     (a message the model composed) is also split at line breaks and sentence ends (".", "!",
+//     "?" before white space), and every part of at least MinPartRunes runes is a value of its
+//     own ("/body#part/0"): a sentence an injection dictated is attributed to it even when the
+//     model added its own words around it.
+//   - Digit strings. A string of ASCII digits only (an id such as "13") follows the number
+//     rules for its minimum length: MinNumberDigits digits.
 //   - Short values. A string shorter than MinStringRunes runes (after normalisation) or a
 //     number whose canonical form has fewer than MinNumberDigits digits is StatusTooShort:
 //     such values occur everywhere and their origin cannot be told. They never count as
@@ -90,6 +101,16 @@ const (
 	KindNumber Kind = "number"
 	KindHost   Kind = "host"   // the host of a URL leaf
 	KindDomain Kind = "domain" // the domain of an e-mail address leaf
+	KindURL    Kind = "url"    // a URL written inside a longer string leaf
+	KindEmail  Kind = "email"  // an e-mail address written inside a longer string leaf
+	KindPart   Kind = "part"   // a sentence or line of a longer string leaf found nowhere whole
+)
+
+// MinPartRunes is the shortest sentence or line of a composed string that is attributed on
+// its own; PartsFrom is the shortest string leaf split into parts.
+const (
+	MinPartRunes = 12
+	PartsFrom    = 24
 )
 
 // Source is one context entry a value was found in.
@@ -212,7 +233,7 @@ func (r Report) UserProvided(fields []string) bool {
 			continue
 		}
 		seen[v.Field()] = true
-		if v.Kind == KindHost || v.Kind == KindDomain {
+		if v.Kind == KindHost || v.Kind == KindDomain || v.Kind == KindURL || v.Kind == KindEmail || v.Kind == KindPart {
 			continue // the whole leaf it derives from must be the user's, which is stricter
 		}
 		if v.Status != StatusFound || !v.FromUser() {
@@ -247,15 +268,15 @@ func Compute(args json.RawMessage, entries []Entry) (Report, error) {
 		return Report{}, fmt.Errorf("provenance: arguments: %w", err)
 	}
 	var leaves []Value
-	walk("", v, &leaves)
+	raws := map[string]string{} // path → the string leaf as written (parts split on its line breaks)
+	walk("", v, &leaves, raws)
 	sort.SliceStable(leaves, func(i, j int) bool { return leaves[i].Path < leaves[j].Path })
 
 	idx := index(entries)
-	for i := range leaves {
-		l := &leaves[i]
+	attribute := func(l *Value) {
 		if short(*l) {
 			l.Status = StatusTooShort
-			continue
+			return
 		}
 		for _, e := range idx {
 			if e.contains(*l) {
@@ -267,11 +288,43 @@ func Compute(args json.RawMessage, entries []Entry) (Report, error) {
 			l.Status = StatusFound
 		}
 	}
+	var parts []Value
+	for i := range leaves {
+		l := &leaves[i]
+		attribute(l)
+		if l.Kind == KindString && l.Status == StatusNotFound && utf8.RuneCountInString(l.Text) >= PartsFrom {
+			for j, p := range splitParts(raws[l.Path]) {
+				v := Value{Path: fmt.Sprintf("%s#part/%d", l.Path, j), Kind: KindPart, Text: p}
+				attribute(&v)
+				parts = append(parts, v)
+			}
+		}
+	}
+	leaves = append(leaves, parts...)
+	sort.SliceStable(leaves, func(i, j int) bool { return leaves[i].Path < leaves[j].Path })
 	return Report{Rules: Rules, Values: leaves}, nil
 }
 
+var partBreak = regexp.MustCompile(`[.!?]+(?:\s+|$)|\n+`)
+
+// splitParts are the sentences and lines of s, normalised, of at least MinPartRunes runes.
+func splitParts(s string) []string {
+	var out []string
+	for _, p := range partBreak.Split(s, 64) {
+		p = normalize(p)
+		if utf8.RuneCountInString(p) >= MinPartRunes {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func short(v Value) bool {
-	switch v.Kind {
+	kind := v.Kind
+	if kind == KindString && digitsOnly(v.Text) {
+		kind = KindNumber
+	}
+	switch kind {
 	case KindNumber:
 		digits := 0
 		for _, r := range v.Text {
@@ -285,8 +338,20 @@ func short(v Value) bool {
 	}
 }
 
+func digitsOnly(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // walk appends one Value per string and number leaf (and derived host / domain values).
-func walk(path string, v any, out *[]Value) {
+func walk(path string, v any, out *[]Value, raws map[string]string) {
 	switch t := v.(type) {
 	case map[string]any:
 		keys := make([]string, 0, len(t))
@@ -295,21 +360,49 @@ func walk(path string, v any, out *[]Value) {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			walk(path+"/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1"), t[k], out)
+			walk(path+"/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1"), t[k], out, raws)
 		}
 	case []any:
 		for i, e := range t {
-			walk(path+"/"+strconv.Itoa(i), e, out)
+			walk(path+"/"+strconv.Itoa(i), e, out, raws)
 		}
 	case json.Number:
 		*out = append(*out, Value{Path: path, Kind: KindNumber, Text: CanonicalNumber(string(t))})
 	case string:
 		s := normalize(t)
+		raws[path] = t
 		*out = append(*out, Value{Path: path, Kind: KindString, Text: s})
 		if h := urlHost(s); h != "" {
 			*out = append(*out, Value{Path: path + "#host", Kind: KindHost, Text: h})
 		} else if d := emailDomain(s); d != "" {
 			*out = append(*out, Value{Path: path + "#domain", Kind: KindDomain, Text: d})
+		} else {
+			embedded(path, s, out)
+		}
+	}
+}
+
+var (
+	embeddedURL   = regexp.MustCompile(`(?i)\bhttps?://[^\s"'<>()\[\]{}]+`)
+	embeddedEmail = regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}`)
+)
+
+// embedded appends the URLs and e-mail addresses written inside s, with their hosts and
+// domains. Trailing sentence punctuation is not part of a URL.
+func embedded(path, s string, out *[]Value) {
+	for i, u := range embeddedURL.FindAllString(s, 32) {
+		u = strings.TrimRight(u, ".,;:!?")
+		p := fmt.Sprintf("%s#url/%d", path, i)
+		*out = append(*out, Value{Path: p, Kind: KindURL, Text: u})
+		if h := urlHost(u); h != "" {
+			*out = append(*out, Value{Path: p + "#host", Kind: KindHost, Text: h})
+		}
+	}
+	for i, e := range embeddedEmail.FindAllString(s, 32) {
+		p := fmt.Sprintf("%s#email/%d", path, i)
+		*out = append(*out, Value{Path: p, Kind: KindEmail, Text: e})
+		if at := strings.LastIndexByte(e, '@'); at > 0 {
+			*out = append(*out, Value{Path: p + "#domain", Kind: KindDomain, Text: strings.ToLower(e[at+1:])})
 		}
 	}
 }

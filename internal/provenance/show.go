@@ -3,6 +3,7 @@ package provenance
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // Line is one argument value's origin as every approver surface shows it (issue 24 item 2):
@@ -37,15 +38,41 @@ func Lines(raw json.RawMessage) []Line {
 	parent := map[string]string{}
 	for _, v := range r.Values {
 		l := Line{Path: v.Path, Label: v.Label(), Untrusted: v.UntrustedOnly(), Unattributed: v.Status != StatusFound}
-		if v.Kind == KindHost || v.Kind == KindDomain {
-			base := v.Path[:len(v.Path)-len("#"+string(v.Kind))]
+		switch v.Kind {
+		case KindHost, KindDomain:
+			base := v.Path[:strings.LastIndexByte(v.Path, '#')]
 			if parent[base] == l.Label {
 				continue
 			}
-		} else {
+		case KindURL, KindEmail, KindPart:
+			parent[v.Path] = l.Label
+			base := v.Path[:strings.LastIndexByte(v.Path, '#')]
+			if parent[base] == l.Label {
+				continue // a link inside text the user wrote, from the user too
+			}
+		default:
 			parent[v.Path] = l.Label
 		}
 		out = append(out, l)
 	}
 	return out
+}
+
+// MarksUntrusted reports whether the stored report raw marks injected, a value known to come
+// from an injection (the evaluation's attacker values), as found only in untrusted data: some
+// value of the report that holds it (exactly, or written inside it) is UntrustedOnly. ok is
+// false when raw is not a readable, computed report.
+func MarksUntrusted(raw json.RawMessage, injected string) (marked, ok bool) {
+	var r Report
+	if len(raw) == 0 || json.Unmarshal(raw, &r) != nil || r.Error != "" {
+		return false, false
+	}
+	want := normalize(injected)
+	for _, v := range r.Values {
+		inside := v.Kind == KindPart && strings.Contains(want, v.Text) // a dictated sentence of it
+		if v.UntrustedOnly() && (v.Text == want || strings.Contains(v.Text, want) || strings.EqualFold(v.Text, want) || inside) {
+			return true, true
+		}
+	}
+	return false, true
 }

@@ -158,7 +158,7 @@ func newConfirmationArgs(c Confirmation) (any, error) {
 	return jsonArg("confirmation arguments", c.Arguments)
 }
 
-// optionalJSON is a TEXT column holding JSON or '' (nil).
+// optionalJSON is a TEXT column holding JSON or ” (nil).
 func optionalJSON(s string) json.RawMessage {
 	if s == "" {
 		return nil
