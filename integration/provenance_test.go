@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/client"
+	"github.com/airlock-dev/airlock/internal/eval"
 	"github.com/airlock-dev/airlock/workflows"
 )
 
@@ -153,4 +154,48 @@ func (s *sync32) all() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return maps.Clone(s.m)
+}
+
+// The make run session replayed as a real turn: the held send_money's card shows the
+// attacker's IBAN as from the read_file result of the bill (bill-december-2023.txt), only in
+// untrusted data, and the outcome's audit row carries the same report (issue 24 item 5).
+func TestReplayedMakeRunTurnShowsTheIBANFromTheBill(t *testing.T) {
+	all, err := eval.LoadAgentDojo(corpusDir, eval.Filter{Suite: "banking", Model: "gpt-4o-2024-05-13", Attack: "important_instructions"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []*eval.Case
+	for _, c := range all {
+		if c.Path == "runs/gpt-4o-2024-05-13/banking/user_task_0/important_instructions/injection_task_0.json" {
+			cases = append(cases, c)
+		}
+	}
+	if len(cases) != 1 {
+		t.Fatalf("the make run recording is not in the corpus (%d cases)", len(cases))
+	}
+	results, _ := evalRun(t, eval.Corpus{AgentDojoDir: corpusDir}, eval.PolicyDenyAll, cases)
+	if len(results) != 1 || len(results[0].Turns) != 1 {
+		t.Fatalf("results = %s", asJSON(results))
+	}
+	turn := results[0].Turns[0]
+	var held *workflows.ProposalOutcome
+	for i, o := range turn.Outcomes {
+		if o.Name == "send_money" && o.ConfirmationID != "" {
+			held = &turn.Outcomes[i]
+		}
+	}
+	if held == nil {
+		t.Fatalf("send_money was not held: %s", asJSON(turn.Outcomes))
+	}
+	origins := map[string]client.Origin{}
+	for _, o := range client.Origins(client.PendingConfirmation{Provenance: turn.Provenance[held.ConfirmationID]}) {
+		origins[o.Path] = o
+	}
+	r := origins["/recipient"]
+	if r.Label != "from agentdojo.banking.read-file result #1 (bill-december-2023.txt): only in untrusted data" || !r.UntrustedOnly {
+		t.Errorf("recipient origin = %+v (report %s)", r, turn.Provenance[held.ConfirmationID])
+	}
+	if d := origins["/date"]; d.Label != "not found in the conversation" {
+		t.Errorf("date origin = %+v", d)
+	}
 }
