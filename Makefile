@@ -144,13 +144,10 @@ stop: ## stop the detached local Temporal dev server
 clean: stop cluster-down ## remove local state (.airlock/) and bin/airlock (keeps bin/temporal)
 	rm -rf .airlock $(AIRLOCK)
 
-# turn-mixed and turn-session-recorded-error were recorded before the decision-mac version
-# marker and are kept as they are, so the wait that predates it keeps replaying; re-record them
-# only with HISTORIES='TestMixedTurnHistory|TestReplayedSessionHistory|TestDecisionProtocolHistory'.
-# turn-batch-edit records the batch-confirmations path (several confirmations of one message
-# pending together, an approver's edit).
-HISTORIES ?= TestDecisionProtocolHistory|TestBatchEditHistory
+# Every committed history, recorded from the real dev server with the current workflow code. A
+# turn is Pinned to its build (Worker Versioning): re-record after a change that does not replay.
+HISTORIES ?= TestMixedTurnHistory|TestReplayedSessionHistory|TestDecisionProtocolHistory|TestBatchEditHistory
 
-histories: build temporal ## re-record workflows/testdata/turn-decisions and turn-batch-edit histories from the real dev server (after an intended, versioned change)
+histories: build temporal ## re-record every history in workflows/testdata from the real dev server (after a change of TurnWorkflow that does not replay them)
 	@url="$${AIRLOCK_TEST_DATABASE_URL:-$$(scripts/ensure-postgres.sh)}" && \
-	  AIRLOCK_WRITE_HISTORIES=1 AIRLOCK_TEST_DATABASE_URL="$$url" $(GO) test -count=1 -run '$(HISTORIES)' ./integration/
+	  AIRLOCK_WRITE_HISTORIES=1 AIRLOCK_TEST_DATABASE_URL="$$url" $(GO) test -count=1 -run '^($(HISTORIES))$$' ./integration/

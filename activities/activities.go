@@ -78,32 +78,19 @@ func (a *Activities) reg() *registry.Registry {
 
 func keyOf(id string, version int) string { return fmt.Sprintf("%s@%d", id, version) }
 
-// LoadContext returns the conversation's stored context, oldest first (at most in.Limit
-// messages), so results kept from an earlier, failed turn reach the next one.
-func (a *Activities) LoadContext(ctx context.Context, in LoadContextInput) ([]inference.Message, error) {
-	return a.loadContext(ctx, in.Conversation, in.Limit)
-}
-
-// loadContext reads the last limit messages of a conversation. A window that starts inside a
+// loadWindow reads the last limit messages of a conversation. A window that starts inside a
 // tool exchange drops the leading tool results, whose assistant message fell outside it
 // (providers reject a tool message that answers no call). The conversation's system prompt
 // (its first entry, when a system message) always leads: a conversation longer than the
-// window keeps its instructions, and the prompt takes one of the window's limit places.
-func (a *Activities) loadContext(ctx context.Context, conversation string, limit int) ([]inference.Message, error) {
-	msgs, _, err := a.loadWindow(ctx, conversation, limit, nil)
-	return msgs, err
-}
-
-// loadWindow is loadContext; prompt reports that the first message is the conversation's
-// system prompt. Entries whose key stale reports (nil: none) are deleted first: they are the
+// window keeps its instructions, and the prompt takes one of the window's limit places; prompt
+// reports that the first message is that system prompt. Entries whose key stale reports (nil: none) are deleted first: they are the
 // newest of the conversation, so they show in the window if they exist.
 func (a *Activities) loadWindow(ctx context.Context, conversation string, limit int, stale func(key string) bool) (msgs []inference.Message, prompt bool, err error) {
-	in := LoadContextInput{Conversation: conversation, Limit: limit}
 	var entries []store.ContextEntry
 	for {
-		entries, err = a.Store.LoadContext(ctx, in.Conversation, in.Limit)
+		entries, err = a.Store.LoadContext(ctx, conversation, limit)
 		if err != nil {
-			return nil, false, fmt.Errorf("load context of %q: %w", in.Conversation, err)
+			return nil, false, fmt.Errorf("load context of %q: %w", conversation, err)
 		}
 		var discard []string
 		for _, e := range entries {
@@ -114,7 +101,7 @@ func (a *Activities) loadWindow(ctx context.Context, conversation string, limit 
 		if len(discard) == 0 {
 			break
 		}
-		if err := a.Store.DeleteContext(ctx, in.Conversation, discard); err != nil {
+		if err := a.Store.DeleteContext(ctx, conversation, discard); err != nil {
 			return nil, false, err
 		}
 	}
@@ -123,9 +110,9 @@ func (a *Activities) loadWindow(ctx context.Context, conversation string, limit 
 	atStart := limit <= 0 || len(entries) < limit
 	if limit > 0 && len(entries) == limit {
 		// The window may have cut the conversation's start: one query, only for long ones.
-		first, ok, err := a.Store.FirstContext(ctx, in.Conversation)
+		first, ok, err := a.Store.FirstContext(ctx, conversation)
 		if err != nil {
-			return nil, false, fmt.Errorf("load context of %q: %w", in.Conversation, err)
+			return nil, false, fmt.Errorf("load context of %q: %w", conversation, err)
 		}
 		atStart = ok && first.ID == entries[0].ID
 		if ok && !atStart {
@@ -180,12 +167,14 @@ func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, err
 	cat := reg.Catalog(allow, now)
 	var msgs []inference.Message
 	var err error
-	if in.Fold != nil && in.Fold.Opening {
+	if in.Fold == nil {
+		// Every turn folds its rounds (issue 20: one code path).
+		return InferOutput{}, temporal.NewNonRetryableApplicationError("infer: the input has no fold (InferInput.Fold)", ErrTypeBadInput, nil)
+	}
+	if in.Fold.Opening {
 		msgs, err = a.foldOpening(ctx, in)
-	} else if in.Fold != nil {
-		msgs, _, err = a.loadWindow(ctx, in.Conversation, in.ContextLimit, in.Fold.unrecorded(in))
 	} else {
-		msgs, err = a.loadContext(ctx, in.Conversation, in.ContextLimit)
+		msgs, _, err = a.loadWindow(ctx, in.Conversation, in.ContextLimit, in.Fold.unrecorded(in))
 	}
 	if err != nil {
 		return InferOutput{}, err
@@ -224,14 +213,12 @@ func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, err
 		return out, fmt.Errorf("infer round %d: %w", in.Round, err)
 	}
 	out.Response = resp
-	if in.Fold != nil {
-		out.Folded = &FoldedRound{}
-		if in.Fold.Opening {
-			out.Folded.Context = msgs
-		}
-		if err := a.foldAfter(ctx, in, &out, reg); err != nil {
-			return out, fmt.Errorf("infer round %d: %w", in.Round, err)
-		}
+	out.Folded = &FoldedRound{}
+	if in.Fold.Opening {
+		out.Folded.Context = msgs
+	}
+	if err := a.foldAfter(ctx, in, &out, reg); err != nil {
+		return out, fmt.Errorf("infer round %d: %w", in.Round, err)
 	}
 	return out, nil
 }

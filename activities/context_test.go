@@ -48,7 +48,7 @@ func TestLoadContextKeepsTheSystemPromptOfALongConversation(t *testing.T) {
 		limit int
 		want  string
 	}{{4, "suat"}, {5, "suat"}, {6, "satuat"}, {31, "s" + repeat("uat", 10)}, {200, "s" + repeat("uat", 10)}, {1, "s"}} {
-		got, err := a.loadContext(ctx, "conv", tc.limit)
+		got, _, err := a.loadWindow(ctx, "conv", tc.limit, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +66,7 @@ func repeat(s string, n int) string {
 	return out
 }
 
-// Round 1 of a folded turn sends the model what loadContext reads once the opening is stored,
+// Round 1 of a folded turn sends the model what loadWindow reads once the opening is stored,
 // for a new conversation, one within the window and one longer than it.
 func TestFoldedOpeningSendsWhatLoadContextReads(t *testing.T) {
 	for _, prior := range []int{0, 1, 2, 3, 12} {
@@ -93,12 +93,12 @@ func TestFoldedOpeningSendsWhatLoadContextReads(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			stored, err := a.loadContext(ctx, conv, limit)
+			stored, _, err := a.loadWindow(ctx, conv, limit, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(sent, stored) {
-				t.Errorf("prior %d, limit %d: sent %s, loadContext reads %s", prior, limit, roles(sent), roles(stored))
+				t.Errorf("prior %d, limit %d: sent %s, loadWindow reads %s", prior, limit, roles(sent), roles(stored))
 			}
 			if sent[0].Role != inference.RoleSystem || sent[len(sent)-1].Content != "now" {
 				t.Errorf("prior %d, limit %d: sent %+v", prior, limit, sent)

@@ -5,8 +5,7 @@
 //
 // Cost (DESIGN "Choose regular or local activities"): Infer for a network model and effectful
 // or external Execute are regular activities (durable result, one server round trip and three
-// history events each, plus the workflow task their completion schedules); LoadContext, Parse,
-// Admit, IssueConfirmation, ConsumeConfirmation, Record, FinishTurn, local read-only Execute
+// history events each, plus the workflow task their completion schedules); Admit, IssueConfirmation, ConsumeConfirmation, Record, FinishTurn, local read-only Execute
 // and Infer for a recorded session (replay, scripted) are local activities (one marker event
 // each, no round trip).
 package activities

@@ -13,10 +13,10 @@ import (
 // Folded rounds (issue 12): the work a turn used to do in four local activities around each
 // inference round (parse, record the assistant message, admit each call, record each automatic
 // call's outcome) runs inside the two activities that already run, so a round costs one
-// activity for inference and one per automatic call instead of six. Every piece is the same
-// code the unfolded path runs (Parse, Admit, Record; AssistantMessage, FillVerdict,
-// ApplyExecuted and ResultMessage are shared with the workflow), so what is stored and what
-// the workflow keeps in its history are identical.
+// activity for inference and one per automatic call instead of six. Every turn folds its rounds
+// (issue 20); the pieces are the code the workflow runs on its own where a round cannot fold
+// (Parse, Admit, Record; AssistantMessage, FillVerdict, ApplyExecuted and ResultMessage are
+// shared with the workflow), so what is stored and what the workflow keeps in its history agree.
 
 // InferFold asks Infer to fold the steps around the round into itself. Nil: Infer only infers.
 type InferFold struct {
@@ -78,7 +78,7 @@ func (a *Activities) foldOpening(ctx context.Context, in InferInput) ([]inferenc
 	if err := a.Record(ctx, RecordInput{Conversation: in.Conversation, ContextKey: f.OpeningKey, Messages: opening}); err != nil {
 		return nil, err
 	}
-	// What loadContext would read now: the window slid by the opening, the prompt leading.
+	// What loadWindow would read now: the window slid by the opening, the prompt leading.
 	return window(append(stored, opening...), in.ContextLimit, prompt), nil
 }
 
@@ -106,7 +106,7 @@ func (f *InferFold) unrecorded(in InferInput) func(key string) bool {
 	}
 }
 
-// window is what loadContext returns once msgs are stored: the last limit of them, without
+// window is what loadWindow returns once msgs are stored: the last limit of them, without
 // leading tool results (their assistant message fell outside the window); with prompt, msgs[0]
 // is the conversation's system prompt and keeps leading, in one of the limit places.
 func window(msgs []inference.Message, limit int, prompt bool) []inference.Message {

@@ -69,13 +69,6 @@ type CatalogRef struct {
 	Kind string `json:"kind,omitempty"`
 }
 
-// LoadContextInput asks for the durable context of a conversation.
-type LoadContextInput struct {
-	Conversation string `json:"conversation"`
-	// Limit bounds how many stored messages are loaded (the context window is bounded).
-	Limit int `json:"limit"`
-}
-
 // InferInput is one inference round. The context is not carried in the input: Infer loads it
 // from the conversation store, where Record has already put every message of the turn. This
 // keeps the history linear in the turn's length instead of quadratic, and keeps large tool

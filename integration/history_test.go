@@ -23,20 +23,15 @@ import (
 
 // TestMixedTurnHistory runs a turn that exercises every path of TurnWorkflow (automatic
 // execute, approved and denied confirmations, a parse failure, a resolve rejection, a final
-// answer) on the real dev server. With AIRLOCK_WRITE_HISTORIES=1 it writes the history to
-// workflows/testdata/, where workflows' replay test checks that every later change of the
-// workflow code still replays it (changes go behind workflow.GetVersion).
+// answer) on the real dev server, once with each infer mode: regular (Infer a regular activity)
+// and local (Infer a local activity, the whole turn a few workflow tasks). With
+// AIRLOCK_WRITE_HISTORIES=1 (make histories) it writes the histories to workflows/testdata/,
+// where workflows' replay test checks that the workflow code still replays them. A turn is
+// Pinned to its build (Worker Versioning), so a change that breaks the replay needs a new build
+// id and re-recorded histories, never a workflow.GetVersion branch.
 func TestMixedTurnHistory(t *testing.T) {
-	mixedTurn(t, "mixed", "", "turn-mixed.history.json")
-}
-
-// TestFoldedRoundsHistory records the same turn as TestMixedTurnHistory on the folded-rounds
-// path (version marker folded-rounds), once with each infer mode: regular (Infer a regular
-// activity) and local (Infer a local activity, the whole turn a few workflow tasks). Written
-// with HISTORIES='TestFoldedRoundsHistory' make histories.
-func TestFoldedRoundsHistory(t *testing.T) {
-	mixedTurn(t, "folded-regular", workflows.InferRegular, "turn-folded-regular.history.json")
-	mixedTurn(t, "folded-local", workflows.InferLocal, "turn-folded-local.history.json")
+	mixedTurn(t, "mixed-regular", workflows.InferRegular, "turn-mixed-regular.history.json")
+	mixedTurn(t, "mixed-local", workflows.InferLocal, "turn-mixed-local.history.json")
 }
 
 func mixedTurn(t *testing.T, conversation, inferMode, historyFile string) {
@@ -60,7 +55,7 @@ func mixedTurn(t *testing.T, conversation, inferMode, historyFile string) {
 }
 
 // TestReplayedSessionHistory records a replayed session (the path evaluations take): a recorded
-// tool error served and replayed past (version marker failed-is-recorded), then a held
+// tool error served and replayed past, then a held
 // delete_file denied, ending the replay as diverged. The history is written like
 // TestMixedTurnHistory's.
 func TestReplayedSessionHistory(t *testing.T) {
@@ -82,11 +77,9 @@ func TestReplayedSessionHistory(t *testing.T) {
 	writeHistory(t, c, run.GetID(), "turn-session-recorded-error.history.json")
 }
 
-// TestDecisionProtocolHistory records the decision protocol's paths (version marker
-// decision-mac): a decision refused after consuming the token (no approver: token reissued),
-// an approval through the decide update, and a confirmation that expires. The history is
-// written like TestMixedTurnHistory's; the two older histories stay as recorded, so the wait
-// that predates the marker keeps replaying too.
+// TestDecisionProtocolHistory records the decision protocol's paths: a decision refused after
+// consuming the token (no approver: token reissued), an approval through the decide update, and
+// a confirmation that expires. The history is written like TestMixedTurnHistory's.
 func TestDecisionProtocolHistory(t *testing.T) {
 	target := statusPage(t)
 	model := newFakeModel(t,
@@ -129,7 +122,7 @@ func TestDecisionProtocolHistory(t *testing.T) {
 	writeHistory(t, c, run.GetID(), "turn-decisions.history.json")
 }
 
-// TestBatchEditHistory records the batch path (version marker batch-confirmations): two
+// TestBatchEditHistory records two
 // confirmed calls of one model message pending together, the second edited by the approver
 // (denied edited_by_approver, the edited call run as an approver-originated proposal) and the
 // first approved after it, by update. The history is written like TestMixedTurnHistory's.

@@ -95,8 +95,11 @@ func TestUserProvidedURLRunsAutomatically(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if string(p.Provenance) != string(row.Provenance) || len(p.Provenance) == 0 {
+		t.Errorf("the pending query's provenance %s differs from the stored %s", p.Provenance, row.Provenance)
+	}
 	labels := map[string]string{}
-	for _, o := range client.Origins(client.PendingConfirmation{Provenance: row.Provenance}) {
+	for _, o := range client.Origins(p) {
 		labels[o.Path] = o.Label
 	}
 	if labels["/url"] != "not found in the conversation" || labels["/url#host"] != "from your message" {

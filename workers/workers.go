@@ -24,10 +24,16 @@ type WorkflowRegistry interface {
 	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
 }
 
-// RegisterWorkflows registers every workflow under its stable type name.
+// RegisterWorkflows registers every workflow under its stable type name, with its Worker
+// Versioning behavior (issue 20): a turn is short (bounded by its confirmation expiry and its
+// rounds) and Pinned, so it finishes on the build it started on and its code needs no
+// workflow.GetVersion; a proposal waits for a human for as long as it takes, so it
+// auto-upgrades to the current build and patches with GetVersion where its code changes.
 func RegisterWorkflows(r WorkflowRegistry) {
-	r.RegisterWorkflowWithOptions(workflows.TurnWorkflow, workflow.RegisterOptions{Name: TurnWorkflowName})
-	r.RegisterWorkflowWithOptions(workflows.ProposalWorkflow, workflow.RegisterOptions{Name: workflows.ProposalWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.TurnWorkflow, workflow.RegisterOptions{Name: TurnWorkflowName,
+		VersioningBehavior: workflow.VersioningBehaviorPinned})
+	r.RegisterWorkflowWithOptions(workflows.ProposalWorkflow, workflow.RegisterOptions{Name: workflows.ProposalWorkflowName,
+		VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade})
 }
 
 // Register registers the workflows and every method of acts (as activities and local
@@ -49,14 +55,35 @@ func Register(r worker.Registry, acts *activities.Activities) {
 // the turn's history on another worker.
 const StickyScheduleToStartTimeout = time.Second
 
-// New builds the turn worker on taskQueue ("" = workflows.TaskQueue). Sticky execution stays
-// on (the default): a turn's workflow state stays cached between inference rounds.
+// New builds the turn worker on taskQueue ("" = workflows.TaskQueue) with the Worker Versioning
+// of VersioningFromEnv (an invalid setting is returned by the worker's Start). Sticky execution
+// stays on (the default): a turn's workflow state stays cached between inference rounds.
 func New(c client.Client, acts *activities.Activities, taskQueue string) worker.Worker {
 	if taskQueue == "" {
 		taskQueue = workflows.TaskQueue
 	}
+	v, err := VersioningFromEnv(taskQueue)
+	if err != nil {
+		return &versioned{Worker: NewVersioned(c, acts, taskQueue, Versioning{Off: true}), c: c, err: err}
+	}
+	return NewVersioned(c, acts, taskQueue, v)
+}
+
+// NewVersioned is New with explicit versioning v (validated by Start). Its Start returns once
+// the worker polls and, per v.Promote, its build is the deployment's current version.
+func NewVersioned(c client.Client, acts *activities.Activities, taskQueue string, v Versioning) worker.Worker {
 	configureWorkflowCache() // AIRLOCK_WORKFLOW_CACHE_SIZE (cache.go)
+	var dep worker.DeploymentOptions
+	if !v.Off {
+		dep = worker.DeploymentOptions{UseVersioning: true,
+			Version: worker.WorkerDeploymentVersion{DeploymentName: v.Deployment, BuildID: v.BuildID}}
+	}
+	if err := v.Validate(); err != nil {
+		v.Off, dep = true, worker.DeploymentOptions{}
+		return &versioned{Worker: NewVersioned(c, acts, taskQueue, v), c: c, err: err}
+	}
 	w := worker.New(c, taskQueue, worker.Options{
+		DeploymentOptions: dep,
 		// A turn is mostly short workflow tasks that run local activities against the store;
 		// more pollers keep tasks from queueing behind each other (measured: the default 2
 		// pollers left new turns waiting ~600 ms for their first workflow task at 16 in flight).
@@ -65,5 +92,5 @@ func New(c client.Client, acts *activities.Activities, taskQueue string) worker.
 		StickyScheduleToStartTimeout:     StickyScheduleToStartTimeout,
 	})
 	Register(w, acts)
-	return w
+	return &versioned{Worker: w, c: c, v: v}
 }

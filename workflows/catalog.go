@@ -59,9 +59,6 @@ func (t *turn) catalogMessage(ctx workflow.Context, round int, calls []parse.Cal
 		}
 		return false, false, nil
 	}
-	if t.version(ctx, versionCatalogController, 1) < 1 {
-		return false, false, nil
-	}
 	if t.ctl == nil {
 		t.ctl = catalog.NewController()
 	}

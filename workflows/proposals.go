@@ -11,12 +11,6 @@ import (
 	"github.com/airlock-dev/airlock/internal/proposals"
 )
 
-// versionAgentProposals: a model message with agent proposal calls is captured and ends the
-// turn (captureProposals); a message mixing them with capability calls is refused as a whole
-// (parse failure mixed_proposal_and_invocation). The marker is asked for only when a message
-// holds a proposal call, so histories without one replay unchanged.
-const versionAgentProposals = "agent-proposals"
-
 // ReasonMixedProposalAndInvocation is the parse failure of every call of a message that mixes
 // proposal calls with capability calls.
 const ReasonMixedProposalAndInvocation = proposals.RefusedMixed
@@ -34,7 +28,7 @@ func (t *turn) proposalHook(ctx workflow.Context, round int, inf activities.Infe
 			caps++
 		}
 	}
-	if props == 0 || t.version(ctx, versionAgentProposals, 1) == workflow.DefaultVersion {
+	if props == 0 {
 		return false, TurnResult{}, nil
 	}
 	if caps > 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/redact"
+	"github.com/airlock-dev/airlock/workers"
 	"github.com/airlock-dev/airlock/workflows"
 )
 
@@ -67,6 +68,11 @@ func runDev(cmd *cobra.Command, trace, message, decision string) error {
 		return err
 	}
 
+	if os.Getenv("AIRLOCK_PROMOTE") == "" {
+		// The development loop: the build just made takes new turns, even when it is a rebuild
+		// of an older commit the server saw before (PromoteAuto would leave routing alone).
+		os.Setenv("AIRLOCK_PROMOTE", string(workers.PromoteAlways))
+	}
 	step("starting a worker: store %s, registry layers %v", redact.URL(cfg.StoreURL()), cfg.Layers)
 	ready := make(chan struct{})
 	werr := make(chan error, 1)

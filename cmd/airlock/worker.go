@@ -22,7 +22,17 @@ func newWorkerCmd() *cobra.Command {
 		Short: "Run the turn worker (workflows and activities on task queue airlock-turns)",
 		Long: `Run the turn worker until interrupted. It loads the capability registry first and refuses to
 start, with a diagnostic, if the registry is missing, malformed or inconsistent (an entry
-without an implementation, an implementation without an entry).`,
+without an implementation, an implementation without an entry).
+
+Worker Versioning: the worker runs as version <deployment>:<build id> of a Temporal worker
+deployment. A turn is pinned to the build it started on; agent proposals move to the current
+build. AIRLOCK_DEPLOYMENT names the deployment (default: the task queue), AIRLOCK_BUILD_ID the
+build (default: git-<commit> for a clean checkout's build, else bin-<digest of the executable>).
+AIRLOCK_PROMOTE says when the build becomes current, the one new turns start on: auto (default:
+when the server first saw it after the current build, so an old build restarting never takes
+new turns back), always, or never (the operator runs temporal worker deployment
+set-current-version). AIRLOCK_WORKER_VERSIONING=off runs unversioned, for servers before
+v1.29. README "Deploying a new version" describes the procedure.`,
 		Example: `  airlock worker
   airlock worker --layers agentdojo-banking,agentdojo-workspace
   AIRLOCK_DATABASE_URL=postgres://airlock:airlock@127.0.0.1/airlock airlock worker`,
@@ -48,6 +58,10 @@ func runWorker(ctx context.Context, cmd *cobra.Command, ready chan<- struct{}) e
 		_, err := c.CheckHealth(ctx, &client.CheckHealthRequest{})
 		return err
 	}
+	version, err := workers.VersioningFromEnv(cfg.TaskQueue)
+	if err != nil {
+		return err
+	}
 	deps, err := workers.Build(ctx, cfg, probe)
 	if err != nil {
 		return err
@@ -70,7 +84,7 @@ func runWorker(ctx context.Context, cmd *cobra.Command, ready chan<- struct{}) e
 		return err
 	}
 	defer c.Close()
-	w := workers.New(c, deps.Activities, cfg.TaskQueue)
+	w := workers.NewVersioned(c, deps.Activities, cfg.TaskQueue, version)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
@@ -85,8 +99,8 @@ func runWorker(ctx context.Context, cmd *cobra.Command, ready chan<- struct{}) e
 		}
 	}()
 	defer func() { stopWatch(); <-watched }()
-	fmt.Fprintf(cmd.ErrOrStderr(), "worker polling task queue %s (registry %s: %d capabilities; store %s; reloads on change of %v and on SIGHUP)\n",
-		cfg.TaskQueue, deps.Registry.Revision(), len(deps.Registry.Capabilities()), deps.Store.Driver(), deps.Watched)
+	fmt.Fprintf(cmd.ErrOrStderr(), "worker polling task queue %s as %s (promote %s; registry %s: %d capabilities; store %s; reloads on change of %v and on SIGHUP)\n",
+		cfg.TaskQueue, version, version.Promote, deps.Registry.Revision(), len(deps.Registry.Capabilities()), deps.Store.Driver(), deps.Watched)
 	if ready != nil {
 		close(ready)
 	}
