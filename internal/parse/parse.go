@@ -126,7 +126,7 @@ func detect(top object) Format {
 		return FormatOpenAI
 	}
 	if t, ok := top.get("type"); ok {
-		if s, err := unquoteStrict(t); err == nil && s == "message" {
+		if s, err := unquoteStrict(t); err == nil && (s == "message" || (s == "error" && top.has("error"))) {
 			return FormatAnthropic
 		}
 	}
@@ -288,6 +288,10 @@ func parseOpenAI(top object, round idScope) (Result, error) {
 	)
 	if choices, ok := top.get("choices"); ok && kindOf(choices) != 'n' {
 		var list []json.RawMessage
+		if kindOf(choices) == '[' && json.Unmarshal(choices, &list) == nil && len(list) == 0 && top.has("error") {
+			e, _ := top.get("error") // an error report with an empty choice list (streamed)
+			return errorResult(errorPart("error", e)), nil
+		}
 		if kindOf(choices) != '[' || json.Unmarshal(choices, &list) != nil || len(list) == 0 {
 			return Result{}, unrecognized("choices is not a non-empty array")
 		}
@@ -539,7 +543,10 @@ func parseAnthropic(top object, round idScope) (Result, error) {
 			return Result{}, unrecognized("type is not \"message\"")
 		}
 	}
-	part := checkKeys("", top, anthropicTop)
+	part := streamFault(top)
+	if part.none() {
+		part = checkKeys("", top, anthropicTop)
+	}
 	contentRaw, ok := top.get("content")
 	if !ok || kindOf(contentRaw) != '[' {
 		return Result{}, unrecognized("content is not an array of blocks")

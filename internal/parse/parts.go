@@ -284,6 +284,9 @@ func annotationsRule(where string, raw json.RawMessage) refusedPart {
 // openAIParts checks a chat.completion's envelope, choices, message, content parts and tool
 // calls against the part model.
 func openAIParts(top object, choices []json.RawMessage, choice, msg object) refusedPart {
+	if r := streamFault(top); !r.none() {
+		return r
+	}
 	if r := checkKeys("", top, openAITop); !r.none() {
 		return r
 	}
@@ -376,6 +379,9 @@ var ollamaToolCall = map[string]keyRule{"id": read, "type": exactString("tool ca
 var ollamaFunction = map[string]keyRule{"name": read, "arguments": read, "index": ignore}
 
 func ollamaParts(top, msg object) refusedPart {
+	if r := streamFault(top); !r.none() {
+		return r
+	}
 	if r := checkKeys("", top, ollamaTop); !r.none() {
 		return r
 	}

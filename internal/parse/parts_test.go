@@ -47,13 +47,47 @@ func lead(members string) string {
 // part fails the whole message (every call, and Incomplete) with its named reason; each
 // ignorable part leaves the call a candidate.
 func TestEveryPartReadOrRefused(t *testing.T) {
-	tests := []struct {
-		name   string
-		format Format
-		body   []byte
-		want   Reason // "" = the call stays a candidate (part read or ignorable)
-		detail string // substring of the detail that names the part
-	}{
+	for _, tc := range partCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Parse(tc.format, tc.body, Options{Versions: map[string]int{"do_it": 1}})
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if tc.want == "" {
+				if res.Incomplete != "" || len(res.Calls) != 1 || !res.Calls[0].Candidate() {
+					t.Fatalf("want one candidate, got incomplete %q (%s), calls %+v", res.Incomplete, res.IncompleteDetail, res.Calls)
+				}
+				return
+			}
+			if res.Incomplete != tc.want {
+				t.Fatalf("Incomplete = %q (%s), want %q", res.Incomplete, res.IncompleteDetail, tc.want)
+			}
+			if !strings.Contains(res.IncompleteDetail, tc.detail) {
+				t.Errorf("detail %q does not name %q", res.IncompleteDetail, tc.detail)
+			}
+			for _, c := range res.Calls {
+				// invalid_name keeps precedence (such a call is never echoed back to the model
+				// under its bad name); the message's reason is in its detail.
+				if c.Candidate() || (c.Reason != tc.want && c.Reason != ReasonInvalidName) || c.Arguments != nil {
+					t.Errorf("call %d: reason %q, want %q and no arguments", c.Index, c.Reason, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// partCase is one part of the part model in a body that differs from an accepted one by
+// exactly that part.
+type partCase struct {
+	name   string
+	format Format
+	body   []byte
+	want   Reason // "" = the call stays a candidate (part read or ignorable)
+	detail string // substring of the detail that names the part
+}
+
+func partCases() []partCase {
+	return []partCase{
 		// OpenAI: ignorable parts.
 		{"openai plain", FormatOpenAI, oa("", "", "", ""), "", ""},
 		{"openai usage, fingerprint, tier", FormatOpenAI, oa(`"usage":{"prompt_tokens":1},"system_fingerprint":"fp","service_tier":"default"`, "", "", ""), "", ""},
@@ -132,33 +166,6 @@ func TestEveryPartReadOrRefused(t *testing.T) {
 		{"anthropic role", FormatAnthropic, []byte(`{"type":"message","role":"user","content":[{"type":"tool_use","id":"t","name":"do_it","input":{}}],"stop_reason":"tool_use"}`), ReasonUnreadPart, "role"},
 		{"anthropic unknown top member", FormatAnthropic, an(`"tool_calls":[]`, "", ""), ReasonUnreadPart, "tool_calls"},
 		{"anthropic error body", FormatAnthropic, []byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`), ReasonProviderError, "overloaded_error"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			res, err := Parse(tc.format, tc.body, Options{Versions: map[string]int{"do_it": 1}})
-			if err != nil {
-				t.Fatalf("Parse: %v", err)
-			}
-			if tc.want == "" {
-				if res.Incomplete != "" || len(res.Calls) != 1 || !res.Calls[0].Candidate() {
-					t.Fatalf("want one candidate, got incomplete %q (%s), calls %+v", res.Incomplete, res.IncompleteDetail, res.Calls)
-				}
-				return
-			}
-			if res.Incomplete != tc.want {
-				t.Fatalf("Incomplete = %q (%s), want %q", res.Incomplete, res.IncompleteDetail, tc.want)
-			}
-			if !strings.Contains(res.IncompleteDetail, tc.detail) {
-				t.Errorf("detail %q does not name %q", res.IncompleteDetail, tc.detail)
-			}
-			for _, c := range res.Calls {
-				// invalid_name keeps precedence (such a call is never echoed back to the model
-				// under its bad name); the message's reason is in its detail.
-				if c.Candidate() || (c.Reason != tc.want && c.Reason != ReasonInvalidName) || c.Arguments != nil {
-					t.Errorf("call %d: reason %q, want %q and no arguments", c.Index, c.Reason, tc.want)
-				}
-			}
-		})
 	}
 }
 
