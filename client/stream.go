@@ -44,7 +44,7 @@ type StreamEvent struct {
 }
 
 // StreamOptions tune Stream. Poll is how often the store is read while the stream is idle
-// (default 250 ms).
+// (default 50 ms).
 type StreamOptions struct {
 	Poll time.Duration
 }

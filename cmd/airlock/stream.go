@@ -88,7 +88,7 @@ func runStreamServe(ctx context.Context, errOut io.Writer, addr, token string, r
 	}
 	defer st.Close()
 	mux := http.NewServeMux()
-	mux.Handle("/v1/stream", stream.Handler(st, token, 100*time.Millisecond))
+	mux.Handle("/v1/stream", stream.Handler(st, token, stream.DefaultPoll))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
@@ -129,7 +129,7 @@ func newStreamFollowCmd() *cobra.Command {
 			}
 			defer st.Close()
 			out := cmd.OutOrStdout()
-			return stream.Follow(cmd.Context(), st, args[0], after, 100*time.Millisecond, func(d stream.Delivered) error {
+			return stream.Follow(cmd.Context(), st, args[0], after, stream.DefaultPoll, func(d stream.Delivered) error {
 				line, _ := json.Marshal(struct {
 					ID   int64           `json:"id"`
 					Type string          `json:"type"`

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // This file assembles the streamed forms of the three formats into the body the same response
@@ -69,8 +70,9 @@ const (
 
 // Delta is one displayable piece of a streamed message, for client apps while the message
 // streams. It is display only: no call is acted on before the whole message is assembled and
-// parsed. Text is the piece decoded for display (invalid UTF-8 and a piece cut inside a
-// multi-byte character are replaced by U+FFFD here, never in the assembled body).
+// parsed. Text is the piece decoded for display: a character cut between pieces is held back
+// until it is whole, bytes that are not UTF-8 show as U+FFFD (here only, never in the
+// assembled body).
 type Delta struct {
 	Kind DeltaKind `json:"kind"`
 	Call int       `json:"call,omitempty"`
@@ -151,6 +153,27 @@ type strcat struct {
 	inner bytes.Buffer
 	seen  bool
 	other json.RawMessage
+	shown shower
+}
+
+// shower turns pieces of text into displayable deltas: a multi-byte character cut between
+// two pieces is held back until its last byte arrives, so a client sees it whole; bytes that
+// are not UTF-8 show as U+FFFD (the assembled body keeps them as they are).
+type shower struct{ carry []byte }
+
+func (sh *shower) show(piece []byte) string {
+	buf := append(sh.carry, piece...)
+	end := len(buf)
+	for i := len(buf) - 1; i >= 0 && i >= len(buf)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(buf[i]) {
+			if !utf8.FullRune(buf[i:]) {
+				end = i
+			}
+			break
+		}
+	}
+	sh.carry = append([]byte(nil), buf[end:]...)
+	return strings.ToValidUTF8(string(buf[:end]), "\uFFFD")
 }
 
 // add folds one value; it returns the piece decoded for display and a fault ("" none).
@@ -162,9 +185,7 @@ func (s *strcat) add(v json.RawMessage) (string, string) {
 	case kindOf(v) == '"' && s.other == nil:
 		s.seen = true
 		s.inner.Write(v[1 : len(v)-1])
-		var shown string
-		_ = json.Unmarshal(v, &shown) // display only
-		return shown, ""
+		return s.shown.show([]byte(rawInner(v))), ""
 	case !s.seen && s.other == nil:
 		s.other = append(json.RawMessage(nil), v...)
 		return "", ""
@@ -833,6 +854,7 @@ type blockAsm struct {
 	sig      strcat
 	input    bytes.Buffer // input_json_delta pieces (raw JSON text)
 	inputSet bool
+	inShown  shower
 	cites    []json.RawMessage
 	typ      string
 	closed   bool
@@ -1002,8 +1024,8 @@ func (a *anthropicAssembler) block(typ string, ev object) []Delta {
 		}
 		blk.input.WriteString(s)
 		blk.inputSet = true
-		if s != "" {
-			return []Delta{{Kind: DeltaCallArgs, Call: a.callPos(idx), Text: strings.ToValidUTF8(s, "\uFFFD")}}
+		if shown := blk.inShown.show([]byte(s)); shown != "" {
+			return []Delta{{Kind: DeltaCallArgs, Call: a.callPos(idx), Text: shown}}
 		}
 	case "thinking_delta":
 		if _, fault := blk.thinking.add(v); fault != "" {

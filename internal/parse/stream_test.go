@@ -252,3 +252,38 @@ func TestOllamaStream(t *testing.T) {
 		t.Errorf("thinking not joined: %s", asm.Body())
 	}
 }
+
+// TestStreamDeltasKeepCharactersWhole: with pieces of one byte, every multi-byte character is
+// cut, yet the deltas shown join to the exact text and arguments, and no delta holds U+FFFD.
+func TestStreamDeltasKeepCharactersWhole(t *testing.T) {
+	for _, format := range []Format{FormatOpenAI, FormatAnthropic} {
+		body := streamBodies(t)["multibyte content"]
+		wantText, wantArgs := "Grüße aus 東京 😀 done", ""
+		if format == FormatAnthropic {
+			body = streamBodies(t)["anthropic multibyte input"]
+			wantText, wantArgs = "", `{"q":"東京 😀"}{"q":"b"}`
+		}
+		events, err := Disassemble(format, body, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		asm, _ := NewAssembler(format)
+		var text, args strings.Builder
+		for _, e := range events {
+			for _, d := range asm.Add(e) {
+				if strings.ContainsRune(d.Text, utf8.RuneError) {
+					t.Fatalf("%s: delta %q holds U+FFFD", format, d.Text)
+				}
+				switch d.Kind {
+				case DeltaText:
+					text.WriteString(d.Text)
+				case DeltaCallArgs:
+					args.WriteString(d.Text)
+				}
+			}
+		}
+		if text.String() != wantText || args.String() != wantArgs {
+			t.Errorf("%s: text %q args %q", format, text.String(), args.String())
+		}
+	}
+}

@@ -79,6 +79,10 @@ func (r *Round) End() {
 	}
 }
 
+// DefaultPoll is how often a follower reads the store while the stream is idle: it bounds the
+// latency the store adds between a written event and its delivery.
+const DefaultPoll = 50 * time.Millisecond
+
 // Delivered is one event handed to a follower: Seq 0 for an event the follower made (the
 // interrupt), which carries no id and is not resumed after.
 type Delivered struct {
@@ -104,7 +108,7 @@ func final(typ string, payload json.RawMessage) bool {
 }
 
 // Follow hands the events of turn with Seq > after to fn in order, polling the store every
-// poll (250 ms when 0), and returns nil after the final event (RUN_FINISHED, RUN_ERROR). When
+// poll (DefaultPoll when 0), and returns nil after the final event (RUN_FINISHED, RUN_ERROR). When
 // the final event is at or before after, it is handed again: a client that reconnects after
 // the end gets the final result. Whenever the stream is idle while confirmations are pending
 // (pending events, from the start of the stream, without their decided event), it hands a
@@ -114,7 +118,7 @@ func final(typ string, payload json.RawMessage) bool {
 // Errors: ctx's error, fn's error, or the store's.
 func Follow(ctx context.Context, st *store.Store, turn string, after int64, poll time.Duration, fn func(Delivered) error) error {
 	if poll <= 0 {
-		poll = 250 * time.Millisecond
+		poll = DefaultPoll
 	}
 	pending := map[string]Pending{}
 	var cursor int64
