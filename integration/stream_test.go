@@ -318,7 +318,6 @@ func TestAnthropicTurnStreamed(t *testing.T) {
 	}
 }
 
-
 // readUntil reads events until one satisfies stop (returned) or the channel closes.
 func readUntil(t *testing.T, events <-chan sseEvent, what string, stop func(sseEvent) bool) (sseEvent, []sseEvent) {
 	t.Helper()
