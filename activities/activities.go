@@ -21,6 +21,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/proposals"
 	"github.com/airlock-dev/airlock/internal/recording"
 	"github.com/airlock-dev/airlock/internal/store"
+	"github.com/airlock-dev/airlock/internal/stream"
 	"github.com/airlock-dev/airlock/internal/token"
 	"github.com/airlock-dev/airlock/registry"
 )
@@ -59,6 +60,9 @@ type Activities struct {
 	// Memory is the memory root agent memory proposals bind to and materialize into (zero:
 	// request_memory_change is never offered).
 	Memory proposals.Memory
+	// Events writes the turn's client-stream events (internal/stream; zero: none, and Infer
+	// asks the model unstreamed). Set, Infer consumes the provider's stream.
+	Events stream.Writer
 }
 
 func (a *Activities) now() time.Time {
@@ -193,13 +197,13 @@ func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, err
 		p = a.Replay
 	}
 	if p == nil {
-		what := "a live model (set AIRLOCK_OPENAI_BASE_URL)"
+		what := "a live model (set AIRLOCK_OPENAI_BASE_URL, or AIRLOCK_ANTHROPIC_API_KEY / AIRLOCK_ANTHROPIC_BASE_URL)"
 		if in.Session != "" {
 			what = "replay sessions (start the worker with a corpus)"
 		}
 		return out, temporal.NewNonRetryableApplicationError("this worker is not configured for "+what, ErrTypeBadInput, nil)
 	}
-	resp, err := p.Complete(ctx, req)
+	resp, err := a.complete(ctx, p, in, req)
 	if errors.Is(err, inference.ErrSessionExhausted) {
 		return out, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeSessionExhausted, err)
 	}
@@ -373,6 +377,7 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 	if err != nil {
 		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
 	}
+	a.emitPending(ctx, in, row)
 	return IssueOutput{ConfirmationID: row.ID, ExpiresAt: row.ExpiresAt, Provenance: row.Provenance}, nil
 }
 
@@ -883,6 +888,7 @@ func (a *Activities) Record(ctx context.Context, in RecordInput) error {
 	if err := a.Store.Record(ctx, rec); err != nil {
 		return fmt.Errorf("record: %w", err)
 	}
+	a.emitRecorded(ctx, in)
 	return nil
 }
 
@@ -891,5 +897,6 @@ func (a *Activities) FinishTurn(ctx context.Context, in FinishInput) error {
 	if err := a.Store.SaveTurnResult(ctx, in.WorkflowID, in.Conversation, in.Result, a.now()); err != nil {
 		return fmt.Errorf("save turn result: %w", err)
 	}
+	a.emitFinished(ctx, in)
 	return nil
 }

@@ -34,6 +34,9 @@ const (
 	ServiceTemporalUI = "Temporal UI"
 	ServiceApprover   = "approver page"
 	ServiceStore      = "store"
+	// ServiceStream is the client-stream endpoint (airlock stream serve, AIRLOCK_STREAM_ADDR,
+	// default 127.0.0.1:8091): it serves turns' events, approver cards included.
+	ServiceStream = "stream endpoint"
 )
 
 // FetchConfig builds web.fetch's configuration from cfg: the private allow-list from
@@ -71,6 +74,7 @@ func FetchConfig(ctx context.Context, cfg config.Config) (capabilities.FetchConf
 //   - the Temporal UI of cfg.TemporalUI (AIRLOCK_TEMPORAL_UI; port 80/443 by scheme when the
 //     URL has none);
 //   - the approver page, cfg.WebAddr (AIRLOCK_WEB_ADDR);
+//   - the client-stream endpoint, AIRLOCK_STREAM_ADDR (default 127.0.0.1:8091);
 //   - the store, when PostgreSQL: the host and port of cfg.DatabaseURL (the URL's, else its
 //     host/port query parameters, else PGHOST/PGPORT, else localhost:5432, as lib/pq does; a
 //     Unix socket directory counts as localhost). SQLite has no address.
@@ -119,6 +123,16 @@ func ProtectedServices(cfg config.Config) ([]capabilities.Service, error) {
 			return nil, fmt.Errorf("AIRLOCK_WEB_ADDR %q: %w", cfg.WebAddr, err)
 		}
 		add(ServiceApprover, host, port)
+	}
+
+	streamAddr := os.Getenv("AIRLOCK_STREAM_ADDR")
+	if streamAddr == "" {
+		streamAddr = "127.0.0.1:8091"
+	}
+	if host, port, err := splitHostPort(streamAddr); err != nil {
+		return nil, fmt.Errorf("AIRLOCK_STREAM_ADDR %q: %w", streamAddr, err)
+	} else {
+		add(ServiceStream, host, port)
 	}
 
 	if db := cfg.DatabaseURL; strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://") {

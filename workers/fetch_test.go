@@ -28,6 +28,7 @@ func TestProtectedServicesFromConfig(t *testing.T) {
 	isolateTemporalEnv(t, "temporal.internal:7300")
 	t.Setenv("PGHOST", "")
 	t.Setenv("PGPORT", "")
+	t.Setenv("AIRLOCK_STREAM_ADDR", "stream.internal:8091")
 	cfg := config.Config{
 		TemporalUI:  "https://ui.internal/",
 		WebAddr:     ":8790",
@@ -43,6 +44,7 @@ func TestProtectedServicesFromConfig(t *testing.T) {
 		{Name: ServiceTemporalUI, Host: "temporal.internal", Port: 8300},
 		{Name: ServiceTemporalUI, Host: "ui.internal", Port: 443},
 		{Name: ServiceApprover, Host: "", Port: 8790},
+		{Name: ServiceStream, Host: "stream.internal", Port: 8091},
 		{Name: ServiceStore, Host: "db.internal", Port: 6543},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {

@@ -20,6 +20,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/proposals"
 	"github.com/airlock-dev/airlock/internal/recording"
 	"github.com/airlock-dev/airlock/internal/store"
+	"github.com/airlock-dev/airlock/internal/stream"
 	"github.com/airlock-dev/airlock/internal/token"
 	"github.com/airlock-dev/airlock/registry"
 )
@@ -78,15 +79,50 @@ func Build(ctx context.Context, cfg config.Config, temporalProbe capabilities.Pr
 	if cfg.CorpusDir != "" {
 		acts.Replay = inference.NewReplay(agentdojo.Recorded(agentdojo.SessionLoader(cfg.CorpusDir)))
 	}
-	if oc := inference.OpenAIConfigFromEnv(); os.Getenv("AIRLOCK_OPENAI_BASE_URL") != "" {
-		p, err := inference.NewOpenAI(oc)
-		if err != nil {
-			st.Close()
-			return nil, fmt.Errorf("workers: live model: %w", err)
-		}
-		acts.Live = p
+	live, err := LiveProvider()
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("workers: live model: %w", err)
+	}
+	acts.Live = live
+	if os.Getenv("AIRLOCK_STREAM") != "0" {
+		// Client-stream events (issue 22): Infer consumes the provider's stream and every
+		// step writes its AG-UI event to the store, outside Temporal history.
+		acts.Events = stream.Writer{Store: st}
 	}
 	return &Deps{Activities: acts, Store: st, Registry: reg, Served: served, Reload: load, Watched: WatchedFiles(cfg)}, nil
+}
+
+// LiveProvider is the live model the environment configures (nil when none is): Anthropic
+// Messages when an AIRLOCK_ANTHROPIC_ setting is set (AIRLOCK_ANTHROPIC_API_KEY or
+// AIRLOCK_ANTHROPIC_API_KEY_FILE, AIRLOCK_ANTHROPIC_BASE_URL, AIRLOCK_ANTHROPIC_MODEL), an
+// OpenAI-compatible endpoint when AIRLOCK_OPENAI_BASE_URL is set. Both set is an error unless
+// AIRLOCK_PROVIDER (openai or anthropic) chooses.
+func LiveProvider() (inference.Provider, error) {
+	ac, anthropic, err := inference.AnthropicConfigFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	openai := os.Getenv("AIRLOCK_OPENAI_BASE_URL") != ""
+	switch choice := os.Getenv("AIRLOCK_PROVIDER"); choice {
+	case "":
+		if anthropic && openai {
+			return nil, errors.New("both AIRLOCK_OPENAI_BASE_URL and AIRLOCK_ANTHROPIC_* are set: choose one with AIRLOCK_PROVIDER=openai or AIRLOCK_PROVIDER=anthropic")
+		}
+	case "anthropic":
+		anthropic, openai = true, false
+	case "openai":
+		anthropic, openai = false, true
+	default:
+		return nil, fmt.Errorf("AIRLOCK_PROVIDER %q: want openai or anthropic", choice)
+	}
+	switch {
+	case anthropic:
+		return inference.NewAnthropic(ac)
+	case openai:
+		return inference.NewOpenAI(inference.OpenAIConfigFromEnv())
+	}
+	return nil, nil
 }
 
 // MemoryFromEnv is the memory root agent memory proposals bind to: AIRLOCK_MEMORY_ROOT (an

@@ -29,10 +29,13 @@ type parseFailure struct {
 type parseOutput struct {
 	Candidates []parseCandidate `json:"candidates"`
 	Failures   []parseFailure   `json:"failures"`
-	// FinishReason is the response's own; Incomplete is set (truncated or abnormal_finish)
-	// when the message did not end normally, calls or not: its prose is no finished answer.
-	FinishReason string       `json:"finish_reason"`
-	Incomplete   parse.Reason `json:"incomplete,omitempty"`
+	// FinishReason is the response's own; Incomplete is set (truncated, abnormal_finish,
+	// refusal, provider_error, unread_part) when the message did not end normally or holds a
+	// part Airlock refuses, calls or not: its prose is no finished answer. IncompleteDetail
+	// says why (escaped).
+	FinishReason     string       `json:"finish_reason"`
+	Incomplete       parse.Reason `json:"incomplete,omitempty"`
+	IncompleteDetail string       `json:"incomplete_detail,omitempty"`
 }
 
 func newParseCmd() *cobra.Command {
@@ -82,7 +85,7 @@ Useful for debugging a model server. Exit status 1 if the input is not a provide
 			if err != nil {
 				return err
 			}
-			out := parseOutput{Candidates: []parseCandidate{}, Failures: []parseFailure{}, FinishReason: res.FinishReason, Incomplete: res.Incomplete}
+			out := parseOutput{Candidates: []parseCandidate{}, Failures: []parseFailure{}, FinishReason: res.FinishReason, Incomplete: res.Incomplete, IncompleteDetail: res.IncompleteDetail}
 			for _, c := range res.Calls {
 				if c.Candidate() {
 					out.Candidates = append(out.Candidates, parseCandidate{CallID: c.CallID, Name: c.Name, Version: c.Version, Arguments: c.Arguments})

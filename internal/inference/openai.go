@@ -18,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/airlock-dev/airlock/internal/parse"
 	"github.com/airlock-dev/airlock/internal/redact"
 )
 
@@ -49,6 +50,9 @@ type OpenAIConfig struct {
 	// max_completion_tokens to api.openai.com (whose reasoning models refuse max_tokens) and as
 	// max_tokens to every other endpoint (vLLM, Ollama and llama.cpp all accept it).
 	MaxTokens int64
+	// NoStream makes Stream send an unstreamed request (AIRLOCK_STREAM=0), for servers whose
+	// streaming is broken.
+	NoStream bool
 }
 
 // String describes the configuration with the API key and base URL secrets masked, so a
@@ -62,7 +66,8 @@ func (c OpenAIConfig) String() string {
 }
 
 // OpenAIConfigFromEnv reads AIRLOCK_OPENAI_BASE_URL, AIRLOCK_OPENAI_API_KEY (falling back to
-// OPENAI_API_KEY) and AIRLOCK_OPENAI_MODEL (default DefaultOpenAIModel). No other environment
+// OPENAI_API_KEY), AIRLOCK_OPENAI_MODEL (default DefaultOpenAIModel) and AIRLOCK_STREAM ("0":
+// no streaming). No other environment
 // variable is consulted; in particular the SDK's own OPENAI_* defaults are not applied.
 func OpenAIConfigFromEnv() OpenAIConfig {
 	cfg := OpenAIConfig{
@@ -76,6 +81,7 @@ func OpenAIConfigFromEnv() OpenAIConfig {
 	if cfg.Model == "" {
 		cfg.Model = DefaultOpenAIModel
 	}
+	cfg.NoStream = os.Getenv("AIRLOCK_STREAM") == "0"
 	return cfg
 }
 
@@ -360,4 +366,62 @@ func writeJSONString(b *bytes.Buffer, s string) {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(s) // a string always encodes
 	b.Truncate(b.Len() - 1)
+}
+
+var _ Streamer = (*OpenAI)(nil)
+
+// Stream sends the chat-completions request with "stream": true (and stream_options
+// include_usage, so the last chunk carries the usage) and assembles the chunks into the body
+// the same answer has unstreamed (parse.Assembler): Response.Raw, the parse and the history are
+// the same as Complete's. Deltas go to sink while the answer streams. A server that answers
+// with a JSON body instead of an event stream is read as Complete reads it.
+//
+// Errors: as Complete; an error chunk inside the stream is a retryable *ProviderError; a cut
+// transport is returned wrapped (retried by the Infer activity).
+func (p *OpenAI) Stream(ctx context.Context, req Request, sink Sink) (Response, error) {
+	if p.cfg.NoStream {
+		return p.Complete(ctx, req)
+	}
+	params, err := p.params(req)
+	if err != nil {
+		return Response{}, err
+	}
+	var httpResp *http.Response
+	_, err = p.chat.New(ctx, params, option.WithJSONSet("stream", true),
+		option.WithJSONSet("stream_options", map[string]any{"include_usage": true}),
+		option.WithResponseBodyInto(&httpResp))
+	if err != nil {
+		return Response{}, p.scrub(classifyOpenAIError(err, httpResp))
+	}
+	if httpResp == nil || httpResp.Body == nil {
+		return Response{}, p.scrub(&ProviderError{Provider: "openai", StatusCode: http.StatusOK, Retryable: true, Message: "no response body"})
+	}
+	defer httpResp.Body.Close()
+	if !isEventStream(httpResp) && !isNDJSON(httpResp) {
+		body, err := io.ReadAll(io.LimitReader(httpResp.Body, maxEventBytes))
+		if err != nil {
+			return Response{}, p.scrub(fmt.Errorf("inference: openai: read body: %w", err))
+		}
+		usage, err := inspectBody(body, httpResp.StatusCode)
+		if err != nil {
+			return Response{}, p.scrub(err)
+		}
+		return Response{Format: FormatOpenAI, Raw: json.RawMessage(body), Usage: usage}, nil
+	}
+	var asm parse.Assembler
+	if isNDJSON(httpResp) {
+		asm = parse.NewOllamaAssembler()
+	} else if asm, err = parse.NewAssembler(parse.FormatOpenAI); err != nil {
+		return Response{}, err
+	}
+	body, err := assemble(httpResp.Body, isEventStream(httpResp), asm, sink, func(data []byte) error { return streamErrorEvent("openai", data) })
+	if err != nil {
+		var pe *ProviderError
+		if errors.As(err, &pe) {
+			return Response{}, p.scrub(pe)
+		}
+		return Response{}, p.scrub(fmt.Errorf("inference: openai: stream: %w", err))
+	}
+	usage, _ := inspectBody(body, http.StatusOK) // the assembled body is always a JSON object
+	return Response{Format: FormatOpenAI, Raw: json.RawMessage(body), Usage: usage}, nil
 }

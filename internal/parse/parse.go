@@ -126,7 +126,7 @@ func detect(top object) Format {
 		return FormatOpenAI
 	}
 	if t, ok := top.get("type"); ok {
-		if s, err := unquoteStrict(t); err == nil && s == "message" {
+		if s, err := unquoteStrict(t); err == nil && (s == "message" || (s == "error" && top.has("error"))) {
 			return FormatAnthropic
 		}
 	}
@@ -147,7 +147,13 @@ func detect(top object) Format {
 //     message and done_reason; Anthropic reads the content blocks ("text" blocks are the
 //     prose, "tool_use" blocks {id, name, input} the calls, other blocks are neither) and
 //     stop_reason. Keys match exactly (case-sensitive); a repeated key in a call is
-//     invalid_json, in the envelope an error. The call's "type" is not checked.
+//     invalid_json, in the envelope an error.
+//   - Every part is read or refused (parts.go): each key of the envelope, choice, message,
+//     content part, tool call and content block is read, explicitly ignorable, or refused. A
+//     refused part (a refusal, an error object, a second choice, audio, a non-function tool
+//     call, a server tool block, an unknown key, ...) fails every call of the message with
+//     refusal, provider_error or unread_part and sets Incomplete and IncompleteDetail; it
+//     takes the place of a finish-reason failure, which its detail then also names.
 //   - raw is read as bytes; values are kept as json.RawMessage, so a candidate's Arguments
 //     (and Raw) are the exact bytes the model emitted: OpenAI's "arguments" string unescaped,
 //     Anthropic's "input" object and Ollama's "arguments" object verbatim. Integers keep every
@@ -193,7 +199,8 @@ func detect(top object) Format {
 // format FormatAuto (or "") uses DetectFormat. Per-call problems are never errors. The error,
 // always wrapping ErrUnrecognized, is returned only when raw is not a JSON object, names an
 // unknown format, or has no recognizable message in the given format (e.g. no choices, a
-// tool_calls that is not an array, an error body).
+// tool_calls that is not an array). An error body in the given format (OpenAI {"error":…},
+// Anthropic {"type":"error",…}) is a Result with Incomplete provider_error and no call.
 func Parse(format Format, raw []byte, opts Options) (Result, error) {
 	if !json.Valid(raw) {
 		return Result{}, fmt.Errorf("%w: body is not valid JSON", ErrUnrecognized)
@@ -248,6 +255,23 @@ func (p proposal) settle(nameOK bool, reason Reason, detail string) proposal {
 	return p
 }
 
+// withPart lets a refused part fail the whole message: its reason is the message's, and a
+// finish reason that also failed it is named in the detail.
+func withPart(failReason Reason, failDetail string, part refusedPart) (Reason, string) {
+	if part.none() {
+		return failReason, failDetail
+	}
+	if failReason != "" {
+		return part.reason, part.detail + "; also: " + failDetail
+	}
+	return part.reason, part.detail
+}
+
+// errorResult is the Result of a body that is an error report: no prose, no call, incomplete.
+func errorResult(part refusedPart) Result {
+	return Result{Incomplete: part.reason, IncompleteDetail: part.detail}
+}
+
 func unrecognized(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrUnrecognized, fmt.Sprintf(format, args...))
 }
@@ -255,19 +279,27 @@ func unrecognized(format string, args ...any) error {
 // parseOpenAI reads an OpenAI chat.completion (choices[0]) or an Ollama /api/chat body.
 func parseOpenAI(top object, round idScope) (Result, error) {
 	var (
-		msgRaw    json.RawMessage
-		finishRaw json.RawMessage
-		ollama    bool
+		msgRaw     json.RawMessage
+		finishRaw  json.RawMessage
+		ollama     bool
+		choice     object
+		choiceList []json.RawMessage
+		err        error
 	)
 	if choices, ok := top.get("choices"); ok && kindOf(choices) != 'n' {
 		var list []json.RawMessage
+		if kindOf(choices) == '[' && json.Unmarshal(choices, &list) == nil && len(list) == 0 && top.has("error") {
+			e, _ := top.get("error") // an error report with an empty choice list (streamed)
+			return errorResult(errorPart("error", e)), nil
+		}
 		if kindOf(choices) != '[' || json.Unmarshal(choices, &list) != nil || len(list) == 0 {
 			return Result{}, unrecognized("choices is not a non-empty array")
 		}
-		choice, err := decodeObject(list[0])
+		choice, err = decodeObject(list[0])
 		if err != nil {
 			return Result{}, unrecognized("choices[0]: %v", err)
 		}
+		choiceList = list
 		if msgRaw, ok = choice.get("message"); !ok {
 			return Result{}, unrecognized("choices[0] has no message")
 		}
@@ -275,6 +307,11 @@ func parseOpenAI(top object, round idScope) (Result, error) {
 	} else if m, ok := top.get("message"); ok {
 		msgRaw, ollama = m, true
 		finishRaw, _ = top.get("done_reason")
+	} else if top.has("error") {
+		// An error report in place of a message (a 2xx body some servers send): named, never
+		// mistaken for an empty answer.
+		e, _ := top.get("error")
+		return errorResult(errorPart("error", e)), nil
 	} else {
 		return Result{}, unrecognized("no choices and no message")
 	}
@@ -291,6 +328,13 @@ func parseOpenAI(top object, round idScope) (Result, error) {
 		w = wireOllama
 	}
 	failReason, failDetail := classifyFinish(w, finish, len(finishRaw) > 0 && kindOf(finishRaw) != 'n')
+	var part refusedPart
+	if ollama {
+		part = ollamaParts(top, msg)
+	} else {
+		part = openAIParts(top, choiceList, choice, msg)
+	}
+	failReason, failDetail = withPart(failReason, failDetail, part)
 	text, err := openAIText(msg)
 	if err != nil {
 		return Result{}, err
@@ -487,9 +531,21 @@ func readName(p *proposal, fn object) bool {
 // calls; other block types (thinking, server tools, …) are neither.
 func parseAnthropic(top object, round idScope) (Result, error) {
 	if t, ok := top.get("type"); ok {
-		if s, err := unquoteStrict(t); err != nil || s != "message" {
+		s, err := unquoteStrict(t)
+		if err == nil && s == "error" {
+			e, _ := top.get("error")
+			if kindOf(e) == 'n' || len(e) == 0 {
+				e = json.RawMessage(`"type is \"error\""`)
+			}
+			return errorResult(errorPart("error", e)), nil
+		}
+		if err != nil || s != "message" {
 			return Result{}, unrecognized("type is not \"message\"")
 		}
+	}
+	part := streamFault(top)
+	if part.none() {
+		part = checkKeys("", top, anthropicTop)
 	}
 	contentRaw, ok := top.get("content")
 	if !ok || kindOf(contentRaw) != '[' {
@@ -512,6 +568,9 @@ func parseAnthropic(top object, round idScope) (Result, error) {
 			return Result{}, unrecognized("content[%d]: %v", bi, err)
 		}
 		typ, _ := optStringField(block, "type")
+		if part.none() {
+			part = anthropicBlock(fmt.Sprintf("content[%d]", bi), block, typ)
+		}
 		switch typ {
 		case "text":
 			s, err := optStringField(block, "text")
@@ -524,6 +583,7 @@ func parseAnthropic(top object, round idScope) (Result, error) {
 		}
 	}
 	failReason, failDetail := classifyFinish(wireAnthropic, stop, len(stopRaw) > 0 && kindOf(stopRaw) != 'n')
+	failReason, failDetail = withPart(failReason, failDetail, part)
 	return finish1(text.String(), stop, failReason, failDetail, props), nil
 }
 
@@ -555,6 +615,9 @@ func anthropicCall(i int, block object, round idScope) proposal {
 // calls can be trusted.
 func finish1(text, finish string, failReason Reason, failDetail string, props []proposal) Result {
 	res := Result{Text: text, FinishReason: finish, Incomplete: failReason}
+	if failReason != "" {
+		res.IncompleteDetail = failDetail
+	}
 	if len(props) == 0 {
 		if name, how, ok := detectEmbedded(text); ok {
 			res.Calls = []Call{{

@@ -247,7 +247,7 @@ func TestParseTable(t *testing.T) {
 		// arguments_missing / arguments_empty.
 		{"arguments missing", FormatOpenAI, openAI("null", `[{"id":"c","type":"function","function":{"name":"f"}}]`, "tool_calls"), "", []want{{reason: ReasonArgumentsMissing}}},
 		{"arguments null", FormatOpenAI, oneCall("f", `null`), "", []want{{reason: ReasonArgumentsMissing}}},
-		{"Arguments key case differs", FormatOpenAI, openAI("null", `[{"id":"c","type":"function","function":{"name":"f","Arguments":"{}"}}]`, "tool_calls"), "", []want{{reason: ReasonArgumentsMissing}}},
+		{"Arguments key case differs", FormatOpenAI, openAI("null", `[{"id":"c","type":"function","function":{"name":"f","Arguments":"{}"}}]`, "tool_calls"), "", []want{{reason: ReasonUnreadPart}}},
 		{"arguments empty", FormatOpenAI, withArgs(""), "", []want{{reason: ReasonArgumentsEmpty}}},
 		{"arguments whitespace", FormatOpenAI, withArgs(" \n\t "), "", []want{{reason: ReasonArgumentsEmpty}}},
 
@@ -426,7 +426,6 @@ func TestUnrecognized(t *testing.T) {
 		{"trailing garbage", FormatOpenAI, `{"choices":[]} x`},
 		{"array", FormatAuto, `[]`},
 		{"openai error", FormatAuto, `{"error":{"message":"overloaded"}}`},
-		{"anthropic error", FormatAnthropic, `{"type":"error","error":{"type":"overloaded_error"}}`},
 		{"no choices", FormatOpenAI, `{"choices":[]}`},
 		{"no message", FormatOpenAI, `{"choices":[{"finish_reason":"stop"}]}`},
 		{"tool_calls not array", FormatOpenAI, `{"choices":[{"message":{"content":null,"tool_calls":{}},"finish_reason":"stop"}]}`},

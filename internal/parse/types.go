@@ -92,10 +92,14 @@ type Result struct {
 	Text         string `json:"text"`
 	FinishReason string `json:"finish_reason"`
 	Calls        []Call `json:"calls"`
-	// Incomplete is set when the message did not end normally: ReasonTruncated or
-	// ReasonAbnormalFinish ("" for a normal end). With no call it tells the turn that the
+	// Incomplete is set when the message did not end normally or holds a part Airlock refuses:
+	// ReasonTruncated, ReasonAbnormalFinish, ReasonRefusal, ReasonProviderError or
+	// ReasonUnreadPart ("" for a normal, fully read message; parts.go). With no call it tells the turn that the
 	// prose is not a finished answer (cut off, filtered, refused, paused).
 	Incomplete Reason `json:"incomplete,omitempty"`
+	// IncompleteDetail says why, escaped and bounded (the finish reason, or the refused part
+	// and what it carried); "" when Incomplete is "".
+	IncompleteDetail string `json:"incomplete_detail,omitempty"`
 }
 
 // ErrUnrecognized means the body is not a provider response in any known shape (not even a
