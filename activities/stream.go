@@ -58,8 +58,8 @@ func (a *Activities) emitPending(ctx context.Context, in IssueInput, row store.C
 		ArgsDigest: in.ArgsDigest, Arguments: in.Arguments, Display: in.Display, ExpiresAt: row.ExpiresAt}))
 }
 
-// emitRecorded writes airlock.decided for a recorded decision and airlock.executed or
-// airlock.refused for a recorded outcome (audit kinds that are not outcomes, such as
+// emitRecorded writes airlock.decided for a recorded decision and airlock.executed,
+// airlock.refused or airlock.captured for a recorded outcome (audit kinds that are not outcomes, such as
 // token_reissued or deprecated_admitted, are not client events).
 func (a *Activities) emitRecorded(ctx context.Context, in RecordInput) {
 	if a.Events.Store == nil {
@@ -78,8 +78,11 @@ func (a *Activities) emitRecorded(ctx context.Context, in RecordInput) {
 		return
 	}
 	name := stream.Refused
-	if r.Kind == string(OutcomeExecuted) {
+	switch Outcome(r.Kind) {
+	case OutcomeExecuted:
 		name = stream.Executed
+	case OutcomeCaptured:
+		name = stream.Captured
 	}
 	a.Events.Emit(ctx, turn, fmt.Sprintf("outcome/%s/%d/%s", r.RunID, r.Seq, r.Kind), stream.CustomEvent(name, stream.Outcome{
 		Seq: r.Seq, CallID: r.CallID, Capability: r.CapabilityID, Version: r.Version, Outcome: r.Kind, Stage: string(r.Stage), Reason: r.Reason}))

@@ -30,6 +30,7 @@ const (
 	CustomDecided             = stream.Decided
 	CustomExecuted            = stream.Executed
 	CustomRefused             = stream.Refused
+	CustomCaptured            = stream.Captured // an agent proposal captured for a human decision
 )
 
 // StreamEvent is one event of a turn's stream. ID is its event id (1, 2, … per turn; resume

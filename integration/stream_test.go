@@ -40,6 +40,9 @@ type streamingModel struct {
 	// sentText is when the model wrote, in each streamed response, its first event that
 	// carries answer text (zero for responses without text).
 	sentText []time.Time
+	// failures are consumed one a request, before any answer: "529" answers HTTP 529
+	// overloaded_error, "event" streams some text and then an overloaded error event.
+	failures []string
 }
 
 func newStreamingModel(t *testing.T, piece int, interval time.Duration, final string, rounds ...string) *streamingModel {
@@ -79,6 +82,26 @@ func (m *streamingModel) serve(w http.ResponseWriter, r *http.Request) {
 	body := m.final
 	if round <= len(m.rounds) {
 		body = m.rounds[round-1]
+	}
+	m.mu.Lock()
+	var failure string
+	if len(m.failures) > 0 {
+		failure, m.failures = m.failures[0], m.failures[1:]
+	}
+	m.mu.Unlock()
+	switch failure {
+	case "529":
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(529)
+		_, _ = io.WriteString(w, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
+		return
+	case "event":
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-fake\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null}}\n\n"+
+			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"+
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Half an ans\"}}\n\n"+
+			"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n")
+		return
 	}
 	anthropic := r.URL.Path == "/v1/messages"
 	if (r.URL.Path != "/v1/chat/completions" && !anthropic) || (anthropic != (parse.DetectFormat([]byte(body)) == parse.FormatAnthropic)) {
@@ -542,5 +565,44 @@ func TestStreamLatencyAndHistory(t *testing.T) {
 	}
 	if n != 2 || len(model.requests()) != 4 {
 		t.Errorf("requests: %d streamed of %d, want 2 of 4", n, len(model.requests()))
+	}
+}
+
+// TestAnthropicOverloadedIsRetried: an HTTP 529 overloaded answer and an overloaded error
+// event in the middle of a stream are retried as the OpenAI path's errors are (the Infer
+// activity's retry policy); the half answer of the broken stream is never the message (the
+// retried attempt streams as a new message id) and the turn answers.
+func TestAnthropicOverloadedIsRetried(t *testing.T) {
+	model := newStreamingModel(t, 8, time.Millisecond, anthMessage("end_turn", anthText("Recovered answer.")))
+	model.failures = []string{"529", "event"}
+	t.Setenv("AIRLOCK_OPENAI_BASE_URL", "")
+	t.Setenv("AIRLOCK_ANTHROPIC_BASE_URL", model.URL)
+	t.Setenv("AIRLOCK_ANTHROPIC_API_KEY", "sk-ant-it")
+	c := dial(t)
+	cfg := testConfig(t)
+	startWorker(t, c, cfg)
+	st := openStore(t, cfg)
+	run := startTurn(t, c, cfg, workflows.TurnRequest{Conversation: "anthropic-overloaded", Message: "hello"})
+	res := result(t, run)
+	if res.EndReason != "answered" || res.Prose != "Recovered answer." {
+		t.Fatalf("result %s %q", res.EndReason, res.Prose)
+	}
+	if n := len(model.requests()); n != 3 {
+		t.Fatalf("%d requests, want 3 (529, broken stream, answer)", n)
+	}
+	evs, err := st.StreamEvents(context.Background(), run.GetID(), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := map[string]string{}
+	for _, e := range evs {
+		if e.Type == stream.TextMessageContent {
+			var ev stream.Event
+			_ = json.Unmarshal(e.Payload, &ev)
+			msgs[ev.MessageID] += ev.Delta
+		}
+	}
+	if msgs[run.GetID()+"/r1/a2"] != "Half an ans" || msgs[run.GetID()+"/r1/a3"] != "Recovered answer." {
+		t.Fatalf("streamed messages %v", msgs)
 	}
 }

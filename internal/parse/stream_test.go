@@ -177,7 +177,10 @@ func TestStreamFaults(t *testing.T) {
 		want   Reason
 	}{
 		{"openai complete", FormatOpenAI, []string{head, args, fin}, ""},
+		{"openai obfuscation and usage chunk", FormatOpenAI, []string{strings.Replace(head, `{"object"`, `{"obfuscation":"x7Qp","object"`, 1), args, fin, `{"object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":3},"obfuscation":"k"}`}, ""},
 		{"openai ended before finish", FormatOpenAI, []string{head, args}, ReasonStreamFault},
+		{"openai unknown chunk member", FormatOpenAI, []string{head, args, strings.Replace(fin, `{"object"`, `{"tool_use":{"name":"x"},"object"`, 1)}, ReasonUnreadPart},
+		{"ollama-style call without index", FormatOpenAI, []string{`{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"id":"call_9","type":"function","function":{"name":"do_it","arguments":"{}"}}]},"finish_reason":null}]}`, fin}, ""},
 		{"openai second id for one call", FormatOpenAI, []string{head, strings.Replace(head, `"arguments":""`, `"arguments":"{}"`, 1), strings.Replace(head, `call_1`, `call_2`, 1), fin}, ReasonStreamFault},
 		{"openai chunk not JSON", FormatOpenAI, []string{head, `{"choices":[`, args, fin}, ReasonStreamFault},
 		{"openai two finish reasons", FormatOpenAI, []string{head, args, fin, strings.Replace(fin, "tool_calls", "length", 1)}, ReasonStreamFault},

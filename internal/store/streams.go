@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,21 +47,24 @@ func (s *Store) AppendStreamEvent(ctx context.Context, stream, dedup, typ string
 		return 0, errors.New("store: a stream event's payload must be a JSON object")
 	}
 	for attempt := 0; attempt < 20; attempt++ {
+		// One statement in the common case: the insert returns the seq it took.
+		var seq int64
+		err := s.db.GetContext(ctx, &seq, s.q(`INSERT INTO stream_events (stream, seq, dedup, type, payload, created_at)
+			SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM stream_events WHERE stream = ?
+			ON CONFLICT DO NOTHING RETURNING seq`), stream, dedup, typ, string(payload), tsArg(orNow(at)), stream)
+		if err == nil {
+			return seq, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return 0, fmt.Errorf("store: append stream event: %w", err)
+		}
+		// Nothing inserted: this very event was written before (a retry), or another writer
+		// took this seq (look again).
 		if seq, err := s.streamSeq(ctx, stream, dedup); err == nil {
 			return seq, nil
 		} else if !errors.Is(err, ErrNotFound) {
 			return 0, err
 		}
-		res, err := s.db.ExecContext(ctx, s.q(`INSERT INTO stream_events (stream, seq, dedup, type, payload, created_at)
-			SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM stream_events WHERE stream = ?
-			ON CONFLICT DO NOTHING`), stream, dedup, typ, string(payload), tsArg(orNow(at)), stream)
-		if err != nil {
-			return 0, fmt.Errorf("store: append stream event: %w", err)
-		}
-		if n, err := res.RowsAffected(); err == nil && n == 1 {
-			return s.streamSeq(ctx, stream, dedup)
-		}
-		// Another writer took this Seq (or wrote this very event): look again.
 	}
 	return 0, fmt.Errorf("store: append stream event to %q: too many concurrent writers", stream)
 }

@@ -14,7 +14,7 @@
 //	                       acted on before its message is complete and parsed)
 //	CUSTOM airlock.confirmation_pending  IssueConfirmation: what the approver card shows
 //	CUSTOM airlock.decided               Record of a confirmation's decision
-//	CUSTOM airlock.executed / airlock.refused  Record of each proposal's outcome
+//	CUSTOM airlock.executed / airlock.refused / airlock.captured  Record of each outcome
 //	RUN_FINISHED           FinishTurn (outcome "success", result: the TurnResult)
 //	RUN_ERROR              FinishTurn of a failed turn
 //	RUN_FINISHED outcome "interrupt"  not stored: the follower sends it whenever the stream
@@ -60,6 +60,9 @@ const (
 	// Refused: a proposal did not run (rejected at a stage, denied, expired, parse failure,
 	// budget exhausted, outcome unknown, ...); Value is an Outcome.
 	Refused = "airlock.refused"
+	// Captured: an agent proposal (memory change, self-correction, focus declaration) was
+	// captured as an inert record awaiting a human decision; Value is an Outcome.
+	Captured = "airlock.captured"
 )
 
 // Event is one AG-UI event as Airlock writes it (the JSON field names are AG-UI's). Only the
