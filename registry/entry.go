@@ -85,6 +85,9 @@ type Airlock struct {
 	// proposal tool: captured as an inert record awaiting a human decision, never executed;
 	// offered only through ProposalCatalog).
 	Kind Kind `json:"kind,omitempty"`
+	// Destination declares where a call sends what (see Destination); required for external
+	// capabilities (RuleDestinationDeclared).
+	Destination *Destination `json:"destination,omitempty"`
 }
 
 // Entry is one capability-registry.v1 entry.

@@ -259,6 +259,8 @@ func load(sources []Source, impls []Implementation, bind bool) (*Registry, error
 			c.Impl = im
 			if err := c.bindSchema(); err != nil {
 				bad(RuleArgumentSchema, "%v", err)
+			} else if err := c.checkDestinationFields(); err != nil {
+				bad(RuleDestinationFields, "%v", err)
 			}
 		}
 	}
@@ -373,6 +375,7 @@ func checkEntry(src string, e Entry) []Diagnostic {
 		bad(RuleTimeout, "airlock timeout %q is not a positive duration", a.Timeout)
 	}
 	p = append(p, checkProposalEntry(src, e)...)
+	p = append(p, checkDestination(src, e)...)
 	return p
 }
 
