@@ -731,6 +731,10 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 		out.Outcome = OutcomeFailed
 		out.Reason = ReasonCapabilityError
 		out.Output.Error = invErr.Error()
+		if errors.Is(invErr, registry.ErrOutcomeUnknown) && !c.ReadOnly() {
+			// The capability says the effect may have happened: unknown, never failed.
+			out.Outcome = OutcomeUnknown
+		}
 	} else if res.Error != "" {
 		out.Outcome = OutcomeFailed
 	}
