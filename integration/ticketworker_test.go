@@ -193,10 +193,22 @@ func TestTicketWorkerExample(t *testing.T) {
 		t.Fatalf("before approval: %d reads, %d creates", reads, creates)
 	}
 
+	// Every surface shows where the call goes and what it sends, as the registry declares it:
+	// the client package's pending confirmation, and the page's card.
+	if d := p.Disclosure; d == nil || d.Destination.Kind != "system" || d.Destination.Name != "team ticket system" ||
+		d.SideEffect != "external-write" || len(d.Leaving) != 3 || d.Leaving[0].Field != "title" || !strings.HasPrefix(d.Description, "Open a new ticket") {
+		t.Fatalf("disclosure %+v", p.Disclosure)
+	}
 	b := newTab(t)
 	b.signIn(web.url, "alice")
 	b.waitCard(web.url, p.ConfirmationID)
 	cardSel := card(p.ConfirmationID)
+	dest := b.text(cardSel + ` .destination`)
+	for _, want := range []string{"Open a new ticket", "external-write", "external", "team ticket system", "title", "Printer on floor 3 jams again", "priority", "high"} {
+		if !strings.Contains(dest, want) {
+			t.Errorf("the card's destination lacks %q:\n%s", want, dest)
+		}
+	}
 	b.do("alice approves her own request", chromedp.Click(css(cardSel+` button.approve`)), chromedp.WaitVisible(css(`#answer`)))
 	if got := b.text(`#answer`); !strings.Contains(got, "approver_is_requester") {
 		t.Fatalf("the requester's approval: %q", got)
