@@ -96,7 +96,8 @@ func fromConfig(c config.Config) Options {
 }
 
 // config is the internal Config for o; zero fields get OptionsFromEnv's defaults where the
-// worker cannot run without one (Home, TaskQueue).
+// worker cannot run safely without one (Home, TaskQueue, and the approver page's and Temporal
+// UI's addresses, which HTTP capabilities and web.fetch must never reach).
 func (o Options) config() config.Config {
 	c := config.Config{Home: o.Home, DatabaseURL: o.DatabaseURL, TaskQueue: o.TaskQueue, RegistryFile: o.RegistryFile,
 		PolicyFile: o.PolicyFile, GuidanceFile: o.GuidanceFile, Layers: o.Layers, SecretsDir: o.SecretsDir,
@@ -105,8 +106,15 @@ func (o Options) config() config.Config {
 	if c.Home == "" {
 		c.Home = ".airlock"
 	}
+	def := config.FromEnv()
 	if c.TaskQueue == "" {
 		c.TaskQueue = "airlock-turns"
+	}
+	if c.WebAddr == "" {
+		c.WebAddr = def.WebAddr
+	}
+	if c.TemporalUI == "" {
+		c.TemporalUI = def.TemporalUI
 	}
 	return c
 }

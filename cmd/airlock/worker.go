@@ -19,6 +19,8 @@ start, with a diagnostic, if the registry is missing, malformed or inconsistent 
 without an implementation, an implementation without an entry).`,
 		Example: `  airlock worker
   airlock worker --layers agentdojo-banking,agentdojo-workspace
+  airlock worker --layers /etc/airlock/tickets.v1.json
+  OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 airlock worker
   AIRLOCK_DATABASE_URL=postgres://airlock:airlock@127.0.0.1/airlock airlock worker`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("layers") {
@@ -27,7 +29,7 @@ without an implementation, an implementation without an entry).`,
 			return runWorker(cmd.Context(), cmd, nil)
 		},
 	}
-	cmd.Flags().StringSliceVar(&layers, "layers", cfg.Layers, "registry layers to load on top of the base registry (AIRLOCK_REGISTRY_LAYERS)")
+	cmd.Flags().StringSliceVar(&layers, "layers", cfg.Layers, "registry layers to load on top of the base registry (AIRLOCK_REGISTRY_LAYERS): embedded names, or layer files LAYER.json (policy beside it as LAYER.policy.json) or LAYER.json=POLICY.json")
 	return cmd
 }
 
