@@ -368,17 +368,41 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 	if rev == "" {
 		rev = a.reg().CapabilityRevision(keyOf(in.CapabilityID, in.Version))
 	}
+	disc, discJSON := a.disclose(in.CapabilityID, in.Version, in.Arguments)
 	row, err := a.Store.CreateConfirmation(ctx, store.Confirmation{
 		ID: id, TokenHash: hash, SealedToken: sealed, WorkflowID: in.WorkflowID, RunID: in.RunID, Seq: in.Seq,
 		CallID: in.CallID, CapabilityID: in.CapabilityID, Version: in.Version, ArgsDigest: in.ArgsDigest,
 		Arguments: in.Arguments, Display: in.Display, CreatedAt: now, ExpiresAt: now.Add(in.TTL),
-		RegistryRevision: rev, Provenance: a.provenanceOf(ctx, turnConversation(in.Conversation, in.WorkflowID), in.Arguments),
+		RegistryRevision: rev, Disclosure: discJSON,
+		Provenance: a.provenanceOf(ctx, turnConversation(in.Conversation, in.WorkflowID), in.Arguments),
 	})
 	if err != nil {
 		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
 	}
 	a.emitPending(ctx, in, row)
-	return IssueOutput{ConfirmationID: row.ID, ExpiresAt: row.ExpiresAt, Provenance: row.Provenance}, nil
+	if len(row.Disclosure) > 0 {
+		// A retried issue finds the row its first attempt stored: report what it shows.
+		var stored registry.Disclosure
+		if json.Unmarshal(row.Disclosure, &stored) == nil {
+			disc = &stored
+		}
+	}
+	return IssueOutput{ConfirmationID: row.ID, ExpiresAt: row.ExpiresAt, Disclosure: disc, Provenance: row.Provenance}, nil
+}
+
+// disclose is the Disclosure of a call of id@version with args under the registry served now
+// (nil when it is not registered), and its JSON for the store.
+func (a *Activities) disclose(id string, version int, args json.RawMessage) (*registry.Disclosure, json.RawMessage) {
+	c, ok := a.reg().ByKey(keyOf(id, version))
+	if !ok {
+		return nil, nil
+	}
+	d := c.Disclose(args)
+	b, err := json.Marshal(d)
+	if err != nil {
+		return nil, nil
+	}
+	return &d, b
 }
 
 // ConsumeConfirmation is stage 4 for one presentation of a decision to the proposal the
@@ -496,10 +520,11 @@ func (a *Activities) ConfirmEdit(ctx context.Context, in ConfirmEditInput) (Conf
 	if rev == "" {
 		rev = a.Registry.Revision()
 	}
+	_, discJSON := a.disclose(in.CapabilityID, in.Version, in.Arguments)
 	row, err := a.Store.CreateApprovedConfirmation(ctx, store.Confirmation{ID: id, TokenHash: hash, WorkflowID: in.WorkflowID,
 		RunID: in.RunID, Seq: in.Seq, CallID: in.CallID, CapabilityID: in.CapabilityID, Version: in.Version,
 		ArgsDigest: in.ArgsDigest, Arguments: in.Arguments, Display: in.Display, CreatedAt: now, ExpiresAt: orig.ExpiresAt,
-		RegistryRevision: rev, Approver: in.Approver, Reason: "edit of " + in.Original})
+		RegistryRevision: rev, Approver: in.Approver, Reason: "edit of " + in.Original, Disclosure: discJSON})
 	if err != nil {
 		return ConfirmEditOutput{}, fmt.Errorf("confirm edit of %s: %w", in.Original, err)
 	}
@@ -730,6 +755,10 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 		out.Outcome = OutcomeFailed
 		out.Reason = ReasonCapabilityError
 		out.Output.Error = invErr.Error()
+		if errors.Is(invErr, registry.ErrOutcomeUnknown) && !c.ReadOnly() {
+			// The capability says the effect may have happened: unknown, never failed.
+			out.Outcome = OutcomeUnknown
+		}
 	} else if res.Error != "" {
 		out.Outcome = OutcomeFailed
 	}

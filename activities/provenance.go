@@ -97,10 +97,14 @@ func heldForAHuman(r *AuditRecord) bool {
 	return r.Approver != ""
 }
 
-// leavingFields are the top-level argument fields whose values leave the machine when c runs:
-// nil (every value) until the registry declares them per capability, which is the stricter
-// reading for the automatic-when-user-provided test.
+// leavingFields are the top-level argument fields whose values leave the machine when c runs,
+// as the registry declares them (Airlock.Destination.Fields: web.fetch's "url"); nil, every
+// value, when the registry declares none, the stricter reading for the
+// automatic-when-user-provided test.
 func leavingFields(c *registry.Capability) []string {
+	if d := c.Airlock.Destination; d != nil && len(d.Fields) > 0 {
+		return d.Fields
+	}
 	return nil
 }
 

@@ -209,6 +209,9 @@ type IssueOutput struct {
 	ExpiresAt      time.Time `json:"expires_at"`
 	// Provenance is the confirmation's provenance report (issue 24), for the pending query.
 	Provenance json.RawMessage `json:"provenance,omitempty"`
+	// Disclosure is where the call sends what, from the registry it was admitted under (nil
+	// when the capability is no longer registered): what every approver surface shows.
+	Disclosure *registry.Disclosure `json:"disclosure,omitempty"`
 }
 
 // ConsumeInput presents one decision to the confirmation the workflow is waiting on, with the

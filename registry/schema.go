@@ -133,6 +133,10 @@ func registryRule(path string, k jsv.ErrorKind, loc []string) Rule {
 		switch {
 		case has("/flags"):
 			return RuleFlagsExplicit
+		case has("/$defs/destination"):
+			return RuleDestination
+		case has("/$defs/http"):
+			return RuleHTTP
 		case has("/$defs/airlock"):
 			return airlockFieldRule(miss)
 		}
@@ -141,6 +145,10 @@ func registryRule(path string, k jsv.ErrorKind, loc []string) Rule {
 	switch {
 	case has("/then") || has("/else") || has("removal~1deadline"):
 		return RuleDeprecatedDeadline
+	case has("/$defs/destination"):
+		return RuleDestination
+	case has("/$defs/http"):
+		return RuleHTTP
 	case has("/$defs/airlock"):
 		for _, f := range []string{"tool~1name", "description", "side-effect", "network", "per-turn~1cap", "timeout"} {
 			if has("/properties/" + f + "/") {

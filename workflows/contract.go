@@ -253,6 +253,10 @@ type PendingConfirmation struct {
 	// internal/provenance), computed by the worker from the stored context when the
 	// confirmation was issued; nil for confirmations issued before it existed.
 	Provenance json.RawMessage `json:"provenance,omitempty"`
+	// Disclosure is where the call sends what, as the registry declares it (description, side
+	// effect, destination, hosts as contacted, the declared fields' values): every approver
+	// surface shows it. Nil for confirmations issued before it was kept.
+	Disclosure *registry.Disclosure `json:"disclosure,omitempty"`
 }
 
 // ProposalOutcome is what happened to one proposal.
