@@ -73,6 +73,11 @@ const (
 	// a local write (it records an inert proposal), capped at one call a turn, not idempotent
 	// and dispatchable (captured, never executed).
 	RuleProposalKind Rule = "proposal-kind"
+	// RuleMCPPin: an MCP tool entry names its server (MCPServerNamePattern) and tool, and its
+	// digest is the SHA-256 of the pinned definition's canonical form (issue 19).
+	RuleMCPPin Rule = "mcp-pin"
+	// RuleMCPToolUnique: two MCP servers never offer one tool name (issue 19).
+	RuleMCPToolUnique Rule = "mcp-tool-unique"
 )
 
 // Rules of the capability-authorization-policy.v1 sidecar.
@@ -136,6 +141,8 @@ func AllRules() []RuleInfo {
 		{RuleImplementationRegistered, false, "every implementation has an entry"},
 		{RuleArgumentSchema, false, "the argument schema compiles and uses only enforced keywords (format asserted)"},
 		{RuleProposalKind, false, "kind is capability or proposal; a proposal tool is dispatchable, local, local-write, capped at 1 a turn and not idempotent"},
+		{RuleMCPPin, false, "an MCP tool names its server and tool, and mcp digest is sha256 of the pinned definition's canonical JSON"},
+		{RuleMCPToolUnique, false, "no two MCP servers offer one tool/name"},
 		{RulePolicyParse, true, "the policy document is one JSON value"},
 		{RulePolicySchemaVersion, true, `"schema/v" is "capability-authorization-policy.v1"`},
 		{RulePolicyShape, true, "no key outside capability-authorization-policy.v1.schema.json"},

@@ -250,5 +250,10 @@ func LoadRegistryWith(cfg config.Config, temporalProbe, storeProbe capabilities.
 	}
 	sources = append(sources, extra...)
 	impls = append(impls, extraImpls...)
+	mcpImpls, err := mcpImplementations(sources) // MCP tool entries of any layer (workers/mcp.go)
+	if err != nil {
+		return nil, err
+	}
+	impls = append(impls, mcpImpls...)
 	return registry.Load(sources, impls)
 }
