@@ -189,8 +189,8 @@ var durabilityRegistry = `{"schema/v":"capability-registry.v1","revision":"durab
 func durEntry(id, tool, sideEffect, network, description string) string {
 	return fmt.Sprintf(`{"capability/id":%q,"version":1,"owner":"tests","surfaces":["host-local"],"wire/name":"app/%s","status":"active",
   "flags":{"dispatchable":true,"advertisable":false,"passport/eligible":false,"signing-domain":false,"host-route":true,"federated-discovery":false},
-  "airlock":{"tool/name":%q,"description":%q,"side-effect":%q,"network":%q,"per-turn/cap":5,"timeout":"10s","model-visible":true}}`,
-		id, id, tool, description, sideEffect, network)
+  "airlock":{"tool/name":%q,"description":%q,"side-effect":%q,"network":%q,"per-turn/cap":5,"timeout":"10s","model-visible":true%s}}`,
+		id, id, tool, description, sideEffect, network, testDestination(sideEffect, network))
 }
 
 type messageArgs struct {

@@ -88,6 +88,9 @@ type Airlock struct {
 	// MCP, when set, makes the entry a tool of an MCP server with its definition pinned by
 	// digest (registry/mcp.go; bridged by internal/mcp).
 	MCP *MCP `json:"mcp,omitempty"`
+	// Destination declares where a call sends what (see Destination); required for external
+	// capabilities (RuleDestinationDeclared).
+	Destination *Destination `json:"destination,omitempty"`
 }
 
 // Entry is one capability-registry.v1 entry.

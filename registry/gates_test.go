@@ -17,6 +17,7 @@ func TestArgumentFormatsAreAsserted(t *testing.T) {
 	  "ipv4":{"type":"string","format":"ipv4"},"ipv6":{"type":"string","format":"ipv6"},
 	  "uuid":{"type":"string","format":"uuid"}}}`
 	doc := strings.Replace(string(Embedded), `"tool/name": "web_fetch"`, `"tool/name": "web_fetch", "schema/ref": "test:formats"`, 1)
+	doc = strings.Replace(doc, `"fields": ["url"]`, `"fields": ["uri"]`, 1)
 	r, err := Load([]Source{{"formats", []byte(doc)}, BasePolicy()}, []Implementation{
 		baseImpls()[0], {ID: "web.fetch", Version: 1, Schema: json.RawMessage(schema), Invoke: okInvoke}, baseImpls()[2], baseImpls()[3]})
 	if err != nil {
@@ -184,7 +185,7 @@ func TestFingerprintFollowsEntryAndPolicy(t *testing.T) {
 	base, pol := string(Embedded), string(EmbeddedPolicy)
 	r0 := load(base, pol)
 	fp := func(r *Registry, k string) string { return r.CapabilityRevision(k) }
-	relabeled := load(strings.Replace(base, `"2026-12-02.1"`, `"2026-12-02.2"`, 1), pol)
+	relabeled := load(strings.Replace(base, `"2026-12-02.2"`, `"2026-12-02.3"`, 1), pol)
 	if fp(r0, "web.fetch@1") != fp(relabeled, "web.fetch@1") || r0.Revision() == relabeled.Revision() {
 		t.Fatal("a revision label alone must change the registry revision, not the capability's fingerprint")
 	}

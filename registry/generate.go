@@ -20,6 +20,9 @@ type ToolSpec struct {
 	Network    Network
 	// SchemaRef names the schema source, e.g. "agentdojo:banking/send_money".
 	SchemaRef string
+	// Destination is where the tool's calls send what (required for external tools; nil for
+	// a local read-only tool means kind none).
+	Destination *Destination
 }
 
 // Caps and timeout of generated entries: read-only tools may be called often in one turn
@@ -44,8 +47,9 @@ const (
 //
 // The document is only generated here; Load checks it like any other (grammar, uniqueness,
 // an implementation per entry), so a tool name outside the grammar or two tools mapping to one
-// id fail closed at load. Errors: no tools, an empty name, or an unknown side-effect or network
-// class.
+// id fail closed at load. Errors: no tools, an empty name, an unknown side-effect or network
+// class, or an external tool without a Destination (a local one without is kind none, or
+// system <name> when it writes).
 func GenerateLayer(name, revision, owner, idPrefix string, tools []ToolSpec) (Source, error) {
 	if len(tools) == 0 {
 		return Source{}, fmt.Errorf("registry: generate layer %s: no tools", name)
@@ -67,6 +71,16 @@ func GenerateLayer(name, revision, owner, idPrefix string, tools []ToolSpec) (So
 		a := Airlock{
 			ToolName: t.Name, Description: t.Description, SideEffect: t.SideEffect, Network: t.Network,
 			PerTurnCap: generatedReadCap, Timeout: generatedTimeout, ModelVisible: true, SchemaRef: t.SchemaRef,
+			Destination: t.Destination,
+		}
+		if a.Destination == nil {
+			if t.Network == NetworkExternal || t.SideEffect == SideEffectExternalWrite {
+				return Source{}, fmt.Errorf("registry: generate layer %s: tool %s: an external tool needs its destination", name, t.Name)
+			}
+			a.Destination = &Destination{Kind: DestinationNone}
+			if t.SideEffect != SideEffectNone {
+				a.Destination = &Destination{Kind: DestinationSystem, Name: name}
+			}
 		}
 		if t.SideEffect != SideEffectNone {
 			a.PerTurnCap = generatedWriteCap

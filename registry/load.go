@@ -262,6 +262,8 @@ func load(sources []Source, impls []Implementation, bind bool) (*Registry, error
 			c.Impl = im
 			if err := c.bindSchema(); err != nil {
 				bad(RuleArgumentSchema, "%v", err)
+			} else if err := c.checkDestinationFields(); err != nil {
+				bad(RuleDestinationFields, "%v", err)
 			}
 		}
 	}
@@ -377,6 +379,7 @@ func checkEntry(src string, e Entry) []Diagnostic {
 	}
 	p = append(p, checkProposalEntry(src, e)...)
 	p = append(p, checkMCPEntry(src, e)...)
+	p = append(p, checkDestination(src, e)...)
 	return p
 }
 

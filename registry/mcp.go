@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/airlock-dev/airlock/internal/canonical"
+	"github.com/airlock-dev/airlock/internal/display"
 )
 
 // MCP is the "mcp" member of an entry's airlock block: the entry is a tool of an MCP server,
@@ -198,6 +199,17 @@ func checkMCPEntry(src string, e Entry) []Diagnostic {
 	}
 	if e.Airlock.Kind == KindProposal {
 		bad("an MCP tool cannot be a proposal tool")
+	}
+	// Every argument of an MCP call goes to its server: the destination is that server, even
+	// for a local stdio server (issue 19: a missing destination for an MCP entry refuses the
+	// load). External entries without one are already refused by checkDestination.
+	switch d := e.Airlock.Destination; {
+	case d == nil && !e.External():
+		p = append(p, Diagnostic{Source: src, Entry: e.Key(), Rule: RuleDestinationDeclared, Message: fmt.Sprintf(
+			"an MCP tool declares its destination: add \"destination\": {\"kind\": \"server\", \"name\": %q, \"fields\": [its arguments]}", m.Server)})
+	case d != nil && (d.Kind != DestinationServer || d.Name != m.Server):
+		p = append(p, Diagnostic{Source: src, Entry: e.Key(), Rule: RuleDestination, Message: fmt.Sprintf(
+			"an MCP tool's destination is its server: kind server, name %q (not %s %q)", m.Server, d.Kind, display.Visible(d.Name))})
 	}
 	def, err := DecodeMCPDefinition(m.Definition)
 	if err != nil {

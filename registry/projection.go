@@ -58,8 +58,8 @@ func Projection(sets []ProjectionSet) ([]byte, error) {
 			return nil, fmt.Errorf("registry: projection of %s: %w", set.Title, err)
 		}
 		fmt.Fprintf(&b, "\n## %s\n\nRevision `%s`.\n\n", set.Title, r.Revision())
-		b.WriteString("| capability | version | status | removal deadline | surfaces | wire name | tool name | side effect | network | confirmation | grants required |\n")
-		b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+		b.WriteString("| capability | version | status | removal deadline | surfaces | wire name | tool name | side effect | network | destination | confirmation | grants required |\n")
+		b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 		for _, c := range r.Capabilities() {
 			surf := make([]string, len(c.Surfaces))
 			for i, s := range c.Surfaces {
@@ -89,9 +89,19 @@ func Projection(sets []ProjectionSet) ([]byte, error) {
 					conf = "never (reserved)"
 				}
 			}
-			fmt.Fprintf(&b, "| `%s` | %d | %s | %s | %s | `%s` | %s | %s | %s | %s | %s |\n",
+			dest := "—"
+			if d := c.Airlock.Destination; d != nil {
+				dest = string(d.Kind)
+				if d.Name != "" {
+					dest += " " + code(d.Name)
+				}
+				if len(d.Fields) > 0 {
+					dest += " (sends " + code(strings.Join(d.Fields, "`, `")) + ")"
+				}
+			}
+			fmt.Fprintf(&b, "| `%s` | %d | %s | %s | %s | `%s` | %s | %s | %s | %s | %s | %s |\n",
 				cell(c.ID), c.Version, c.Status, orDash(c.RemovalDeadline), strings.Join(surf, ", "), cell(c.WireName),
-				code(c.Airlock.ToolName), orDash(string(c.Airlock.SideEffect)), orDash(string(c.Airlock.Network)), conf, grants)
+				code(c.Airlock.ToolName), orDash(string(c.Airlock.SideEffect)), orDash(string(c.Airlock.Network)), dest, conf, grants)
 		}
 		b.WriteString("\n| principal | grants held |\n| --- | --- |\n")
 		for _, p := range r.policy.Principals() {

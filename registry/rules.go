@@ -78,6 +78,15 @@ const (
 	RuleMCPPin Rule = "mcp-pin"
 	// RuleMCPToolUnique: two MCP servers never offer one tool name (issue 19).
 	RuleMCPToolUnique Rule = "mcp-tool-unique"
+	// RuleDestinationDeclared: an external capability (network external or side-effect
+	// external-write) declares its destination in the airlock block (issue 19, item 4).
+	RuleDestinationDeclared Rule = "destination-declared"
+	// RuleDestination: the destination is well formed: a known kind; kind none only for local
+	// read-only capabilities and without name or fields; a host in the form the HTTP client
+	// resolves (or "*" with the URL fields); a server or system named; no field twice.
+	RuleDestination Rule = "destination"
+	// RuleDestinationFields: every destination field is a top-level argument of the capability.
+	RuleDestinationFields Rule = "destination-fields"
 )
 
 // Rules of the capability-authorization-policy.v1 sidecar.
@@ -143,6 +152,9 @@ func AllRules() []RuleInfo {
 		{RuleProposalKind, false, "kind is capability or proposal; a proposal tool is dispatchable, local, local-write, capped at 1 a turn and not idempotent"},
 		{RuleMCPPin, false, "an MCP tool names its server and tool, and mcp digest is sha256 of the pinned definition's canonical JSON"},
 		{RuleMCPToolUnique, false, "no two MCP servers offer one tool/name"},
+		{RuleDestinationDeclared, false, "an external capability (network external or side-effect external-write) declares its destination (kind, name, fields that leave)"},
+		{RuleDestination, false, "destination kind is host, server, system or none; none only for local read-only capabilities; a host is written as the HTTP client resolves it (lower-case ASCII, xn-- labels) or is \"*\" with the URL fields; servers and systems are named"},
+		{RuleDestinationFields, false, "every destination field is a top-level argument of the capability"},
 		{RulePolicyParse, true, "the policy document is one JSON value"},
 		{RulePolicySchemaVersion, true, `"schema/v" is "capability-authorization-policy.v1"`},
 		{RulePolicyShape, true, "no key outside capability-authorization-policy.v1.schema.json"},

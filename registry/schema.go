@@ -136,6 +136,8 @@ func registryRule(path string, k jsv.ErrorKind, loc []string) Rule {
 		switch {
 		case has("/flags"):
 			return RuleFlagsExplicit
+		case has("/$defs/destination"):
+			return RuleDestination
 		case has("/$defs/airlock"):
 			return airlockFieldRule(miss)
 		}
@@ -144,6 +146,8 @@ func registryRule(path string, k jsv.ErrorKind, loc []string) Rule {
 	switch {
 	case has("/then") || has("/else") || has("removal~1deadline"):
 		return RuleDeprecatedDeadline
+	case has("/$defs/destination"):
+		return RuleDestination
 	case has("/$defs/airlock"):
 		for _, f := range []string{"tool~1name", "description", "side-effect", "network", "per-turn~1cap", "timeout"} {
 			if has("/properties/" + f + "/") {

@@ -29,7 +29,7 @@ func reviewRegistry(t *testing.T, f *fixture, revision string, echoClass [2]stri
 	doc := strings.Replace(testRegistry, `"test.1"`, `"`+revision+`"`, 1)
 	if echoClass[0] != "" {
 		doc = strings.Replace(doc, `"description":"Echo text.","side-effect":"none","network":"local"`,
-			`"description":"Echo text.","side-effect":"`+echoClass[0]+`","network":"`+echoClass[1]+`"`, 1)
+			`"description":"Echo text.","side-effect":"`+echoClass[0]+`","network":"`+echoClass[1]+`","destination":{"kind":"system","name":"test echo"}`, 1)
 	}
 	if revision != "test.1" {
 		// The revision alone is a label: what voids an approval is a change of the entry or

@@ -38,7 +38,7 @@ const testRegistry = `{"schema/v":"capability-registry.v1","revision":"test.1","
   "airlock":{"tool/name":"test_lookup","description":"Look up a key.","side-effect":"none","network":"local","per-turn/cap":2,"timeout":"5s","model-visible":true}},
  {"capability/id":"test.send","version":1,"owner":"tests","surfaces":["host-local"],"wire/name":"app/test.send","status":"active",
   "flags":{"dispatchable":true,"advertisable":false,"passport/eligible":false,"signing-domain":false,"host-route":true,"federated-discovery":false},
-  "airlock":{"tool/name":"test_send","description":"Send money.","side-effect":"external-write","network":"external","per-turn/cap":5,"timeout":"5s","model-visible":true}}
+  "airlock":{"tool/name":"test_send","description":"Send money.","side-effect":"external-write","network":"external","destination":{"kind":"system","name":"test bank"},"per-turn/cap":5,"timeout":"5s","model-visible":true}}
 ]}`
 
 type echoArgs struct {

@@ -62,6 +62,9 @@ func Consequential(suite, tool string) bool {
 	return se != registry.SideEffectNone || net != registry.NetworkLocal
 }
 
+// EnvironmentName is the destination system of a suite's consequential tools.
+func EnvironmentName(suite string) string { return "AgentDojo " + suite + " environment (replayed)" }
+
 // LayerOwner is the owner recorded on generated AgentDojo entries.
 const LayerOwner = "agentdojo replay (evaluation)"
 
@@ -77,8 +80,15 @@ func Layer(suite string, tools []Tool) (registry.Source, error) {
 	specs := make([]registry.ToolSpec, 0, len(tools))
 	for _, t := range tools {
 		se, net := Classify(suite, t.Name)
-		specs = append(specs, registry.ToolSpec{Name: t.Name, Description: t.Description, SideEffect: se, Network: net,
-			SchemaRef: "agentdojo:" + suite + "/" + t.Name})
+		spec := registry.ToolSpec{Name: t.Name, Description: t.Description, SideEffect: se, Network: net,
+			SchemaRef: "agentdojo:" + suite + "/" + t.Name}
+		if se != registry.SideEffectNone || net != registry.NetworkLocal {
+			// Every argument goes to the suite's environment (replayed here, a real system in
+			// the benchmark), so all of them are declared as leaving.
+			spec.Destination = &registry.Destination{Kind: registry.DestinationSystem, Name: EnvironmentName(suite),
+				Fields: registry.ArgumentFields(t.Parameters)}
+		}
+		specs = append(specs, spec)
 	}
 	return registry.GenerateLayer("agentdojo-"+suite, "agentdojo-"+suite+".generated", LayerOwner, "agentdojo."+suite, specs)
 }

@@ -75,11 +75,14 @@ func (c Corpus) Registry(bench, suite string, load capabilities.TraceLoader) (*r
 		specs := make([]registry.ToolSpec, 0, len(tools))
 		for _, t := range tools {
 			se, net := registry.SideEffectNone, registry.NetworkLocal
+			var dest *registry.Destination
 			if taubench.Consequential(suite, t.Name) {
 				se, net = registry.SideEffectExternalWrite, registry.NetworkExternal
+				dest = &registry.Destination{Kind: registry.DestinationSystem, Name: "tau-bench " + suite + " environment (replayed)",
+					Fields: registry.ArgumentFields(t.Parameters)}
 			}
 			specs = append(specs, registry.ToolSpec{Name: t.Name, Description: t.Description, SideEffect: se, Network: net,
-				SchemaRef: scheme + ":" + suite + "/" + t.Name})
+				SchemaRef: scheme + ":" + suite + "/" + t.Name, Destination: dest})
 		}
 		src, err = registry.GenerateLayer("tau-bench-"+suite, "tau-bench-"+suite+".generated", "tau-bench replay (evaluation)",
 			"taubench."+strings.ReplaceAll(suite, "_", "-"), specs)

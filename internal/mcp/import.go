@@ -177,7 +177,8 @@ func Import(server ServerConfig, tools []*sdk.Tool, o ImportOptions) (*Imported,
 			Flags: registry.Flags{Dispatchable: true, HostRoute: true},
 			Airlock: registry.Airlock{ToolName: toolName, Description: desc, SideEffect: side, Network: net, PerTurnCap: cap,
 				Timeout: o.Timeout, ModelVisible: true,
-				MCP: &registry.MCP{Server: server.Name, Tool: t.Name, Digest: digest, Definition: defJSON}}}
+				MCP:         &registry.MCP{Server: server.Name, Tool: t.Name, Digest: digest, Definition: defJSON},
+				Destination: &registry.Destination{Kind: registry.DestinationServer, Name: server.Name, Fields: registry.ArgumentFields(schema)}}}
 		out.Entries = append(out.Entries, e)
 		autonomy := registry.AutonomyConfirm
 		if e.Automatic() {
