@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/catalog"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/inference"
+	"github.com/airlock-dev/airlock/internal/mcp"
 	"github.com/airlock-dev/airlock/internal/proposals"
 	"github.com/airlock-dev/airlock/internal/recording"
 	"github.com/airlock-dev/airlock/internal/store"
@@ -97,11 +98,11 @@ func MemoryFromEnv() proposals.Memory {
 }
 
 // WatchedFiles are the registry, policy and guidance files cfg names (AIRLOCK_REGISTRY,
-// AIRLOCK_POLICY, AIRLOCK_GUIDANCE):
+// AIRLOCK_POLICY, AIRLOCK_GUIDANCE) and the MCP servers file (AIRLOCK_MCP_SERVERS):
 // what a worker polls for live reload. Embedded documents never change under a running worker.
 func WatchedFiles(cfg config.Config) []string {
 	var out []string
-	for _, f := range []string{cfg.RegistryFile, cfg.PolicyFile, cfg.GuidanceFile} {
+	for _, f := range []string{cfg.RegistryFile, cfg.PolicyFile, cfg.GuidanceFile, os.Getenv(mcp.EnvServers)} {
 		if f != "" {
 			out = append(out, f)
 		}
