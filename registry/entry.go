@@ -91,6 +91,9 @@ type Airlock struct {
 	// Destination declares where a call sends what (see Destination); required for external
 	// capabilities (RuleDestinationDeclared).
 	Destination *Destination `json:"destination,omitempty"`
+	// HTTP, when set, makes the entry an HTTP capability served from its declaration alone
+	// (see HTTP); internal/capabilities binds it.
+	HTTP *HTTP `json:"http,omitempty"`
 }
 
 // Entry is one capability-registry.v1 entry.

@@ -3,7 +3,6 @@ package registry
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 )
 
@@ -94,12 +93,6 @@ func (c *Capability) Unavailable() error {
 	}
 	return c.Impl.Available()
 }
-
-// ErrOutcomeUnknown is returned (wrapped) by an Invoke whose effect may or may not have
-// happened: the request reached the provider and its answer was lost (an MCP server that
-// died or timed out mid-call). Stage 5 reports outcome_unknown and never runs the call again
-// (DESIGN "At most once for effects").
-var ErrOutcomeUnknown = errors.New("the call reached the provider and its outcome is unknown")
 
 // NotRunError is returned by an Invoke that refused before anything reached the provider
 // (an MCP tool whose live definition changed, a server that is down): the call was not run.

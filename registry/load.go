@@ -224,8 +224,8 @@ func load(sources []Source, impls []Implementation, bind bool) (*Registry, error
 		}
 		if ds := checkEntry(se.source, e); len(ds) > 0 {
 			add(ds...)
-			if slices.ContainsFunc(ds, func(d Diagnostic) bool { return d.Rule == RuleAirlockBlock }) {
-				used[k] = true // nothing to bind without the block; its diagnostic stands
+			if slices.ContainsFunc(ds, func(d Diagnostic) bool { return d.Rule == RuleAirlockBlock || d.Rule == RuleHTTP }) {
+				used[k] = true // nothing to bind without the block (or with a broken http block); its diagnostic stands
 				continue
 			}
 		}
@@ -264,6 +264,8 @@ func load(sources []Source, impls []Implementation, bind bool) (*Registry, error
 				bad(RuleArgumentSchema, "%v", err)
 			} else if err := c.checkDestinationFields(); err != nil {
 				bad(RuleDestinationFields, "%v", err)
+			} else if e.Airlock.HTTP != nil && (im.Args != nil || !bytes.Equal(im.Schema, e.Airlock.HTTP.ArgumentSchema())) {
+				bad(RuleHTTP, "an http capability is served from its declaration; the implementation bound gives another argument schema")
 			}
 		}
 	}
@@ -380,6 +382,7 @@ func checkEntry(src string, e Entry) []Diagnostic {
 	p = append(p, checkProposalEntry(src, e)...)
 	p = append(p, checkMCPEntry(src, e)...)
 	p = append(p, checkDestination(src, e)...)
+	p = append(p, checkHTTP(src, e)...)
 	return p
 }
 

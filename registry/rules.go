@@ -87,6 +87,8 @@ const (
 	RuleDestination Rule = "destination"
 	// RuleDestinationFields: every destination field is a top-level argument of the capability.
 	RuleDestinationFields Rule = "destination-fields"
+	// RuleHTTP: an HTTP capability's declaration is complete and consistent (registry.HTTP).
+	RuleHTTP Rule = "http"
 )
 
 // Rules of the capability-authorization-policy.v1 sidecar.
@@ -155,6 +157,7 @@ func AllRules() []RuleInfo {
 		{RuleDestinationDeclared, false, "an external capability (network external or side-effect external-write) declares its destination (kind, name, fields that leave)"},
 		{RuleDestination, false, "destination kind is host, server, system or none; none only for local read-only capabilities; a host is written as the HTTP client resolves it (lower-case ASCII, xn-- labels) or is \"*\" with the URL fields; servers and systems are named"},
 		{RuleDestinationFields, false, "every destination field is a top-level argument of the capability"},
+		{RuleHTTP, false, "an http block has a known method, an absolute http(s) base URL without user info, query or fragment, its host written as contacted; path slots, query and body name declared arguments, each sent once, slots required and scalar; headers only from secrets; destination kind host on the URL's host with exactly the arguments sent"},
 		{RulePolicyParse, true, "the policy document is one JSON value"},
 		{RulePolicySchemaVersion, true, `"schema/v" is "capability-authorization-policy.v1"`},
 		{RulePolicyShape, true, "no key outside capability-authorization-policy.v1.schema.json"},

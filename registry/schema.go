@@ -138,6 +138,8 @@ func registryRule(path string, k jsv.ErrorKind, loc []string) Rule {
 			return RuleFlagsExplicit
 		case has("/$defs/destination"):
 			return RuleDestination
+		case has("/$defs/http"):
+			return RuleHTTP
 		case has("/$defs/airlock"):
 			return airlockFieldRule(miss)
 		}
@@ -148,6 +150,8 @@ func registryRule(path string, k jsv.ErrorKind, loc []string) Rule {
 		return RuleDeprecatedDeadline
 	case has("/$defs/destination"):
 		return RuleDestination
+	case has("/$defs/http"):
+		return RuleHTTP
 	case has("/$defs/airlock"):
 		for _, f := range []string{"tool~1name", "description", "side-effect", "network", "per-turn~1cap", "timeout"} {
 			if has("/properties/" + f + "/") {

@@ -98,13 +98,20 @@ func MemoryFromEnv() proposals.Memory {
 }
 
 // WatchedFiles are the registry, policy and guidance files cfg names (AIRLOCK_REGISTRY,
-// AIRLOCK_POLICY, AIRLOCK_GUIDANCE) and the MCP servers file (AIRLOCK_MCP_SERVERS):
-// what a worker polls for live reload. Embedded documents never change under a running worker.
+// AIRLOCK_POLICY, AIRLOCK_GUIDANCE), every layer file with its policy
+// (AIRLOCK_REGISTRY_LAYERS) and the MCP servers file (AIRLOCK_MCP_SERVERS): what a worker polls
+// for live reload. Embedded documents never change under a running worker.
 func WatchedFiles(cfg config.Config) []string {
 	var out []string
 	for _, f := range []string{cfg.RegistryFile, cfg.PolicyFile, cfg.GuidanceFile, os.Getenv(mcp.EnvServers)} {
 		if f != "" {
 			out = append(out, f)
+		}
+	}
+	for _, l := range cfg.Layers {
+		if registry.IsLayerFile(l) {
+			lp, pp := registry.LayerFilePaths(l)
+			out = append(out, lp, pp)
 		}
 	}
 	return out
@@ -210,18 +217,18 @@ func LoadRegistryWith(cfg config.Config, temporalProbe, storeProbe capabilities.
 	cat := &catalog.Catalog{Key: CursorKey(cfg), Guidance: LoadGuidance(cfg, slog.Default())}
 	list, describe := capabilities.CatalogList(cat), capabilities.CatalogDescribe(cat)
 	list.Ready, describe.Ready = ready, ready
-	impls := []registry.Implementation{health, list, describe, capabilities.WebFetch(capabilities.NewFetcher(fetch))}
+	fetcher := capabilities.NewFetcher(fetch)
+	impls := []registry.Implementation{health, list, describe, capabilities.WebFetch(fetcher)}
 	var tools map[string][]recording.Tool
 	for _, name := range cfg.Layers {
-		src, err := registry.Layer(name)
-		if err != nil {
-			return nil, err
-		}
-		pol, err := registry.LayerPolicy(name)
+		src, pol, err := registry.LayerSources(name)
 		if err != nil {
 			return nil, err
 		}
 		sources = append(sources, src, pol)
+		if registry.IsLayerFile(name) {
+			continue // its HTTP entries are bound below with every other source's
+		}
 		entries, err := registry.Entries(src)
 		if err != nil {
 			return nil, err
@@ -251,6 +258,20 @@ func LoadRegistryWith(cfg config.Config, temporalProbe, storeProbe capabilities.
 	}
 	sources = append(sources, extra...)
 	impls = append(impls, extraImpls...)
+	// HTTP capabilities are served from their declarations, in any document. A document that
+	// does not decode binds nothing here; Load reports why.
+	secrets := capabilities.SecretsFrom(cfg.SecretsPath())
+	for _, src := range sources {
+		entries, err := registry.Entries(src)
+		if err != nil {
+			continue
+		}
+		ims, err := capabilities.HTTPCapabilities(entries, fetcher, secrets)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", src.Name, err)
+		}
+		impls = append(impls, ims...)
+	}
 	mcpImpls, err := mcpImplementations(sources) // MCP tool entries of any layer (workers/mcp.go)
 	if err != nil {
 		return nil, err

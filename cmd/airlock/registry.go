@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -121,15 +122,23 @@ func firstLine(s string) string {
 func newRegistryCheckCmd() *cobra.Command {
 	var file, policy string
 	var layers []string
+	var goBound bool
 	cmd := &cobra.Command{
-		Use:   "check [--file F] [--policy P]",
-		Short: "Validate a registry file and policy sidecar as a worker would, printing every diagnostic",
+		Use:   "check [--file F] [--policy P] [--layers L,...] [--go-bound]",
+		Short: "Validate a registry file, a layer file and their policy sidecars as a worker would, printing every diagnostic",
 		Long: `Load the registry (--file, default AIRLOCK_REGISTRY or the embedded one) and its policy sidecar
-(--policy, default AIRLOCK_POLICY or the embedded one) with the layers and every implementation
-bound, exactly as a worker does before serving or swapping in a reload. Exits 0 and prints the
+(--policy, default AIRLOCK_POLICY or the embedded one) with the layers (--layers, default
+AIRLOCK_REGISTRY_LAYERS: embedded names or layer files, LAYER.json with its policy beside it as
+LAYER.policy.json, or LAYER.json=POLICY.json) and every implementation bound, exactly as a worker
+does before serving or swapping in a reload: HTTP capabilities are bound from their
+declarations (their secrets must be set), destinations are checked. Exits 0 and prints the
 revision when it would load; otherwise exits non-zero with every diagnostic, each naming the
-document, the entry and the rule (docs/CAPABILITY-REGISTRY.md lists the rules).`,
-		Example: "  airlock registry check --file registry.json --policy policy.json",
+document, the entry and the rule (docs/CAPABILITY-REGISTRY.md lists the rules).
+
+A layer whose capabilities are Go code in your own worker binary (the airlockworker package)
+cannot be bound here: --go-bound checks those entries under every other rule as if code bound
+them, and lists them. The worker binary itself binds them for real at start.`,
+		Example: "  airlock registry check --file registry.json --policy policy.json\n  airlock registry check --layers ./tickets.v1.json\n  airlock registry check --layers ./tickets.v1.json=./tickets-policy.json --go-bound",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c := cfg
@@ -142,8 +151,18 @@ document, the entry and the rule (docs/CAPABILITY-REGISTRY.md lists the rules).`
 			if cmd.Flags().Changed("layers") {
 				c.Layers = layers
 			}
+			var placeholders []registry.Implementation
+			if goBound {
+				var err error
+				if placeholders, err = goBoundPlaceholders(c.Layers); err != nil {
+					return err
+				}
+				for _, im := range placeholders {
+					fmt.Fprintf(cmd.ErrOrStderr(), "%s@%d: checked as bound by Go code (not bound here)\n", im.ID, im.Version)
+				}
+			}
 			start := time.Now()
-			reg, err := workers.LoadRegistry(c, nil, nil)
+			reg, err := workers.LoadRegistryWith(c, nil, nil, nil, placeholders)
 			if err != nil {
 				var le *registry.LoadError
 				if errors.As(err, &le) {
@@ -158,10 +177,41 @@ document, the entry and the rule (docs/CAPABILITY-REGISTRY.md lists the rules).`
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&goBound, "go-bound", false, "check layer-file entries that are neither HTTP nor built in as if Go code bound them")
 	cmd.Flags().StringVar(&file, "file", "", "registry file (capability-registry.v1) to check instead of AIRLOCK_REGISTRY or the embedded one")
 	cmd.Flags().StringVar(&policy, "policy", "", "policy sidecar (capability-authorization-policy.v1) to check instead of AIRLOCK_POLICY or the embedded one")
 	cmd.Flags().StringSliceVar(&layers, "layers", cfg.Layers, "registry layers to load on top of the base registry")
 	return cmd
+}
+
+// goBoundPlaceholders are stand-in implementations (an open argument schema) for the entries of
+// layer files that only a team's own worker binary binds: neither HTTP (bound from the
+// declaration) nor agent proposals (bound by the registry).
+func goBoundPlaceholders(layers []string) ([]registry.Implementation, error) {
+	var out []registry.Implementation
+	for _, l := range layers {
+		if !registry.IsLayerFile(l) {
+			continue
+		}
+		src, _, err := registry.LayerFile(l)
+		if err != nil {
+			return nil, err
+		}
+		entries, err := registry.Entries(src)
+		if err != nil {
+			continue // the check reports it
+		}
+		for _, e := range entries {
+			if e.Airlock.HTTP != nil || e.Airlock.Kind == registry.KindProposal || !e.Flags.Dispatchable || e.Status == registry.StatusReserved {
+				continue
+			}
+			out = append(out, registry.Implementation{ID: e.ID, Version: e.Version, Schema: []byte(`{"type":"object"}`),
+				Invoke: func(context.Context, registry.Invocation) (registry.Output, error) {
+					return registry.Output{}, errors.New("placeholder: never invoked")
+				}})
+		}
+	}
+	return out, nil
 }
 
 func newRegistryDocCmd() *cobra.Command {

@@ -45,8 +45,13 @@ type Config struct {
 	// capability-guidance.v1): optional, lower-trust descriptions catalog describe shows when
 	// bound to the exact contract; empty = embedded.
 	GuidanceFile string
-	// Layers are embedded registry layers loaded on top (AIRLOCK_REGISTRY_LAYERS, comma list).
+	// Layers are registry layers loaded on top (AIRLOCK_REGISTRY_LAYERS, comma list): embedded
+	// layer names ("agentdojo-banking") or layer files ("/etc/airlock/tickets.v1.json", policy
+	// beside it as tickets.v1.policy.json, or "LAYER.json=POLICY.json"; registry.LayerSources).
 	Layers []string
+	// SecretsDir is the folder HTTP capabilities read named header secrets from when the
+	// environment has no AIRLOCK_SECRET_<NAME> (AIRLOCK_SECRETS_DIR, default <Home>/secrets).
+	SecretsDir string
 	// ApproverKeyFile holds the hex AES-256 key that seals tokens for approvers
 	// (AIRLOCK_APPROVER_KEY_FILE, default <Home>/approver.key, created when absent).
 	ApproverKeyFile string
@@ -91,6 +96,7 @@ func FromEnv() Config {
 		PolicyFile:      os.Getenv("AIRLOCK_POLICY"),
 		GuidanceFile:    os.Getenv("AIRLOCK_GUIDANCE"),
 		Layers:          SplitList(os.Getenv("AIRLOCK_REGISTRY_LAYERS")),
+		SecretsDir:      os.Getenv("AIRLOCK_SECRETS_DIR"),
 		ApproverKeyFile: os.Getenv("AIRLOCK_APPROVER_KEY_FILE"),
 		TemporalUI:      env("AIRLOCK_TEMPORAL_UI", "http://localhost:8233"),
 		FetchAllow:      SplitList(os.Getenv("AIRLOCK_FETCH_ALLOW")),
@@ -120,6 +126,14 @@ func (c Config) StoreURL() string {
 		return c.DatabaseURL
 	}
 	return "sqlite:" + filepath.Join(c.Home, "airlock.db")
+}
+
+// SecretsPath is the secrets folder: SecretsDir, else <Home>/secrets.
+func (c Config) SecretsPath() string {
+	if c.SecretsDir != "" {
+		return c.SecretsDir
+	}
+	return filepath.Join(c.Home, "secrets")
 }
 
 // KeyFile is the approver key path.
