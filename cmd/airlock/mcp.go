@@ -69,7 +69,7 @@ func newMCPImportCmd() *cobra.Command {
                              id mcp.SERVER.TOOL, its definition (name, title, description,
                              input and output schema, annotations) pinned with its sha256
                              digest, its destination the server and the tool's arguments
-  mcp-SERVER.policy.v1.json  its policy stub: grant mcp.SERVER for every principal; autonomy
+  mcp-SERVER.v1.policy.json  its policy stub: grant mcp.SERVER for every principal; autonomy
                              automatic only for local read-only tools, confirm otherwise
 
 The side effect and network class are the registry's decision. They are only SUGGESTED from the
@@ -143,7 +143,7 @@ model tool name or whose schema cannot be enforced is skipped with a note.`,
 				return err
 			}
 			layer := filepath.Join(out, "mcp-"+sc.Name+".v1.json")
-			policy := filepath.Join(out, "mcp-"+sc.Name+".policy.v1.json")
+			policy := filepath.Join(out, "mcp-"+sc.Name+".v1.policy.json")
 			if err := os.WriteFile(layer, imp.Layer, 0o644); err != nil {
 				return err
 			}
@@ -158,8 +158,8 @@ model tool name or whose schema cannot be enforced is skipped with a note.`,
 			if init != nil && init.ServerInfo != nil {
 				srvName = fmt.Sprintf(" (%s %s)", display.Visible(init.ServerInfo.Name), display.Visible(init.ServerInfo.Version))
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "imported %d of %d tools of MCP server %s%s\n  layer  %s\n  policy %s\nreview both, then load them as registry layers\n",
-				len(imp.Entries), len(tools), sc.Name, srvName, layer, policy)
+			fmt.Fprintf(cmd.OutOrStdout(), "imported %d of %d tools of MCP server %s%s\n  layer  %s\n  policy %s\nreview both, then load the layer: AIRLOCK_REGISTRY_LAYERS=%s\n",
+				len(imp.Entries), len(tools), sc.Name, srvName, layer, policy, layer)
 			return nil
 		},
 	}

@@ -185,11 +185,12 @@ func Import(server ServerConfig, tools []*sdk.Tool, o ImportOptions) (*Imported,
 			autonomy = registry.AutonomyAutomatic
 		}
 		pol.Capabilities = append(pol.Capabilities, registry.PolicyEntry{ID: id, Version: 1, GrantsRequired: []string{grant}, Autonomy: autonomy})
-		note(t.Name, false, "side-effect %s, network %s (%s; annotations: %s); autonomy %s; pinned %s",
-			side, net, why, annotationText(t.Annotations), autonomy, registry.MCPPinDigest(digest))
+		idem := ""
 		if ann.IdempotentHint {
-			note(t.Name, false, "the server claims idempotentHint: the entry is not declared idempotent (an interrupted call is outcome_unknown); set airlock idempotent only if you know it is")
+			idem = "; its idempotentHint is not adopted (an interrupted call stays outcome_unknown)"
 		}
+		note(t.Name, false, "side-effect %s, network %s (%s; annotations: %s); autonomy %s; pinned %s%s",
+			side, net, why, annotationText(t.Annotations), autonomy, registry.MCPPinDigest(digest), idem)
 	}
 	if len(out.Entries) == 0 {
 		return out, fmt.Errorf("mcp import: server %q: no tool could be imported", server.Name)
