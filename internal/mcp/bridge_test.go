@@ -18,7 +18,7 @@ import (
 )
 
 // bound imports every tool of c, binds the layer to a new bridge and loads it as a registry.
-func bound(t *testing.T, c ServerConfig, o ImportOptions) (*registry.Registry, *Bridge, *Imported) {
+func bound(t testing.TB, c ServerConfig, o ImportOptions) (*registry.Registry, *Bridge, *Imported) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -45,7 +45,7 @@ func bound(t *testing.T, c ServerConfig, o ImportOptions) (*registry.Registry, *
 	return reg, b, imp
 }
 
-func capability(t *testing.T, reg *registry.Registry, tool string) *registry.Capability {
+func capability(t testing.TB, reg *registry.Registry, tool string) *registry.Capability {
 	t.Helper()
 	c, ok := reg.ByToolName(tool)
 	if !ok {

@@ -126,7 +126,7 @@ func writeNote(dir string) sdk.ToolHandler {
 }
 
 // httpServer serves srv over streamable HTTP until the test ends.
-func httpServer(t *testing.T, srv *sdk.Server) *httptest.Server {
+func httpServer(t testing.TB, srv *sdk.Server) *httptest.Server {
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
@@ -134,7 +134,7 @@ func httpServer(t *testing.T, srv *sdk.Server) *httptest.Server {
 }
 
 // stdioConfig runs this test binary as a stdio server of variant, leaving its files in dir.
-func stdioConfig(t *testing.T, name, variant, dir string) ServerConfig {
+func stdioConfig(t testing.TB, name, variant, dir string) ServerConfig {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
