@@ -53,6 +53,7 @@ func runWorker(ctx context.Context, cmd *cobra.Command, ready chan<- struct{}) e
 		return err
 	}
 	defer deps.Close()
+	defer workers.CloseMCP() // stop the stdio MCP servers this worker started
 	metrics, err := telemetry.NewMetrics(telemetry.PendingFromStore(deps.Store))
 	if err != nil {
 		return err
