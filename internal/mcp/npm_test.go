@@ -55,7 +55,8 @@ func freePort(t *testing.T) int {
 }
 
 // sample builds arguments for a tool from its argument schema: every required property gets a
-// value of its type (the first enum value when it has one), overridden by fixed.
+// value of its type (the first enum value when it has one), overridden by the members of
+// fixed the schema declares.
 func sample(schema json.RawMessage, fixed map[string]any) (string, error) {
 	var s struct {
 		Properties map[string]struct {
@@ -86,7 +87,9 @@ func sample(schema json.RawMessage, fixed map[string]any) (string, error) {
 		}
 	}
 	for k, v := range fixed {
-		args[k] = v
+		if _, ok := s.Properties[k]; ok {
+			args[k] = v
+		}
 	}
 	b, err := json.Marshal(args)
 	return string(b), err

@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if os.Getenv("MCPTEST_CONFORMANCE_CLIENT") == "1" {
+		os.Exit(conformanceClient(os.Args[len(os.Args)-1]))
+	}
 	os.Exit(m.Run())
 }
 
