@@ -283,6 +283,20 @@ func TestMCPChangedToolLostAnswerAndDownServerInRealTurns(t *testing.T) {
 	if !audited {
 		t.Fatalf("the refusal's reason is not in the audit log: %+v", evs)
 	}
+	// The change itself is audited when the bridge sees it, turn or no turn.
+	all, err := st.ListAudit(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seenChange := false
+	for _, e := range all {
+		if e.Outcome == mcp.ReasonDefinitionChanged && e.CapabilityID == "mcp.notes.note" && strings.Contains(e.Detail, "description") {
+			seenChange = true
+		}
+	}
+	if !seenChange {
+		t.Fatal("the definition change is not in the audit log")
+	}
 
 	// 2. The server dies while an approved note runs.
 	n.srv.AddTool(noteTool("Write a note."), n.note)

@@ -8,7 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/mcp"
+	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/registry"
 )
 
@@ -37,6 +39,23 @@ func CloseMCP() {
 	mcpMu.Unlock()
 	if b != nil {
 		b.Close()
+	}
+}
+
+// AuditMCPChanges makes the process's MCP bridge write an audit row to st for every bound tool
+// that leaves its pin (definition changed, tool missing), once per tool and live digest:
+// outcome mcp_definition_changed or mcp_tool_missing, stage resolve, the reason as detail and
+// no workflow (it happened to the registry, not to a turn). `airlock audit` lists them.
+func AuditMCPChanges(st *store.Store) {
+	MCPBridge().OnChange = func(c mcp.Change) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := st.AppendAudit(ctx, store.AuditEvent{Key: fmt.Sprintf("mcp/%s/%s/%s/%s", c.Server, c.Tool, c.Pinned, c.Live),
+			CapabilityID: c.CapabilityID, Version: c.Version, Outcome: c.Reason, Stage: string(activities.StageResolve),
+			Reason: c.Reason, Detail: c.Detail, ArgsDigest: c.Live, At: time.Now()})
+		if err != nil {
+			slog.Default().Warn("MCP tool change not audited", "server", c.Server, "capability", c.CapabilityID, "error", err)
+		}
 	}
 }
 

@@ -67,6 +67,7 @@ func Build(ctx context.Context, cfg config.Config, temporalProbe capabilities.Pr
 	if err != nil {
 		return nil, err
 	}
+	AuditMCPChanges(st) // MCP tools that leave their pin are audited (workers/mcp.go)
 	load := func() (*registry.Registry, error) { return LoadRegistry(cfg, temporalProbe, st.Ping) }
 	reg, err := load()
 	if err != nil {

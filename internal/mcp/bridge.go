@@ -45,9 +45,9 @@ const (
 type Bridge struct {
 	log *slog.Logger
 	// OnChange, when set, is told once per tool and live digest that a bound tool's live
-	// definition left its pin, or that the server stopped listing it (live is "" then). It
-	// runs on the bridge's goroutine: it must not block for long.
-	OnChange func(server, tool, pinned, live string)
+	// definition left its pin, or that the server stopped listing it. It runs on the bridge's
+	// goroutine: it must not block for long.
+	OnChange func(Change)
 
 	mu      sync.Mutex
 	cfg     *Servers
@@ -140,7 +140,7 @@ func (b *Bridge) Implementations(entries []registry.Entry) ([]registry.Implement
 			errs = append(errs, fmt.Errorf("%s: %w", e.Key(), err))
 			continue
 		}
-		p := pin{tool: m.Tool, digest: m.Digest, def: def}
+		p := pin{tool: m.Tool, digest: m.Digest, def: def, id: e.ID, version: e.Version}
 		sv.bind(p)
 		out = append(out, registry.Implementation{
 			ID: e.ID, Version: e.Version, Schema: schema,
@@ -237,11 +237,24 @@ func (b *Bridge) Status(ctx context.Context, refresh bool) []ServerStatus {
 	return out
 }
 
+// Change is a bound tool whose live definition no longer matches its pin (Live is the live
+// digest, or "" when the server stopped listing the tool). Reason is ReasonDefinitionChanged or
+// ReasonToolMissing; Detail says why in Airlock's words (what operators read).
+type Change struct {
+	Server, Tool   string
+	CapabilityID   string
+	Version        int
+	Pinned, Live   string
+	Reason, Detail string
+}
+
 // pin is what a registry entry pinned of one tool.
 type pin struct {
-	tool   string
-	digest string
-	def    registry.MCPToolDefinition
+	tool    string
+	digest  string
+	def     registry.MCPToolDefinition
+	id      string
+	version int
 }
 
 type liveTool struct {
@@ -534,7 +547,7 @@ func (s *server) list(ctx context.Context, sess *sdk.ClientSession) error {
 		return errors.New("the session ended while its tools were listed")
 	}
 	s.tools, s.listedAt = tools, time.Now()
-	var changes [][3]string
+	var changes []Change
 	for name, p := range s.pins {
 		lt, ok := tools[name]
 		if ok && lt.digest == p.digest {
@@ -545,18 +558,19 @@ func (s *server) list(ctx context.Context, sess *sdk.ClientSession) error {
 			continue
 		}
 		s.reported[key] = true
-		changes = append(changes, [3]string{name, p.digest, lt.digest})
+		ch := Change{Server: s.cfg.Name, Tool: name, CapabilityID: p.id, Version: p.version, Pinned: p.digest, Live: lt.digest}
+		var nr *registry.NotRunError
+		if errors.As(s.checkLocked(p), &nr) {
+			ch.Reason, ch.Detail = nr.Code, nr.Detail
+		}
+		changes = append(changes, ch)
 	}
 	s.mu.Unlock()
 	for _, c := range changes {
-		if c[2] == "" {
-			s.b.log.Warn("MCP tool missing: no longer offered", "server", s.cfg.Name, "tool", display.Visible(c[0]))
-		} else {
-			s.b.log.Warn("MCP tool definition changed after it was pinned: no longer offered or called", "server", s.cfg.Name,
-				"tool", display.Visible(c[0]), "pinned", c[1], "live", c[2])
-		}
+		s.b.log.Warn("MCP tool no longer offered or called", "server", c.Server, "tool", display.Visible(c.Tool),
+			"capability", c.CapabilityID, "pinned", c.Pinned, "live", c.Live, "reason", c.Detail)
 		if s.b.OnChange != nil {
-			s.b.OnChange(s.cfg.Name, c[0], c[1], c[2])
+			s.b.OnChange(c)
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -161,8 +162,15 @@ func TestChangedDefinitionIsRefusedWhileOtherToolsWork(t *testing.T) {
 	dir := t.TempDir()
 	srv := newTestServer("v1", dir)
 	reg, b, _ := bound(t, ServerConfig{Name: "notes", URL: httpServer(t, srv).URL, Refresh: "1h"}, ImportOptions{})
+	var mu sync.Mutex
 	var changes []string
-	b.OnChange = func(server, tool, pinned, live string) { changes = append(changes, server+"/"+tool) }
+	b.OnChange = func(c Change) {
+		mu.Lock()
+		defer mu.Unlock()
+		if c.Reason == ReasonDefinitionChanged && c.CapabilityID == "mcp.notes.write-note" && c.Live != "" {
+			changes = append(changes, c.Server+"/"+c.Tool)
+		}
+	}
 	wn, echo := capability(t, reg, "write_note"), capability(t, reg, "echo")
 	if err := wn.Unavailable(); err != nil {
 		t.Fatal(err)
@@ -190,9 +198,11 @@ func TestChangedDefinitionIsRefusedWhileOtherToolsWork(t *testing.T) {
 	if len(st) != 1 || !st[0].Connected || !strings.Contains(statusProblem(st[0], "write_note"), "changed after it was pinned") {
 		t.Fatalf("status: %+v", st)
 	}
+	mu.Lock()
 	if len(changes) != 1 || changes[0] != "notes/write_note" {
 		t.Fatalf("OnChange calls: %v", changes)
 	}
+	mu.Unlock()
 	// Restoring the pinned definition makes the tool available again.
 	srv.AddTool(writeNoteTool("Append a line to the notes file."), writeNote(dir))
 	eventually(t, "the restored pin", func() bool { return wn.Unavailable() == nil })
