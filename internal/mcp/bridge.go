@@ -354,67 +354,78 @@ func (s *server) close() {
 	}
 }
 
-// ensure returns the connected session, connecting first when there is none (one attempt at
-// a time; concurrent callers wait for it).
+// ensure returns the connected session, connecting first when there is none. One attempt
+// runs at a time, under the server's own lifetime (never the caller's context, so a session a
+// call opened outlives the call); callers wait for it until their context ends.
 func (s *server) ensure(ctx context.Context) (*sdk.ClientSession, error) {
-	for {
+	s.mu.Lock()
+	if s.sess != nil {
+		sess := s.sess
+		s.mu.Unlock()
+		return sess, nil
+	}
+	if s.ctx.Err() != nil {
+		s.mu.Unlock()
+		return nil, errors.New("server closed")
+	}
+	ch := s.connecting
+	if ch == nil {
+		ch = make(chan struct{})
+		s.connecting = ch
+		go s.dial(ch)
+	}
+	s.mu.Unlock()
+	select {
+	case <-ch:
 		s.mu.Lock()
-		if s.sess != nil {
-			sess := s.sess
-			s.mu.Unlock()
+		sess, err := s.sess, s.downErr
+		s.mu.Unlock()
+		if sess != nil {
 			return sess, nil
 		}
-		if ch := s.connecting; ch != nil {
-			s.mu.Unlock()
-			select {
-			case <-ch:
-				s.mu.Lock()
-				sess, err := s.sess, s.downErr
-				s.mu.Unlock()
-				if sess != nil {
-					return sess, nil
-				}
-				if err == nil {
-					err = errors.New("not connected")
-				}
-				return nil, err
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
+		if err == nil {
+			err = errors.New("not connected")
 		}
-		if s.ctx.Err() != nil {
-			s.mu.Unlock()
-			return nil, errors.New("server closed")
-		}
-		ch := make(chan struct{})
-		s.connecting = ch
-		s.mu.Unlock()
-		sess, err := s.connect(ctx)
+		return nil, err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// dial makes one connection attempt: connect, initialize, list the tools; then watches the
+// session so its end is noticed. It closes ch when the attempt is over.
+func (s *server) dial(ch chan struct{}) {
+	sess, err := s.connect(s.ctx)
+	if err == nil {
 		s.mu.Lock()
-		s.connecting = nil
-		if err != nil {
-			s.downErr = err
-			s.tools = nil
-		} else {
-			s.sess, s.downErr = sess, nil
-		}
+		s.sess, s.downErr = sess, nil
 		s.mu.Unlock()
-		close(ch)
-		if err != nil {
-			s.b.log.Warn("MCP server unavailable", "server", s.cfg.Name, "error", display.Visible(err.Error()))
-			return nil, err
+		lctx, cancel := context.WithTimeout(s.ctx, s.connectTO)
+		err = s.list(lctx, sess)
+		cancel()
+		if err == nil {
+			go func() {
+				_ = sess.Wait()
+				s.lost(sess, errors.New("the session ended (the server exited or closed the connection)"))
+			}()
 		}
-		lctx, lcancel := context.WithTimeout(ctx, s.connectTO)
-		lerr := s.list(lctx, sess)
-		lcancel()
-		if lerr != nil {
-			return nil, lerr
+	}
+	s.mu.Lock()
+	s.connecting = nil
+	var stale *sdk.ClientSession
+	if err != nil {
+		s.downErr, s.tools = err, nil
+		if sess != nil && s.sess == sess {
+			s.sess, stale = nil, sess
 		}
-		go func() {
-			_ = sess.Wait()
-			s.lost(sess, errors.New("the session ended (the server exited or closed the connection)"))
-		}()
-		return sess, nil
+	}
+	s.mu.Unlock()
+	close(ch)
+	if stale != nil {
+		_ = stale.Close()
+	}
+	if err != nil && s.ctx.Err() == nil {
+		s.b.log.Warn("MCP server unavailable", "server", s.cfg.Name, "error", display.Visible(err.Error()))
 	}
 }
 
