@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/airlock-dev/airlock/internal/catalog"
 	"github.com/airlock-dev/airlock/registry"
 )
 
@@ -183,6 +185,14 @@ func TestChangedDefinitionIsRefusedWhileOtherToolsWork(t *testing.T) {
 	}
 	if cat := reg.Catalog(nil, time.Now()); len(cat) != 4 {
 		t.Fatalf("catalog offers %d tools, want the 4 unchanged ones", len(cat))
+	}
+	// catalog describe (what the model and operators read of one capability) says why.
+	raw, ref := (&catalog.Catalog{Key: make([]byte, 32)}).Describe(context.Background(), reg, catalog.Caller{Principal: "alice"},
+		catalog.DescribeArgs{ID: wn.ID}, time.Now())
+	var desc catalog.DescribeResult
+	if ref != nil || json.Unmarshal(raw, &desc) != nil || desc.Availability != catalog.AvailabilityUnavailable ||
+		!strings.Contains(desc.AvailabilityDetail, "changed after it was pinned") || !slices.Contains(desc.States, catalog.StateVisibleUnavailable) {
+		t.Fatalf("describe of the changed tool: %s %+v", raw, ref)
 	}
 	_, err := invoke(t, context.Background(), wn, `{"text":"must not land"}`)
 	if !errors.As(err, &nr) || nr.Code != ReasonDefinitionChanged {
