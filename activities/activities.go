@@ -378,16 +378,39 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 	if rev == "" {
 		rev = a.reg().CapabilityRevision(keyOf(in.CapabilityID, in.Version))
 	}
+	disc, discJSON := a.disclose(in.CapabilityID, in.Version, in.Arguments)
 	row, err := a.Store.CreateConfirmation(ctx, store.Confirmation{
 		ID: id, TokenHash: hash, SealedToken: sealed, WorkflowID: in.WorkflowID, RunID: in.RunID, Seq: in.Seq,
 		CallID: in.CallID, CapabilityID: in.CapabilityID, Version: in.Version, ArgsDigest: in.ArgsDigest,
 		Arguments: in.Arguments, Display: in.Display, CreatedAt: now, ExpiresAt: now.Add(in.TTL),
-		RegistryRevision: rev,
+		RegistryRevision: rev, Disclosure: discJSON,
 	})
 	if err != nil {
 		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
 	}
-	return IssueOutput{ConfirmationID: row.ID, ExpiresAt: row.ExpiresAt}, nil
+	if len(row.Disclosure) > 0 {
+		// A retried issue finds the row its first attempt stored: report what it shows.
+		var stored registry.Disclosure
+		if json.Unmarshal(row.Disclosure, &stored) == nil {
+			disc = &stored
+		}
+	}
+	return IssueOutput{ConfirmationID: row.ID, ExpiresAt: row.ExpiresAt, Disclosure: disc}, nil
+}
+
+// disclose is the Disclosure of a call of id@version with args under the registry served now
+// (nil when it is not registered), and its JSON for the store.
+func (a *Activities) disclose(id string, version int, args json.RawMessage) (*registry.Disclosure, json.RawMessage) {
+	c, ok := a.reg().ByKey(keyOf(id, version))
+	if !ok {
+		return nil, nil
+	}
+	d := c.Disclose(args)
+	b, err := json.Marshal(d)
+	if err != nil {
+		return nil, nil
+	}
+	return &d, b
 }
 
 // ConsumeConfirmation is stage 4 for one presentation of a decision to the proposal the
@@ -505,10 +528,11 @@ func (a *Activities) ConfirmEdit(ctx context.Context, in ConfirmEditInput) (Conf
 	if rev == "" {
 		rev = a.Registry.Revision()
 	}
+	_, discJSON := a.disclose(in.CapabilityID, in.Version, in.Arguments)
 	row, err := a.Store.CreateApprovedConfirmation(ctx, store.Confirmation{ID: id, TokenHash: hash, WorkflowID: in.WorkflowID,
 		RunID: in.RunID, Seq: in.Seq, CallID: in.CallID, CapabilityID: in.CapabilityID, Version: in.Version,
 		ArgsDigest: in.ArgsDigest, Arguments: in.Arguments, Display: in.Display, CreatedAt: now, ExpiresAt: orig.ExpiresAt,
-		RegistryRevision: rev, Approver: in.Approver, Reason: "edit of " + in.Original})
+		RegistryRevision: rev, Approver: in.Approver, Reason: "edit of " + in.Original, Disclosure: discJSON})
 	if err != nil {
 		return ConfirmEditOutput{}, fmt.Errorf("confirm edit of %s: %w", in.Original, err)
 	}

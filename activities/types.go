@@ -201,6 +201,9 @@ type IssueInput struct {
 type IssueOutput struct {
 	ConfirmationID string    `json:"confirmation_id"`
 	ExpiresAt      time.Time `json:"expires_at"`
+	// Disclosure is where the call sends what, from the registry it was admitted under (nil
+	// when the capability is no longer registered): what every approver surface shows.
+	Disclosure *registry.Disclosure `json:"disclosure,omitempty"`
 }
 
 // ConsumeInput presents one decision to the confirmation the workflow is waiting on, with the

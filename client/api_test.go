@@ -26,8 +26,33 @@ const module = "github.com/airlock-dev/airlock"
 // type reachable that way is defined under the module's internal/ (a client app in another
 // module could not name it). Types of other modules are not walked.
 func TestExportedAPINamesNoInternalType(t *testing.T) {
+	pkg, seen := walkExported(t, module+"/client", 10)
+	// The walk must see through aliases into the contract: TurnResult reaches Usage, which
+	// once was internal/inference.Usage.
+	if !seen[types.Unalias(pkg.Scope().Lookup("Usage").Type())] {
+		t.Error("Usage was not walked")
+	}
+}
+
+// The package teams build their own workers with (issue 19, item 1) names no internal type
+// either: its options, its functions and everything they reach in package registry.
+func TestWorkerExtensionAPINamesNoInternalType(t *testing.T) {
+	pkg, seen := walkExported(t, module+"/airlockworker", 5)
+	// Run takes registry.Implementation: the walk must have reached into package registry.
+	run := pkg.Scope().Lookup("Run").Type().(*types.Signature)
+	impl := run.Params().At(run.Params().Len() - 1).Type().(*types.Slice).Elem()
+	if !seen[types.Unalias(impl)] {
+		t.Error("registry.Implementation was not walked")
+	}
+}
+
+// walkExported type-checks pkgPath from the compiler's export data and walks every exported
+// identifier as TestExportedAPINamesNoInternalType describes, failing on any type under
+// internal/; it fails when fewer than min identifiers are exported.
+func walkExported(t *testing.T, pkgPath string, min int) (*types.Package, map[types.Type]bool) {
+	t.Helper()
 	exports := map[string]string{}
-	cmd := exec.Command("go", "list", "-export", "-deps", "-json", module+"/client")
+	cmd := exec.Command("go", "list", "-export", "-deps", "-json", pkgPath)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr
 	if err := cmd.Run(); err != nil {
@@ -44,10 +69,11 @@ func TestExportedAPINamesNoInternalType(t *testing.T) {
 	}
 	fset := token.NewFileSet()
 	imp := importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) { return os.Open(exports[path]) })
-	pkg, err := imp.Import(module + "/client")
+	pkg, err := imp.Import(pkgPath)
 	if err != nil {
 		t.Fatal(err)
 	}
+	short := pkgPath[strings.LastIndexByte(pkgPath, '/')+1:]
 	seen := map[types.Type]bool{}
 	var walk func(typ types.Type, via string)
 	walk = func(typ types.Type, via string) {
@@ -116,16 +142,12 @@ func TestExportedAPINamesNoInternalType(t *testing.T) {
 			continue
 		}
 		n++
-		walk(obj.Type(), "client."+name)
+		walk(obj.Type(), short+"."+name)
 	}
-	if n < 10 {
+	if n < min {
 		t.Fatalf("only %d exported identifiers found: the walk did not see the package", n)
 	}
-	// The walk must see through aliases into the contract: TurnResult reaches Usage, which
-	// once was internal/inference.Usage.
-	if !seen[types.Unalias(pkg.Scope().Lookup("Usage").Type())] {
-		t.Error("Usage was not walked")
-	}
+	return pkg, seen
 }
 
 // The workflow type this package starts is the one workers register.

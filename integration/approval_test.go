@@ -53,12 +53,15 @@ func apEntry(id, tool, sideEffect, network, description, extra string) string {
 	return fmt.Sprintf(`{"capability/id":%q,"version":1,"owner":"tests","surfaces":["host-local"],"wire/name":"app/%s","status":"active",
   "flags":{"dispatchable":true,"advertisable":false,"passport/eligible":false,"signing-domain":false,"host-route":true,"federated-discovery":false},
   "airlock":{"tool/name":%q,"description":%q,"side-effect":%q,"network":%q,"per-turn/cap":5,"timeout":"10s","model-visible":true%s}}`,
-		id, id, tool, description, sideEffect, network, testDestination(sideEffect, network)+extra)
+		id, id, tool, description, sideEffect, network, testDestination(sideEffect, network, extra)+extra)
 }
 
 // testDestination is the destination declaration test entries need when they are external
 // (RuleDestinationDeclared): a test system, with no argument field declared as leaving.
-func testDestination(sideEffect, network string) string {
+func testDestination(sideEffect, network string, extra ...string) string {
+	if len(extra) > 0 && strings.Contains(extra[0], `"destination"`) {
+		return "" // the entry declares its own
+	}
 	if sideEffect == "external-write" || network == "external" {
 		return `,"destination":{"kind":"system","name":"test ledger"}`
 	}

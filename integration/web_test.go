@@ -40,9 +40,9 @@ import (
 // webRegistry offers the tools of ../shared/cases/approver-display.jsonl, each an external
 // effect a human must confirm; send_money falls under the four-eyes rule.
 var webRegistry = `{"schema/v":"capability-registry.v1","revision":"web-test.1","entries":[` + strings.Join([]string{
-	apEntry("test.web-fetch", "web_fetch", "none", "external", "Fetch a web page.", ""),
-	apEntry("test.send-money", "send_money", "external-write", "external", "Send money.", ""),
-	apEntry("test.send-email", "send_email", "external-write", "external", "Send an email.", ""),
+	apEntry("test.web-fetch", "web_fetch", "none", "external", "Fetch a web page.", `,"destination":{"kind":"host","name":"*","fields":["url"]}`),
+	apEntry("test.send-money", "send_money", "external-write", "external", "Send money.", `,"destination":{"kind":"system","name":"test bank","fields":["recipient","amount","subject","date"]}`),
+	apEntry("test.send-email", "send_email", "external-write", "external", "Send an email.", `,"destination":{"kind":"system","name":"test mail","fields":["recipients","subject","body"]}`),
 }, ",") + `]}`
 
 type sendMoneyArgs struct {
@@ -375,7 +375,8 @@ func TestWebApproveRunsTheCall(t *testing.T) {
 	if got := b.text(c + ` table.args`); !strings.Contains(got, "GB29NWBK60161331926819") || !strings.Contains(got, "120.5") {
 		t.Fatalf("arguments = %q", got)
 	}
-	if got := b.text(c + ` .leaves`); !strings.Contains(got, "GB29NWBK60161331926819") || !strings.Contains(got, "120.5") {
+	if got := b.text(c + ` .leaves`); !strings.Contains(got, "GB29NWBK60161331926819") || !strings.Contains(got, "120.5") ||
+		!strings.Contains(got, "test bank") || !strings.Contains(got, "external-write") || !strings.Contains(got, "Send money.") {
 		t.Fatalf("what leaves the machine = %q", got)
 	}
 	if got := b.text(c + ` dl.meta`); !strings.Contains(got, "alice") {
@@ -682,6 +683,13 @@ func TestWebHostileArgumentsStayInertAndMarked(t *testing.T) {
 			n := evalAs[int](b, fmt.Sprintf(`document.querySelectorAll(%q).length`, sel+fmt.Sprintf(` .flag[data-flag=%q]`, f)))
 			if n == 0 {
 				t.Errorf("%s: no %s badge on the card", c.ID, f)
+			}
+		}
+		if c.Input.Tool == "web_fetch" && strings.Contains(string(c.Input.Arguments), `\u0430pple`) {
+			// The declared destination names the host contacted, flagged as written otherwise.
+			host := evalAs[string](b, fmt.Sprintf(`document.querySelector(%q).innerText`, sel+` .destination dd.host`))
+			if !strings.Contains(host, "xn--pple-43d.example") || !strings.Contains(host, "host_differs") || !strings.Contains(host, "written as") {
+				t.Errorf("%s: destination host = %q", c.ID, host)
 			}
 		}
 		if c.Expect.Inert && !strings.Contains(text, `<script>alert(1)</script>`) {

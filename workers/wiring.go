@@ -56,6 +56,12 @@ var ErrCorpusMissing = errors.New("workers: AgentDojo corpus not found (set AIRL
 // configures the inference providers. temporalProbe feeds system.health (nil: "not
 // configured").
 func Build(ctx context.Context, cfg config.Config, temporalProbe capabilities.Probe) (*Deps, error) {
+	return BuildWith(ctx, cfg, temporalProbe, nil)
+}
+
+// BuildWith is Build with extra implementations bound (a team's own capabilities, whose
+// entries the registry files or layers in cfg declare); reloads bind them again.
+func BuildWith(ctx context.Context, cfg config.Config, temporalProbe capabilities.Probe, extra []registry.Implementation) (*Deps, error) {
 	if _, err := WorkflowCacheSize(); err != nil {
 		return nil, fmt.Errorf("workers: %w", err)
 	}
@@ -68,7 +74,7 @@ func Build(ctx context.Context, cfg config.Config, temporalProbe capabilities.Pr
 		return nil, err
 	}
 	AuditMCPChanges(st) // MCP tools that leave their pin are audited (workers/mcp.go)
-	load := func() (*registry.Registry, error) { return LoadRegistry(cfg, temporalProbe, st.Ping) }
+	load := func() (*registry.Registry, error) { return LoadRegistryWith(cfg, temporalProbe, st.Ping, nil, extra) }
 	reg, err := load()
 	if err != nil {
 		st.Close()

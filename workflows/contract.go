@@ -249,6 +249,10 @@ type PendingConfirmation struct {
 	Display        string          `json:"display"`
 	ArgsDigest     string          `json:"args_digest"`
 	ExpiresAt      time.Time       `json:"expires_at"`
+	// Disclosure is where the call sends what, as the registry declares it (description, side
+	// effect, destination, hosts as contacted, the declared fields' values): every approver
+	// surface shows it. Nil for confirmations issued before it was kept.
+	Disclosure *registry.Disclosure `json:"disclosure,omitempty"`
 }
 
 // ProposalOutcome is what happened to one proposal.

@@ -720,7 +720,7 @@ func (t *turn) issue(ctx workflow.Context, pr *proposal) error {
 	pr.po.ConfirmationID = iss.ConfirmationID
 	pr.wait = &awaited{adm: adm, p: PendingConfirmation{ConfirmationID: iss.ConfirmationID, WorkflowID: t.workflowID, Seq: pr.po.Seq,
 		CallID: call.CallID, ToolName: call.Name, CapabilityID: adm.CapabilityID, Version: adm.Version, Arguments: call.Arguments,
-		Display: adm.Display, ArgsDigest: adm.ArgsDigest, ExpiresAt: iss.ExpiresAt}}
+		Display: adm.Display, ArgsDigest: adm.ArgsDigest, ExpiresAt: iss.ExpiresAt, Disclosure: iss.Disclosure}}
 	return nil
 }
 

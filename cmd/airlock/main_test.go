@@ -183,7 +183,7 @@ func TestTerminalSurfacesShowHostileTextVisibly(t *testing.T) {
 	for _, want := range []string{"m<U+001B>[31mallory<U+202E>TXT<U+0007> [flags: bidi_control, control]", "<U+202E>NABI [flags: bidi_control]",
 		"done<U+001B>[0m\nnext", "c<U+200B>1 [flags: invisible]", "(tool send<U+001B>]0;x<U+0007> [flags: control])",
 		"the answer above was altered to be shown: [flags: control]",
-		"leaves:      url       url = https://\u0430pple.example/login [host xn--pple-43d.example] [flags: mixed_script_host]",
+		"leaves:      url       url = https://\u0430pple.example/login [host xn--pple-43d.example] [flags: mixed_script_host, host_differs] (guessed from the argument's name)",
 		"more characters; see all] [flags: truncated]", "pending --full shows them whole"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/registry"
 	"github.com/airlock-dev/airlock/workers"
 )
@@ -47,9 +49,9 @@ would stop a worker from serving. Layers (--layers or AIRLOCK_REGISTRY_LAYERS): 
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "registry %s: %d capabilities\n", reg.Revision(), len(reg.Capabilities()))
 			tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "CAPABILITY\tTOOL NAME\tSTATUS\tSIDE EFFECT\tNETWORK\tCAP/TURN\tCONFIRMATION")
+			fmt.Fprintln(tw, "CAPABILITY\tTOOL NAME\tSTATUS\tSIDE EFFECT\tNETWORK\tCAP/TURN\tCONFIRMATION\tDESTINATION")
 			for _, e := range reg.Capabilities() {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.Key(), e.Airlock.ToolName, e.Status, e.Airlock.SideEffect, e.Airlock.Network, e.Airlock.PerTurnCap, confirmationClass(reg, e))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Key(), e.Airlock.ToolName, e.Status, e.Airlock.SideEffect, e.Airlock.Network, e.Airlock.PerTurnCap, confirmationClass(reg, e), destinationText(e.DestinationOf()))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -60,6 +62,18 @@ would stop a worker from serving. Layers (--layers or AIRLOCK_REGISTRY_LAYERS): 
 	cmd.Flags().StringSliceVar(&layers, "layers", cfg.Layers, "registry layers to load on top of the base registry")
 	cmd.AddCommand(newRegistryCheckCmd(), newRegistryDocCmd())
 	return cmd
+}
+
+// destinationText is a destination on one line: "host api.example.com (sends title, body)".
+func destinationText(d registry.Destination) string {
+	s := string(d.Kind)
+	if d.Name != "" {
+		s += " " + display.Line(d.Name)
+	}
+	if len(d.Fields) > 0 {
+		s += " (sends " + display.Line(strings.Join(d.Fields, ", ")) + ")"
+	}
+	return s
 }
 
 // confirmationClass is the policy's verdict for any principal the "*" entry covers.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/airlock-dev/airlock/registry"
+	"github.com/airlock-dev/airlock/workflows"
 )
 
 const checkLayer = `{"schema/v":"capability-registry.v1","revision":"tickets.1","entries":[
@@ -58,5 +59,28 @@ func TestRegistryCheckValidatesALayerFile(t *testing.T) {
 	out, err = run(t, "", "registry", "check", "--layers", layer, "--go-bound")
 	if err == nil || !strings.Contains(out, "[http] destination host \"elsewhere.example\" is not the url's host \"tickets.example.com\"") {
 		t.Fatalf("a destination that is not the url's host: %v\n%s", err, out)
+	}
+}
+
+// The terminal shows the registry's disclosure of a pending call: description, classes,
+// destination, the host contacted (flagged when written otherwise) and the fields sent.
+func TestPendingShowsTheDeclaredDestination(t *testing.T) {
+	var b strings.Builder
+	printPending(&b, workflows.PendingConfirmation{ConfirmationID: "cf-1", WorkflowID: "turn/c/1", ToolName: "web_fetch",
+		Arguments: []byte(`{"url":"https://ｅｘａｍｐｌｅ．com/x"}`),
+		Disclosure: &registry.Disclosure{Description: "Fetch one public web page.", SideEffect: registry.SideEffectNone, Network: registry.NetworkExternal,
+			Destination: registry.Destination{Kind: registry.DestinationHost, Name: registry.AnyHost, Fields: []string{"url"}},
+			Hosts:       []registry.DisclosedHost{{Host: "example.com", Written: "ｅｘａｍｐｌｅ．com", Field: "url"}},
+			Leaving:     []registry.LeavingField{{Field: "url", Value: []byte(`"https://ｅｘａｍｐｌｅ．com/x"`)}}}})
+	out := b.String()
+	for _, want := range []string{"does:        Fetch one public web page.", "effect:      side effect none, network external", "goes to:     host",
+		"host:        example.com (from url)  [host_differs: written as ｅｘａｍｐｌｅ．com; example.com is the host contacted]",
+		"sends:       url = https://ｅｘａｍｐｌｅ．com/x [host example.com] [flags: host_differs]"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "guessed") {
+		t.Errorf("a declared destination must replace the guess from argument names:\n%s", out)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/proposals"
 	"github.com/airlock-dev/airlock/internal/store"
+	"github.com/airlock-dev/airlock/registry"
 	"github.com/airlock-dev/airlock/workers"
 	"github.com/airlock-dev/airlock/workflows"
 )
@@ -252,13 +253,15 @@ func printPendingLimit(out io.Writer, p workflows.PendingConfirmation, limit int
 	fmt.Fprintf(out, "\n⏸  confirmation needed  %s\n", display.Visible(p.ConfirmationID))
 	fmt.Fprintf(out, "   turn:        %s (proposal #%d, call %s)\n", display.Line(p.WorkflowID), p.Seq, display.Line(p.CallID))
 	fmt.Fprintf(out, "   capability:  %s@%d (tool %s)\n", display.Visible(p.CapabilityID), p.Version, display.Line(p.ToolName))
-	if leaving, err := display.Egress(p.Arguments, limit); err == nil {
+	if d := p.Disclosure; d != nil {
+		printDisclosure(out, d, limit)
+	} else if leaving, err := display.Egress(p.Arguments, limit); err == nil {
 		for i, l := range leaving {
 			label := "                "
 			if i == 0 {
 				label = "   leaves:      "
 			}
-			fmt.Fprintf(out, "%s%-9s %s\n", label, l.Kind, l.Line())
+			fmt.Fprintf(out, "%s%-9s %s (guessed from the argument's name)\n", label, l.Kind, l.Line())
 		}
 	}
 	args, cut := prettyArgs(p.Arguments, limit)
@@ -275,6 +278,49 @@ func printPendingLimit(out io.Writer, p workflows.PendingConfirmation, limit int
 	}
 	fmt.Fprintf(out, "   approve:     %s%s approve %s\n", cred, self(), display.Visible(p.ConfirmationID))
 	fmt.Fprintf(out, "   deny:        %s%s deny %s --reason \"…\"\n", cred, self(), display.Visible(p.ConfirmationID))
+}
+
+// printDisclosure prints what the registry declares about where the call sends what: the
+// description, side effect and network, the destination, each host as it is contacted
+// (flagged when the arguments or the registry wrote it otherwise) and the declared fields'
+// values, cut to limit runes.
+func printDisclosure(out io.Writer, d *registry.Disclosure, limit int) {
+	fmt.Fprintf(out, "   does:        %s\n", display.Show(d.Description, limit).Line())
+	fmt.Fprintf(out, "   effect:      side effect %s, network %s\n", d.SideEffect, d.Network)
+	dest := string(d.Destination.Kind)
+	if d.Destination.Name != "" && d.Destination.Name != registry.AnyHost {
+		dest += " " + display.Line(d.Destination.Name)
+	}
+	fmt.Fprintf(out, "   goes to:     %s\n", dest)
+	for _, h := range d.Hosts {
+		from := ""
+		if h.Field != "" {
+			from = " (from " + display.Line(h.Field) + ")"
+		}
+		switch {
+		case h.Error != "":
+			fmt.Fprintf(out, "   host:        unknown%s: %s  [host_differs]\n", from, display.Line(h.Error))
+		case h.Written != "":
+			fmt.Fprintf(out, "   host:        %s%s  [host_differs: written as %s; %s is the host contacted]\n", display.Line(h.Host), from, display.Line(h.Written), display.Line(h.Host))
+		default:
+			fmt.Fprintf(out, "   host:        %s%s\n", display.Line(h.Host), from)
+		}
+	}
+	if len(d.Leaving) == 0 {
+		fmt.Fprintf(out, "   sends:       none of the arguments\n")
+	}
+	for i, lf := range d.Leaving {
+		label := "                "
+		if i == 0 {
+			label = "   sends:       "
+		}
+		v := string(lf.Value)
+		var s string
+		if json.Unmarshal(lf.Value, &s) == nil {
+			v = s
+		}
+		fmt.Fprintf(out, "%s%s = %s\n", label, display.Line(lf.Field), display.Show(v, limit).Line())
+	}
 }
 
 // prettyArgs shows a call's arguments one leaf a line (display.Arguments: hidden runes

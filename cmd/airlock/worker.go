@@ -2,16 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
-	"go.temporal.io/sdk/client"
 
-	"github.com/airlock-dev/airlock/internal/config"
-	"github.com/airlock-dev/airlock/internal/telemetry"
 	"github.com/airlock-dev/airlock/workers"
 )
 
@@ -25,6 +19,8 @@ start, with a diagnostic, if the registry is missing, malformed or inconsistent 
 without an implementation, an implementation without an entry).`,
 		Example: `  airlock worker
   airlock worker --layers agentdojo-banking,agentdojo-workspace
+  airlock worker --layers /etc/airlock/tickets.v1.json
+  OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 airlock worker
   AIRLOCK_DATABASE_URL=postgres://airlock:airlock@127.0.0.1/airlock airlock worker`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("layers") {
@@ -33,72 +29,21 @@ without an implementation, an implementation without an entry).`,
 			return runWorker(cmd.Context(), cmd, nil)
 		},
 	}
-	cmd.Flags().StringSliceVar(&layers, "layers", cfg.Layers, "registry layers to load on top of the base registry (AIRLOCK_REGISTRY_LAYERS)")
+	cmd.Flags().StringSliceVar(&layers, "layers", cfg.Layers, "registry layers to load on top of the base registry (AIRLOCK_REGISTRY_LAYERS): embedded names, or layer files LAYER.json (policy beside it as LAYER.policy.json) or LAYER.json=POLICY.json")
 	return cmd
 }
 
-// runWorker runs a worker until ctx ends. ready, if set, is closed once the worker polls.
-// With AIRLOCK_METRICS_ADDR it serves /metrics (the SDK's and Airlock's) and /healthz there.
+// runWorker runs a worker until ctx ends (workers.Serve). ready, if set, is closed once the
+// worker polls. With AIRLOCK_METRICS_ADDR it serves /metrics (the SDK's and Airlock's) and
+// /healthz there; with OTEL_EXPORTER_OTLP_* set it exports traces over OTLP.
 func runWorker(ctx context.Context, cmd *cobra.Command, ready chan<- struct{}) error {
-	var c client.Client // set before the worker starts; the probe runs only from activities
-	probe := func(ctx context.Context) error {
-		if c == nil {
-			return errors.New("not connected to Temporal yet")
-		}
-		_, err := c.CheckHealth(ctx, &client.CheckHealthRequest{})
-		return err
-	}
-	deps, err := workers.Build(ctx, cfg, probe)
-	if err != nil {
-		return err
-	}
-	defer deps.Close()
-	defer workers.CloseMCP() // stop the stdio MCP servers this worker started
-	metrics, err := telemetry.NewMetrics(telemetry.PendingFromStore(deps.Store))
-	if err != nil {
-		return err
-	}
-	defer metrics.Shutdown(context.Background())
-	tracing, err := telemetry.TracingInterceptor()
-	if err != nil {
-		return err
-	}
-	c, err = config.DialTemporalWith(ctx, func(o *client.Options) {
-		o.MetricsHandler = metrics.SDKHandler()
-		o.Interceptors = append(o.Interceptors, tracing, metrics.Interceptor(deps.Store))
+	return workers.Serve(ctx, cfg, workers.ServeOptions{
+		MetricsAddr: os.Getenv("AIRLOCK_METRICS_ADDR"),
+		Status:      cmd.ErrOrStderr(),
+		Ready: func(workers.ServeInfo) {
+			if ready != nil {
+				close(ready)
+			}
+		},
 	})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	w := workers.New(c, deps.Activities, cfg.TaskQueue)
-	if err := w.Start(); err != nil {
-		return fmt.Errorf("start worker: %w", err)
-	}
-	defer w.Stop()
-	wctx, stopWatch := context.WithCancel(ctx)
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
-		if err := workers.WatchRegistry(wctx, deps, cfg.Home, log); err != nil {
-			log.Error("registry watcher stopped", "error", err)
-		}
-	}()
-	defer func() { stopWatch(); <-watched }()
-	fmt.Fprintf(cmd.ErrOrStderr(), "worker polling task queue %s (registry %s: %d capabilities; store %s; reloads on change of %v and on SIGHUP)\n",
-		cfg.TaskQueue, deps.Registry.Revision(), len(deps.Registry.Capabilities()), deps.Store.Driver(), deps.Watched)
-	if ready != nil {
-		close(ready)
-	}
-	if addr := os.Getenv("AIRLOCK_METRICS_ADDR"); addr != "" {
-		// /healthz: this worker's Temporal connection and store answer.
-		h := telemetry.Handler(metrics.Handler(),
-			telemetry.Check{Name: "temporal", Probe: probe},
-			telemetry.Check{Name: "store", Probe: deps.Store.Ping})
-		fmt.Fprintf(cmd.ErrOrStderr(), "worker: /metrics and /healthz on http://%s\n", addr)
-		return telemetry.Serve(ctx, addr, h, nil)
-	}
-	<-ctx.Done()
-	return nil
 }

@@ -380,3 +380,18 @@ func BenchmarkHTTPCapability(b *testing.B) {
 }
 
 func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }
+
+// A protected service's host name written in compatibility characters is the same host: it is
+// refused by name, as the transport would dial it.
+func TestProtectedNameInCompatibilityCharacters(t *testing.T) {
+	prot, err := ResolveProtected(context.Background(), []Service{{Name: "approver page", Host: "localhost", Port: 8780}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := NewFetcher(FetchConfig{Protected: prot, AllowAddr: func(netip.AddrPort) bool { return true }})
+	_, err = f.Fetch(context.Background(), "http://ｌｏｃａｌｈｏｓｔ:8780/")
+	var be *BlockedAddressError
+	if !errors.As(err, &be) || be.Host != "localhost:8780" || !errors.Is(err, ErrProtectedAddress) {
+		t.Fatalf("fullwidth localhost: %v", err)
+	}
+}

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/net/html/charset"
 
+	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/registry"
 )
 
@@ -247,8 +248,12 @@ func (f *Fetcher) check(ap netip.AddrPort) *BlockedAddressError {
 	return &BlockedAddressError{Addr: ap, Reason: BlockNotAllowed}
 }
 
-// checkName refuses a URL whose hostname is a protected service's, on its port.
+// checkName refuses a URL whose hostname is a protected service's, on its port. The name is
+// compared in the form the transport dials (display.DialHost: "ｌｏｃａｌｈｏｓｔ" is localhost).
 func (f *Fetcher) checkName(host string, port uint16) *BlockedAddressError {
+	if d, err := display.DialHost(host); err == nil {
+		host = d
+	}
 	host = strings.TrimSuffix(strings.ToLower(host), ".")
 	for _, p := range f.cfg.Protected {
 		if p.Host != "" && p.Host == host && p.Port == port {

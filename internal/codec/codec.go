@@ -202,10 +202,13 @@ func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 	return out, nil
 }
 
-// DataConverter wraps the SDK's default data converter with c (nil c: the default unchanged).
+// DataConverter is the data converter of every Airlock client and worker: the SDK's default,
+// with hidden characters in JSON payloads written as \u escapes (Escape), then encrypted with c
+// (nil c: no encryption).
 func DataConverter(c *Codec) converter.DataConverter {
 	if c == nil {
-		return converter.GetDefaultDataConverter()
+		return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), Escape{})
 	}
-	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), c)
+	// Encoding runs the codecs last to first: escape, then encrypt; decoding the reverse.
+	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), c, Escape{})
 }

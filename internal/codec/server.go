@@ -41,7 +41,9 @@ var loginPage = template.Must(template.New("login").Parse(`<!doctype html><html>
 // get the CORS headers, with credentials allowed so the UI can send the cookie; a request
 // from any other origin is refused (403).
 func Handler(c *Codec, token string, origins []string) http.Handler {
-	inner := converter.NewPayloadCodecHTTPHandler(c)
+	// Decrypt, then escape hidden characters: the UI shows them as \u escapes, also in
+	// payloads written before Airlock escaped them.
+	inner := converter.NewPayloadCodecHTTPHandler(c, Escape{})
 	sess := session(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/login" {

@@ -229,8 +229,9 @@ func TemporalOptions() (client.Options, error) {
 	if err != nil {
 		return o, err
 	}
-	if pc != nil && o.DataConverter == nil {
-		// Every client and worker encrypts payloads with the same key ring (AIRLOCK_PAYLOAD_KEYS_FILE).
+	if o.DataConverter == nil {
+		// Every client and worker writes hidden characters as \u escapes and encrypts payloads
+		// with the same key ring (AIRLOCK_PAYLOAD_KEYS_FILE; none: not encrypted).
 		o.DataConverter = codec.DataConverter(pc)
 	}
 	if o.Logger == nil {

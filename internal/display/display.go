@@ -36,12 +36,17 @@ const (
 	// FlagMixedScriptHost: a host name in the value mixes scripts within one label (a
 	// Cyrillic "а" in "аpple.example"); its ASCII (punycode, xn--) form is shown besides.
 	FlagMixedScriptHost Flag = "mixed_script_host"
+	// FlagHostDiffers: a host name in the value is written in another form than the one the
+	// HTTP client resolves and dials (DialHost: fullwidth or other compatibility characters,
+	// non-ASCII labels, percent-escapes, hidden characters); the form contacted is shown
+	// besides (issue 19, item 4).
+	FlagHostDiffers Flag = "host_differs"
 	// FlagTruncated: the value is longer than the surface's limit; Value.Short ends with a
 	// marker and Value.Full holds all of it.
 	FlagTruncated Flag = "truncated"
 )
 
-var flagOrder = []Flag{FlagBidi, FlagInvisible, FlagControl, FlagInvalidUTF8, FlagMixedScriptHost, FlagTruncated}
+var flagOrder = []Flag{FlagBidi, FlagInvisible, FlagControl, FlagInvalidUTF8, FlagMixedScriptHost, FlagHostDiffers, FlagTruncated}
 
 // class is what kind of hidden rune r is ("" when r shows itself).
 func class(r rune) Flag {

@@ -170,8 +170,27 @@ func TestShowFlagsAndLimits(t *testing.T) {
 			t.Errorf("%s: hosts %v", in, v.Hosts)
 		}
 	}
-	if got := Show("https://\u0430pple.example/login", 0).Line(); got != "https://\u0430pple.example/login [host xn--pple-43d.example] [flags: mixed_script_host]" {
+	if got := Show("https://\u0430pple.example/login", 0).Line(); got != "https://\u0430pple.example/login [host xn--pple-43d.example] [flags: mixed_script_host, host_differs]" {
 		t.Errorf("line %q", got)
+	}
+	// A host written otherwise than the form the HTTP client dials is flagged, and the dialed
+	// form shown: compatibility characters (the host contacted is example.com, not a punycode
+	// of fullwidth letters), percent-escapes, non-ASCII labels. Case alone is not a difference.
+	for in, dialed := range map[string]string{
+		"https://ｅｘａｍｐｌｅ．com/a":    "example.com",
+		"https://m%C3%BCnchen.de/": "xn--mnchen-3ya.de",
+		"https://münchen.de/":      "xn--mnchen-3ya.de",
+		"see ＥＸＡＭＰＬＥ.com":          "example.com",
+	} {
+		v := Show(in, 0)
+		if !v.Has(FlagHostDiffers) || len(v.Hosts) != 1 || v.Hosts[0] != dialed {
+			t.Errorf("%s: flags %v hosts %v, want host_differs and %s", in, v.Flags, v.Hosts, dialed)
+		}
+	}
+	for _, in := range []string{"https://Example.COM/x", "ops@example.org", "https://127.0.0.1:8080/", "https://[::1]/"} {
+		if v := Show(in, 0); v.Has(FlagHostDiffers) || len(v.Hosts) != 0 {
+			t.Errorf("%s: flags %v hosts %v, want neither", in, v.Flags, v.Hosts)
+		}
 	}
 }
 

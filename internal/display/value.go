@@ -6,8 +6,6 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	"golang.org/x/net/idna"
 )
 
 // DefaultLimit is the number of runes of a value's shown text that surfaces print before
@@ -47,11 +45,16 @@ func Show(s string, limit int) Value {
 		seen[FlagTruncated] = true
 	}
 	for _, h := range hostsIn(s) {
-		ascii, mixed := checkHost(h)
+		ascii, mixed := checkHost(h.parsed)
 		if mixed {
 			seen[FlagMixedScriptHost] = true
 		}
-		if ascii != "" && ascii != h && !contains(v.Hosts, ascii) {
+		if ascii == "" || !strings.EqualFold(ascii, h.written) {
+			// Not the form contacted: a compatibility character, a non-ASCII label, a
+			// percent-escape or a hidden character (issue 19, item 4).
+			seen[FlagHostDiffers] = true
+		}
+		if ascii != "" && !strings.EqualFold(ascii, h.written) && !contains(v.Hosts, ascii) {
 			v.Hosts = append(v.Hosts, ascii)
 		}
 	}
@@ -131,26 +134,32 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
+// hostRef is a host found in a value: as written, and as url.Parse decoded it (the form the
+// HTTP client maps and dials).
+type hostRef struct{ written, parsed string }
+
 // hostsIn finds host names in s: the host of each URL ("scheme://host/…"), the domain of an
 // e-mail address, or s itself when it looks like a bare host name.
-func hostsIn(s string) []string {
-	var hosts []string
+func hostsIn(s string) []hostRef {
+	var hosts []hostRef
 	for _, field := range strings.FieldsFunc(s, func(r rune) bool {
 		return unicode.IsSpace(r) || r == ',' || r == ';' || r == '"' || r == '\'' || r == '<' || r == '>'
 	}) {
 		switch {
 		case strings.Contains(field, "://"):
+			raw := strings.TrimSuffix(strings.TrimPrefix(rawHost(field), "["), "]")
 			if u, err := url.Parse(field); err == nil && u.Hostname() != "" {
-				hosts = append(hosts, u.Hostname())
-			} else if h := rawHost(field); h != "" {
-				hosts = append(hosts, h)
+				hosts = append(hosts, hostRef{raw, u.Hostname()})
+			} else if raw != "" {
+				hosts = append(hosts, hostRef{raw, raw})
 			}
 		case strings.Count(field, "@") == 1:
 			if d := field[strings.IndexByte(field, '@')+1:]; strings.Contains(d, ".") {
-				hosts = append(hosts, strings.TrimRight(d, "."))
+				d = strings.TrimRight(d, ".")
+				hosts = append(hosts, hostRef{d, d})
 			}
 		case bareHost(field):
-			hosts = append(hosts, field)
+			hosts = append(hosts, hostRef{field, field})
 		}
 	}
 	return hosts
@@ -201,9 +210,12 @@ func isNumber(s string) bool {
 	return true
 }
 
-// HostASCII is the ASCII (punycode, xn--) form of host name h ("" when h has no valid one).
+// HostASCII is the form of host name h the HTTP client resolves and dials (DialHost: IDNA
+// lookup mapping, xn-- labels, lower case), or "" when it has none. It once was the plain
+// punycode of h, which for a host written in compatibility characters named another host than
+// the one dialed.
 func HostASCII(h string) string {
-	a, err := idna.Punycode.ToASCII(strings.ToLower(h))
+	a, err := DialHost(h)
 	if err != nil {
 		return ""
 	}

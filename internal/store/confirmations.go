@@ -46,13 +46,16 @@ type Confirmation struct {
 	Display      string
 	// RegistryRevision is the registry revision the confirmation was issued under.
 	RegistryRevision string
-	CreatedAt        time.Time
-	ExpiresAt        time.Time
-	ConsumedAt       *time.Time
-	Decision         string
-	Approver         string
-	Reason           string
-	DecidedAt        *time.Time
+	// Disclosure is the registry.Disclosure of the call as JSON (where it sends what), nil
+	// for rows issued before it was kept. Approver surfaces show it.
+	Disclosure json.RawMessage
+	CreatedAt  time.Time
+	ExpiresAt  time.Time
+	ConsumedAt *time.Time
+	Decision   string
+	Approver   string
+	Reason     string
+	DecidedAt  *time.Time
 	// Generation counts reissues: 0 for the first token, +1 each time a presentation consumed
 	// the token without a valid decision and a fresh one was issued (ReissueToken).
 	Generation int
@@ -87,6 +90,7 @@ type confirmationRow struct {
 	DecidedAt    dbTime `db:"decided_at"`
 	Generation   int    `db:"generation"`
 	EditedDigest string `db:"edited_digest"`
+	Disclosure   string `db:"disclosure"`
 }
 
 func (r confirmationRow) confirmation() Confirmation {
@@ -98,13 +102,14 @@ func (r confirmationRow) confirmation() Confirmation {
 		CreatedAt: r.CreatedAt.Time, ExpiresAt: r.ExpiresAt.Time, ConsumedAt: r.ConsumedAt.ptr(),
 		Decision: r.Decision, Approver: r.Approver, Reason: r.Reason, DecidedAt: r.DecidedAt.ptr(),
 		Generation: r.Generation, ConsumedBy: r.ConsumedBy, EditedDigest: r.EditedDigest,
+		Disclosure: disclosureJSON(r.Disclosure),
 	}
 }
 
 const confirmationCols = `id, token_hash, sealed_token, workflow_id, run_id, seq, call_id,
 	capability_id, version, args_digest, arguments, display, created_at, expires_at,
 	consumed_at, decision, approver, reason, decided_at, registry_revision, consumed_by, generation,
-	edited_digest`
+	edited_digest, disclosure`
 
 // CreateConfirmation stores a new pending, unconsumed confirmation and returns
 // it as stored. It is idempotent by c.ID: if a confirmation with this ID
@@ -124,12 +129,12 @@ func (s *Store) CreateConfirmation(ctx context.Context, c Confirmation) (Confirm
 	}
 	_, err = s.db.ExecContext(ctx, s.q(`INSERT INTO confirmations
 		(id, token_hash, sealed_token, workflow_id, run_id, seq, call_id, capability_id,
-		 version, args_digest, arguments, display, created_at, expires_at, registry_revision)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		 version, args_digest, arguments, display, created_at, expires_at, registry_revision, disclosure)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`),
 		c.ID, c.TokenHash, bytesArg(c.SealedToken), c.WorkflowID, c.RunID, c.Seq, c.CallID,
 		c.CapabilityID, c.Version, c.ArgsDigest, args, c.Display,
-		tsArg(orNow(c.CreatedAt)), tsArg(c.ExpiresAt), c.RegistryRevision)
+		tsArg(orNow(c.CreatedAt)), tsArg(c.ExpiresAt), c.RegistryRevision, string(c.Disclosure))
 	if err != nil {
 		return Confirmation{}, fmt.Errorf("store: create confirmation %q: %w", c.ID, err)
 	}
@@ -252,13 +257,13 @@ func (s *Store) CreateApprovedConfirmation(ctx context.Context, c Confirmation) 
 	_, err = s.db.ExecContext(ctx, s.q(`INSERT INTO confirmations
 		(id, token_hash, sealed_token, workflow_id, run_id, seq, call_id, capability_id,
 		 version, args_digest, arguments, display, created_at, expires_at, registry_revision,
-		 consumed_at, consumed_by, decision, approver, reason, decided_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		 consumed_at, consumed_by, decision, approver, reason, decided_at, disclosure)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`),
 		c.ID, c.TokenHash, bytesArg(nil), c.WorkflowID, c.RunID, c.Seq, c.CallID,
 		c.CapabilityID, c.Version, c.ArgsDigest, args, c.Display,
 		tsArg(created), tsArg(c.ExpiresAt), c.RegistryRevision,
-		tsArg(created), "edit", DecisionApproved, c.Approver, c.Reason, tsArg(created))
+		tsArg(created), "edit", DecisionApproved, c.Approver, c.Reason, tsArg(created), string(c.Disclosure))
 	if err != nil {
 		return Confirmation{}, fmt.Errorf("store: create approved confirmation %q: %w", c.ID, err)
 	}
@@ -356,4 +361,12 @@ func (s *Store) ReissueToken(ctx context.Context, id, presentation string, gen i
 		return false, fmt.Errorf("store: reissue token of %q: %w", id, err)
 	}
 	return n == 1, nil
+}
+
+// disclosureJSON is a stored disclosure column: nil for rows issued before it was kept.
+func disclosureJSON(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
 }

@@ -90,6 +90,7 @@ type card struct {
 	Fields        []field
 	Literal       shown
 	Leaves        []leave
+	Disclosure    *disclosed
 	ArgsDigest    string
 	Edit          string
 	CreatedAt     time.Time
@@ -143,7 +144,7 @@ func (s *Server) card(r *http.Request, c store.Confirmation, principal string, n
 		TemporalURL: s.opt.WorkflowURL(c.WorkflowID), Conversation: show(conversationOf(c.WorkflowID), fieldLimit),
 		Principal: show(principal, fieldLimit), Tool: show(toolOf(c.Display), fieldLimit), Capability: c.CapabilityID,
 		Version: c.Version, Seq: c.Seq, Fields: fields(c.Arguments), Literal: show(string(c.Arguments), literalLimit),
-		Leaves: leaves(c.Arguments), ArgsDigest: c.ArgsDigest, Edit: editable(c.Arguments),
+		Leaves: leaves(c.Arguments), Disclosure: disclosure(c.Disclosure), ArgsDigest: c.ArgsDigest, Edit: editable(c.Arguments),
 		CreatedAt: c.CreatedAt, ExpiresAt: c.ExpiresAt, Expired: c.Decision == "" && !now.Before(c.ExpiresAt),
 		Decision: c.Decision, Approver: show(c.Approver, fieldLimit), Reason: show(c.Reason, fieldLimit),
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/airlock-dev/airlock/internal/display"
+	"github.com/airlock-dev/airlock/registry"
 )
 
 // Truncation limits, in runes of the visible form.
@@ -120,4 +121,67 @@ func jsonEscape(r rune) string {
 func utf16Pair(r rune) (rune, rune) {
 	r -= 0x10000
 	return 0xd800 + (r>>10)&0x3ff, 0xdc00 + r&0x3ff
+}
+
+// disclosed is a call's registry.Disclosure as the card shows it: the capability's description
+// and classes, the declared destination, each host contacted (flagged host_differs when the
+// arguments or the registry wrote it in another form), and the declared fields' values.
+type disclosed struct {
+	Description shown
+	SideEffect  string
+	Network     string
+	Kind        string
+	Name        shown
+	Hosts       []disclosedHost
+	Leaving     []field
+}
+
+type disclosedHost struct {
+	Host    shown
+	Written shown
+	Field   string
+	Differs bool
+	Error   shown
+}
+
+// FlagHostDiffers marks a host whose written form is not the one contacted.
+const FlagHostDiffers = "host_differs"
+
+// disclosure decodes a stored disclosure (nil when there is none or it does not decode: the
+// card then falls back to the argument heuristics, leaves).
+func disclosure(raw json.RawMessage) *disclosed {
+	if len(raw) == 0 {
+		return nil
+	}
+	var d registry.Disclosure
+	if json.Unmarshal(raw, &d) != nil {
+		return nil
+	}
+	out := &disclosed{Description: show(d.Description, literalLimit), SideEffect: string(d.SideEffect), Network: string(d.Network),
+		Kind: string(d.Destination.Kind)}
+	if d.Destination.Name != registry.AnyHost {
+		out.Name = show(d.Destination.Name, fieldLimit)
+	}
+	for _, h := range d.Hosts {
+		dh := disclosedHost{Host: show(h.Host, fieldLimit), Field: h.Field, Differs: h.Differs()}
+		if h.Written != "" {
+			dh.Written = show(h.Written, fieldLimit)
+		}
+		if h.Error != "" {
+			dh.Error = show(h.Error, fieldLimit)
+		}
+		if dh.Differs {
+			dh.Host.Flags = append(dh.Host.Flags, FlagHostDiffers)
+		}
+		out.Hosts = append(out.Hosts, dh)
+	}
+	for _, lf := range d.Leaving {
+		v := string(lf.Value)
+		var s string
+		if json.Unmarshal(lf.Value, &s) == nil {
+			v = s
+		}
+		out.Leaving = append(out.Leaving, field{Name: show(lf.Field, fieldLimit), Value: show(v, fieldLimit)})
+	}
+	return out
 }
