@@ -115,10 +115,12 @@ func TestMCPEntryChecks(t *testing.T) {
 		mutate func(*Entry)
 		want   string
 	}{
-		"digest":       {func(e *Entry) { e.Airlock.MCP.Digest = "sha256:" + strings.Repeat("0", 64) }, "mcp-pin: mcp digest"},
-		"tool":         {func(e *Entry) { e.Airlock.MCP.Tool = "write" }, `mcp-pin: the pinned definition names tool "read", the entry "write"`},
-		"server":       {func(e *Entry) { e.Airlock.MCP.Server = "Bad Name" }, "mcp-pin: mcp server"},
-		"definition":   {func(e *Entry) { e.Airlock.MCP.Definition = json.RawMessage(`{"name":"read","inputSchema":{},"extra":1}`) }, "mcp-pin: registry: invalid MCP tool definition"},
+		"digest": {func(e *Entry) { e.Airlock.MCP.Digest = "sha256:" + strings.Repeat("0", 64) }, "mcp-pin: mcp digest"},
+		"tool":   {func(e *Entry) { e.Airlock.MCP.Tool = "write" }, `mcp-pin: the pinned definition names tool "read", the entry "write"`},
+		"server": {func(e *Entry) { e.Airlock.MCP.Server = "Bad Name" }, "mcp-pin: mcp server"},
+		"definition": {func(e *Entry) {
+			e.Airlock.MCP.Definition = json.RawMessage(`{"name":"read","inputSchema":{},"extra":1}`)
+		}, "mcp-pin: registry: invalid MCP tool definition"},
 		"no dest":      {func(e *Entry) { e.Airlock.Destination = nil }, "destination-declared: an MCP tool declares its destination"},
 		"other server": {func(e *Entry) { e.Airlock.Destination.Name = "t" }, "destination: an MCP tool's destination is its server"},
 		"host dest":    {func(e *Entry) { e.Airlock.Destination = &Destination{Kind: DestinationHost, Name: "example.org"} }, "destination: an MCP tool's destination is its server"},
