@@ -304,6 +304,11 @@ func Admit(reg *registry.Registry, in AdmitInput) Admission {
 		return reject(StageResolve, code, el.Detail)
 	}
 	ad.Warning = el.Warning
+	if err := cap.Unavailable(); err != nil {
+		// Not offered now (an MCP server down, a tool whose live definition left its pin):
+		// refused at resolve, back to the model, the turn goes on (issue 19).
+		return reject(StageResolve, registry.RefusalUnavailable, err.Error())
+	}
 	if c.Version != 0 && c.Version != cap.Version {
 		return reject(StageResolve, "version_mismatch", fmt.Sprintf("%s requested at version %d", cap.ID, c.Version))
 	}
@@ -751,22 +756,31 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 	if ledger && c.Airlock.Idempotent {
 		out.Attempts = attempts
 	}
-	if invErr != nil {
+	var notRun *registry.NotRunError
+	switch {
+	case invErr != nil && errors.As(invErr, &notRun):
+		// Refused before anything reached the provider (issue 19: a changed MCP tool, a
+		// server that is down): nothing ran, so the ledger records a failure, not an unknown.
+		out.Outcome = OutcomeRejected
+		out.Reason = notRun.Code
+		out.Output.Error = "the call was not run: " + notRun.Detail
+	case invErr != nil && errors.Is(invErr, registry.ErrOutcomeUnknown) && ledger:
+		// The request reached the provider and its answer was lost: the effect may have
+		// happened. Reported as such and recorded so, never run again.
+		out.Outcome = OutcomeUnknown
+		out.Output.Error = invErr.Error()
+	case invErr != nil:
 		out.Outcome = OutcomeFailed
 		out.Reason = ReasonCapabilityError
 		out.Output.Error = invErr.Error()
-		if errors.Is(invErr, registry.ErrOutcomeUnknown) && !c.ReadOnly() {
-			// The capability says the effect may have happened: unknown, never failed.
-			out.Outcome = OutcomeUnknown
-		}
-	} else if res.Error != "" {
+	case res.Error != "":
 		out.Outcome = OutcomeFailed
 	}
 	out.Output.Data = boundData(out.Output.Data)
 	out.Output.Citation = boundCitation(out.Output.Citation)
 	if ledger {
 		state := store.ExecCompleted
-		if out.Outcome == OutcomeFailed {
+		if out.Outcome != OutcomeExecuted {
 			state = store.ExecFailed
 		}
 		b, _ := json.Marshal(ledgerEntry{ExecuteOutput: out, ArgsDigest: digest})

@@ -103,6 +103,9 @@ func (r *Registry) Catalog(allow func(id string) bool, now time.Time) []CatalogE
 		if c.Airlock.Kind == KindProposal {
 			continue // offered only when a turn's context admits a target (ProposalCatalog)
 		}
+		if c.Unavailable() != nil {
+			continue // not offered while its provider is down or changed (issue 19)
+		}
 		out = append(out, CatalogEntry{
 			Tool:         Tool{Name: c.Airlock.ToolName, Description: c.Airlock.Description, Parameters: c.Schema},
 			CapabilityID: c.ID,

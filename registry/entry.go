@@ -85,6 +85,9 @@ type Airlock struct {
 	// proposal tool: captured as an inert record awaiting a human decision, never executed;
 	// offered only through ProposalCatalog).
 	Kind Kind `json:"kind,omitempty"`
+	// MCP, when set, makes the entry a tool of an MCP server with its definition pinned by
+	// digest (registry/mcp.go; bridged by internal/mcp).
+	MCP *MCP `json:"mcp,omitempty"`
 	// Destination declares where a call sends what (see Destination); required for external
 	// capabilities (RuleDestinationDeclared).
 	Destination *Destination `json:"destination,omitempty"`

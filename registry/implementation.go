@@ -72,7 +72,37 @@ type Implementation struct {
 	// unavailable). Nil means readiness is unknown. It is reported by catalog describe and
 	// never decides whether a call may run.
 	Ready func(ctx context.Context) error
+	// Available, when set, reports at once and without I/O whether the capability may be
+	// offered and called now: nil, or an error saying why not in Airlock's own words (an
+	// MCP tool whose server is down, or whose live definition no longer matches the digest
+	// pinned in the registry). An unavailable capability is left out of the model's catalog,
+	// refused at resolve with RefusalUnavailable, and shown unavailable by catalog describe;
+	// it never fails the turn. Nil means always available.
+	Available func() error
 }
+
+// RefusalUnavailable is the resolve refusal of a capability whose Implementation.Available
+// says it is not available now (issue 19: an MCP tool whose server is down or changed).
+const RefusalUnavailable = "unavailable"
+
+// Unavailable is the capability's Implementation.Available verdict now (nil when it has no
+// such check).
+func (c *Capability) Unavailable() error {
+	if c.Impl.Available == nil {
+		return nil
+	}
+	return c.Impl.Available()
+}
+
+// NotRunError is returned by an Invoke that refused before anything reached the provider
+// (an MCP tool whose live definition changed, a server that is down): the call was not run.
+// Code is a stable reason for audit rows ("mcp_definition_changed", "unavailable"); Detail
+// says why in Airlock's own words.
+type NotRunError struct {
+	Code, Detail string
+}
+
+func (e *NotRunError) Error() string { return e.Detail }
 
 // Typed builds an Implementation whose arguments are the Go struct A. fn receives the decoded,
 // validated arguments.

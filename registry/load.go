@@ -234,7 +234,10 @@ func load(sources []Source, impls []Implementation, bind bool) (*Registry, error
 		}
 		wire[e.WireName] = k
 		if e.Airlock.ToolName != "" {
-			if prev, dup := r.byTool[e.Airlock.ToolName]; dup {
+			if prev, dup := r.byTool[e.Airlock.ToolName]; dup && mcpConflict(prev.Entry, e) {
+				bad(RuleMCPToolUnique, "tool/name %q is offered by MCP server %q (%s) and by MCP server %q: two servers may not offer one tool name (rename one with airlock mcp import --prefix)",
+					e.Airlock.ToolName, prev.Airlock.MCP.Server, prev.Key(), e.Airlock.MCP.Server)
+			} else if dup {
 				bad(RuleToolNameUnique, "tool/name %q already used by %s", e.Airlock.ToolName, prev.Key())
 			} else {
 				r.byTool[e.Airlock.ToolName] = c
@@ -377,6 +380,7 @@ func checkEntry(src string, e Entry) []Diagnostic {
 		bad(RuleTimeout, "airlock timeout %q is not a positive duration", a.Timeout)
 	}
 	p = append(p, checkProposalEntry(src, e)...)
+	p = append(p, checkMCPEntry(src, e)...)
 	p = append(p, checkDestination(src, e)...)
 	p = append(p, checkHTTP(src, e)...)
 	return p

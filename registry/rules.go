@@ -73,6 +73,11 @@ const (
 	// a local write (it records an inert proposal), capped at one call a turn, not idempotent
 	// and dispatchable (captured, never executed).
 	RuleProposalKind Rule = "proposal-kind"
+	// RuleMCPPin: an MCP tool entry names its server (MCPServerNamePattern) and tool, and its
+	// digest is the SHA-256 of the pinned definition's canonical form (issue 19).
+	RuleMCPPin Rule = "mcp-pin"
+	// RuleMCPToolUnique: two MCP servers never offer one tool name (issue 19).
+	RuleMCPToolUnique Rule = "mcp-tool-unique"
 	// RuleDestinationDeclared: an external capability (network external or side-effect
 	// external-write) declares its destination in the airlock block (issue 19, item 4).
 	RuleDestinationDeclared Rule = "destination-declared"
@@ -150,6 +155,8 @@ func AllRules() []RuleInfo {
 		{RuleImplementationRegistered, false, "every implementation has an entry"},
 		{RuleArgumentSchema, false, "the argument schema compiles and uses only enforced keywords (format asserted)"},
 		{RuleProposalKind, false, "kind is capability or proposal; a proposal tool is dispatchable, local, local-write, capped at 1 a turn and not idempotent"},
+		{RuleMCPPin, false, "an MCP tool names its server and tool, and mcp digest is sha256 of the pinned definition's canonical JSON"},
+		{RuleMCPToolUnique, false, "no two MCP servers offer one tool/name"},
 		{RuleDestinationDeclared, false, "an external capability (network external or side-effect external-write) declares its destination (kind, name, fields that leave)"},
 		{RuleDestination, false, "destination kind is host, server, system or none; none only for local read-only capabilities; a host is written as the HTTP client resolves it (lower-case ASCII, xn-- labels) or is \"*\" with the URL fields; servers and systems are named"},
 		{RuleDestinationFields, false, "every destination field is a top-level argument of the capability"},

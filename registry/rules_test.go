@@ -37,6 +37,17 @@ func fixtureImpls(t *testing.T, src Source) []Implementation {
 			}
 			impls = append(impls, Implementation{ID: e.ID, Version: e.Version, Schema: b, Invoke: okInvoke})
 		}
+		if m := e.Airlock.MCP; m != nil {
+			def, err := DecodeMCPDefinition(m.Definition)
+			if err != nil {
+				continue
+			}
+			schema, err := MCPArgumentSchema(def.InputSchema)
+			if err != nil {
+				t.Fatal(err)
+			}
+			impls = append(impls, Implementation{ID: e.ID, Version: e.Version, Schema: schema, Invoke: okInvoke})
+		}
 	}
 	return impls
 }

@@ -119,6 +119,9 @@ func schemaGate(src string, sch *jsv.Schema, inst any, ruleOf func(path string, 
 // registryRule maps a failing keyword of capability-registry.v1.schema.json to its rule.
 func registryRule(path string, k jsv.ErrorKind, loc []string) Rule {
 	has := func(s string) bool { return strings.Contains(path, s) }
+	if has("/$defs/mcp") {
+		return RuleMCPPin // any shape problem of the mcp member (registry/mcp.go)
+	}
 	if ap, ok := k.(*kind.AdditionalProperties); ok && ap != nil {
 		if has("/flags") {
 			return RuleFlagsExplicit

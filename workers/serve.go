@@ -80,6 +80,7 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		return err
 	}
 	defer deps.Close()
+	defer CloseMCP() // stop the stdio MCP servers this worker started (workers/mcp.go)
 	shutdownTraces, exporting, err := telemetry.InstallOTLPTracing(ctx, service)
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/catalog"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/inference"
+	"github.com/airlock-dev/airlock/internal/mcp"
 	"github.com/airlock-dev/airlock/internal/proposals"
 	"github.com/airlock-dev/airlock/internal/recording"
 	"github.com/airlock-dev/airlock/internal/store"
@@ -73,6 +74,7 @@ func BuildWith(ctx context.Context, cfg config.Config, temporalProbe capabilitie
 	if err != nil {
 		return nil, err
 	}
+	AuditMCPChanges(st) // MCP tools that leave their pin are audited (workers/mcp.go)
 	load := func() (*registry.Registry, error) { return LoadRegistryWith(cfg, temporalProbe, st.Ping, nil, extra) }
 	reg, err := load()
 	if err != nil {
@@ -139,12 +141,12 @@ func MemoryFromEnv() proposals.Memory {
 }
 
 // WatchedFiles are the registry, policy and guidance files cfg names (AIRLOCK_REGISTRY,
-// AIRLOCK_POLICY, AIRLOCK_GUIDANCE) and every layer file with its policy
-// (AIRLOCK_REGISTRY_LAYERS): what a worker polls for live reload. Embedded documents never
-// change under a running worker.
+// AIRLOCK_POLICY, AIRLOCK_GUIDANCE), every layer file with its policy
+// (AIRLOCK_REGISTRY_LAYERS) and the MCP servers file (AIRLOCK_MCP_SERVERS): what a worker polls
+// for live reload. Embedded documents never change under a running worker.
 func WatchedFiles(cfg config.Config) []string {
 	var out []string
-	for _, f := range []string{cfg.RegistryFile, cfg.PolicyFile, cfg.GuidanceFile} {
+	for _, f := range []string{cfg.RegistryFile, cfg.PolicyFile, cfg.GuidanceFile, os.Getenv(mcp.EnvServers)} {
 		if f != "" {
 			out = append(out, f)
 		}
@@ -313,5 +315,10 @@ func LoadRegistryWith(cfg config.Config, temporalProbe, storeProbe capabilities.
 		}
 		impls = append(impls, ims...)
 	}
+	mcpImpls, err := mcpImplementations(sources) // MCP tool entries of any layer (workers/mcp.go)
+	if err != nil {
+		return nil, err
+	}
+	impls = append(impls, mcpImpls...)
 	return registry.Load(sources, impls)
 }

@@ -56,6 +56,8 @@ profiles, flags):
              by others
   key        the approver key exists, is a key, and is not readable by others
   registry   the capability registry and its layers load (the worker refuses to start otherwise)
+  mcp NAME   each MCP server the registry names answers, and each pinned tool's live
+             definition still has its pinned digest (a changed tool is not offered)
 Secrets are read from files and the environment only, and never printed. Exit status 1 when a
 check fails.`,
 		Example: "  airlock doctor\n  TEMPORAL_ADDRESS=temporal.example:7233 TEMPORAL_API_KEY=… airlock doctor",
@@ -74,6 +76,7 @@ func runDoctor(ctx context.Context) []doctorCheck {
 	var out []doctorCheck
 	out = append(out, doctorTemporal(ctx)...)
 	out = append(out, doctorStore(ctx), doctorApprovers(), doctorKey(), doctorRegistry())
+	out = append(out, doctorMCP(ctx)...) // the MCP servers the registry just bound (cmd/airlock/mcp.go)
 	return out
 }
 

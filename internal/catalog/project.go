@@ -259,10 +259,14 @@ type DescribeResult struct {
 	Contract       Contract        `json:"contract"`
 	Classification *Classification `json:"classification,omitempty"`
 	Availability   string          `json:"availability,omitempty"`
-	Authorization  *Authorization  `json:"authorization,omitempty"`
-	Guidance       GuidanceView    `json:"guidance"`
-	Source         *Source         `json:"source,omitempty"`
-	Note           string          `json:"note"`
+	// AvailabilityDetail says, in Airlock's words, why a capability is unavailable when its
+	// implementation knows (issue 19: an MCP server down, a tool whose live definition left
+	// its pinned digest).
+	AvailabilityDetail string         `json:"availability/detail,omitempty"`
+	Authorization      *Authorization `json:"authorization,omitempty"`
+	Guidance           GuidanceView   `json:"guidance"`
+	Source             *Source        `json:"source,omitempty"`
+	Note               string         `json:"note"`
 }
 
 // Contract is the request contract binding: its state, pin and the schema summary or schema.
@@ -380,6 +384,9 @@ func (cat *Catalog) Describe(ctx context.Context, reg *registry.Registry, caller
 		res.Contract.Summary = summarize(schema)
 	}
 	res.Availability = cat.availability(ctx, c)
+	if err := c.Unavailable(); err != nil {
+		res.AvailabilityDetail = err.Error()
+	}
 	switch res.Availability {
 	case AvailabilityUnavailable:
 		res.States = append(res.States, StateVisibleUnavailable)
@@ -412,6 +419,9 @@ func (cat *Catalog) encodeDescribe(res DescribeResult) (json.RawMessage, *Refusa
 }
 
 func (cat *Catalog) availability(ctx context.Context, c *registry.Capability) string {
+	if c.Unavailable() != nil {
+		return AvailabilityUnavailable
+	}
 	if c.Impl.Ready == nil {
 		return AvailabilityUnknown
 	}
