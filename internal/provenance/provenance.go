@@ -272,7 +272,11 @@ func Compute(args json.RawMessage, entries []Entry) (Report, error) {
 	walk("", v, &leaves, raws)
 	sort.SliceStable(leaves, func(i, j int) bool { return leaves[i].Path < leaves[j].Path })
 
-	idx := index(entries)
+	numbers := false // number tokens are indexed only when some value is compared as a number
+	for _, l := range leaves {
+		numbers = numbers || l.Kind == KindNumber || (l.Kind == KindString && digitsOnly(l.Text))
+	}
+	idx := index(entries, numbers)
 	attribute := func(l *Value) {
 		if short(*l) {
 			l.Status = StatusTooShort
@@ -411,6 +415,21 @@ func embedded(path, s string, out *[]Value) {
 // exponent, no leading "+", no trailing fractional zeros ("1e2", "100.0" → "100"; "-0" →
 // "0"). Text that is not a number is returned unchanged.
 func CanonicalNumber(s string) string {
+	if m := plainDecimal.FindStringSubmatch(s); m != nil {
+		// The common case without big arithmetic: sign, integer digits, fraction digits.
+		neg, whole, frac := m[1] == "-", strings.TrimLeft(m[2], "0"), strings.TrimRight(m[3], "0")
+		if whole == "" {
+			whole = "0"
+		}
+		out := whole
+		if frac != "" {
+			out += "." + frac
+		}
+		if neg && out != "0" {
+			out = "-" + out
+		}
+		return out
+	}
 	r, ok := new(big.Rat).SetString(strings.TrimPrefix(s, "+"))
 	if !ok {
 		return s
@@ -418,16 +437,26 @@ func CanonicalNumber(s string) string {
 	if r.IsInt() {
 		return r.Num().String()
 	}
-	// A finite decimal: print with enough digits, then trim.
-	for prec := 1; prec <= 400; prec++ {
-		txt := r.FloatString(prec)
-		back, _ := new(big.Rat).SetString(txt)
-		if back.Cmp(r) == 0 {
-			return strings.TrimRight(strings.TrimRight(txt, "0"), ".")
+	// A finite decimal with an exponent: as many fraction digits as the mantissa's plus the
+	// exponent's shift give it exactly, then trimmed.
+	prec := len(s)
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		if e, err := strconv.Atoi(s[i+1:]); err == nil && e < 0 {
+			prec += -e
 		}
 	}
-	return s
+	if prec > 400 {
+		return s
+	}
+	txt := r.FloatString(prec)
+	if back, ok := new(big.Rat).SetString(txt); !ok || back.Cmp(r) != 0 {
+		return s
+	}
+	return strings.TrimRight(strings.TrimRight(txt, "0"), ".")
 }
+
+// plainDecimal is a number without exponent: sign, integer part, optional fraction.
+var plainDecimal = regexp.MustCompile(`^([-+]?)([0-9]+)(?:\.([0-9]+))?$`)
 
 func urlHost(s string) string {
 	if !strings.HasPrefix(strings.ToLower(s), "http://") && !strings.HasPrefix(strings.ToLower(s), "https://") {
@@ -452,14 +481,49 @@ func emailDomain(s string) string {
 	return strings.ToLower(s[at+1:])
 }
 
-var space = regexp.MustCompile(`\s+`)
-
+// normalize is NFC with every run of white space collapsed to one space, ends trimmed.
 func normalize(s string) string {
-	return strings.TrimSpace(space.ReplaceAllString(norm.NFC.String(s), " "))
+	return strings.Join(strings.Fields(norm.NFC.String(s)), " ")
 }
 
-// number tokens of prose: an optional sign, digits, an optional fraction.
-var numberToken = regexp.MustCompile(`[-+]?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?`)
+// numberTokens are the [start, end) byte ranges of the number tokens of prose: an optional
+// sign, digits, an optional fraction and an optional exponent (a hand-written scanner: the
+// equivalent regular expression cost most of Compute on large contexts).
+func numberTokens(t string) [][2]int {
+	var out [][2]int
+	digit := func(i int) bool { return i < len(t) && t[i] >= '0' && t[i] <= '9' }
+	digits := func(i int) int {
+		for digit(i) {
+			i++
+		}
+		return i
+	}
+	for i := 0; i < len(t); {
+		if !digit(i) {
+			i++
+			continue
+		}
+		start := i
+		if start > 0 && (t[start-1] == '-' || t[start-1] == '+') {
+			start--
+		}
+		i = digits(i)
+		if i+1 < len(t) && t[i] == '.' && digit(i+1) {
+			i = digits(i + 1)
+		}
+		if i < len(t) && (t[i] == 'e' || t[i] == 'E') {
+			j := i + 1
+			if j < len(t) && (t[j] == '-' || t[j] == '+') {
+				j++
+			}
+			if digit(j) {
+				i = digits(j)
+			}
+		}
+		out = append(out, [2]int{start, i})
+	}
+	return out
+}
 
 // indexed is one entry, normalised once.
 type indexed struct {
@@ -469,7 +533,7 @@ type indexed struct {
 	numbers map[string]bool
 }
 
-func index(entries []Entry) []indexed {
+func index(entries []Entry, numbers bool) []indexed {
 	out := make([]indexed, 0, len(entries))
 	results := 0
 	for _, e := range entries {
@@ -480,7 +544,11 @@ func index(entries []Entry) []indexed {
 		}
 		t := normalize(e.Text)
 		ix := indexed{src: src, text: t, lower: strings.ToLower(t), numbers: map[string]bool{}}
-		for _, loc := range numberToken.FindAllStringIndex(t, -1) {
+		if !numbers {
+			out = append(out, ix)
+			continue
+		}
+		for _, loc := range numberTokens(t) {
 			if glued(t, loc[0], loc[1]) {
 				continue
 			}
