@@ -51,6 +51,8 @@ func TurnWorkflow(ctx workflow.Context, req TurnRequest) (TurnResult, error) {
 		perCap:     map[string]int{},
 		denied:     map[string]bool{},
 		catalog:    map[string]activities.CatalogRef{},
+		nonces:     map[string]bool{},
+		retryIn:    deferredFirstRetry,
 	}
 	t.result.WorkflowID = t.workflowID
 	t.result.Citations = []registry.Citation{}
@@ -59,7 +61,18 @@ func TurnWorkflow(ctx workflow.Context, req TurnRequest) (TurnResult, error) {
 	if err := t.setup(ctx); err != nil {
 		return t.result, err
 	}
-	return t.run(ctx)
+	// The turn runs on a context a cancellation does not cut: a cancelled turn stops at its
+	// next step and still records how it ended (its pending confirmations closed, its result
+	// saved), then reports the cancellation (issue 20, item 4).
+	run, _ := workflow.NewDisconnectedContext(ctx)
+	workflow.Go(run, func(gctx workflow.Context) {
+		ctx.Done().Receive(gctx, nil)
+		if t.stop == "" {
+			t.stop = StopCancelled
+		}
+		t.wake.SendAsync(true)
+	})
+	return t.run(run)
 }
 
 // turn is the state of one TurnWorkflow run.
@@ -96,7 +109,55 @@ type turn struct {
 	ctl *catalog.Controller
 	// pre holds the admissions the round's Infer computed, by proposal number.
 	pre map[int]activities.Admission
+	// nonces holds the nonce and MAC of every decision presented to this turn (turn.seen): a
+	// decision is never judged twice, whatever the store remembers. deferred are the decisions whose consume
+	// failed for good, judged again after retryIn.
+	nonces   map[string]bool
+	deferred []deferred
+	retryIn  time.Duration
+	// stop, once set (StopCancelled, StopHistoryLimit), ends every wait and runs nothing more:
+	// the turn records what it has and ends.
+	stop string
 }
+
+// Why a turn stops before its end (turn.stop; the TurnResult.EndReason of the turn it ends).
+const (
+	// StopCancelled: the turn was cancelled from outside; it ends as cancelled.
+	StopCancelled = "cancelled"
+	// StopHistoryLimit: the turn's history reached MaxHistoryBytes or MaxHistoryEvents, the
+	// bounds it keeps below Temporal's own limits (50 MB, 51,200 events by default), past which
+	// the server terminates a workflow without letting it record anything. Whoever may signal a
+	// turn can grow its history (a signal lands in history before any code judges it); the turn
+	// ends failed, its result saved and its status recorded, while it still can.
+	StopHistoryLimit = "history_limit"
+)
+
+// Bounds of a turn's history (StopHistoryLimit): a fifth of Temporal's default error limits of
+// size and length; a turn within its own budgets writes well under 1 MB and 300 events.
+const (
+	MaxHistoryBytes  = 10 << 20
+	MaxHistoryEvents = 10_000
+)
+
+// historyFull reports whether the turn's history reached MaxHistoryBytes or MaxHistoryEvents
+// (as of the current workflow task).
+func (t *turn) historyFull(ctx workflow.Context) bool {
+	info := workflow.GetInfo(ctx)
+	return info.GetCurrentHistorySize() >= MaxHistoryBytes || info.GetCurrentHistoryLength() >= MaxHistoryEvents
+}
+
+// errStopped is the error a stopping turn fails with (turn.stop names why).
+func (t *turn) errStopped() error {
+	if t.stop == StopCancelled {
+		return temporal.NewCanceledError("the turn was cancelled")
+	}
+	return temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("the turn's history reached %d bytes or %d events, the bound it keeps below Temporal's limit: it ended, its pending calls closed without running", MaxHistoryBytes, MaxHistoryEvents),
+		ErrTypeHistoryLimit, nil)
+}
+
+// ErrTypeHistoryLimit is the application error type of a turn ended by StopHistoryLimit.
+const ErrTypeHistoryLimit = "HistoryLimit"
 
 // run is the turn's main loop: infer, hand the message to agent proposals or the catalog
 // controller if it is theirs, else take its calls through the executor; an answer, a stop or
@@ -108,6 +169,12 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 		t.setStatus(ctx, StatusRunning)
 	}
 	for round := 1; round <= t.req.MaxRounds; round++ {
+		if t.stop == "" && t.historyFull(ctx) {
+			t.stop = StopHistoryLimit
+		}
+		if t.stop != "" {
+			return t.fail(ctx, t.errStopped())
+		}
 		if t.ctl != nil && !t.ctl.MayInfer() {
 			t.ctl.Fire(catalog.EventBudget, catalog.Correlation{}, catalog.BudgetRounds)
 			return t.finish(ctx, EndCatalogStopped)
@@ -116,7 +183,10 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 		inf, parsed, err := t.inferRound(ctx, round)
 		if errors.Is(err, errSessionEnded) {
 			return t.finish(ctx, EndSessionEnded)
-		} else if err != nil {
+		} else if err == nil && t.stop != "" {
+			err = t.errStopped() // cancelled while the model answered: nothing of it runs
+		}
+		if err != nil {
 			return t.fail(ctx, err)
 		}
 		if done, res, err := t.proposalHook(ctx, round, inf, &parsed); done {
@@ -146,6 +216,9 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 			return t.finish(ctx, EndAnswered)
 		}
 		diverged, err := t.handleCalls(ctx, round, parsed.Calls)
+		if err == nil && t.stop != "" {
+			err = t.errStopped()
+		}
 		if err != nil {
 			return t.fail(ctx, err)
 		}

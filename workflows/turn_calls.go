@@ -283,6 +283,16 @@ func (t *turn) finalize(ctx workflow.Context, pr *proposal) ([]ProposalOutcome, 
 		return one(t.verdict(ctx, pr, e.outcome, e.stage, e.reason, e.detail, nil))
 	}
 	var decision *activities.Decision
+	if t.stop != "" {
+		// The turn is stopping (cancelled, history limit): nothing more runs; an open
+		// confirmation is closed with the call.
+		var closed *activities.Decision
+		if pr.wait != nil {
+			closed = &activities.Decision{ConfirmationID: pr.wait.p.ConfirmationID, Decision: "expired", Reason: t.stop}
+		}
+		return one(t.verdict(ctx, pr, activities.OutcomeExpired, activities.StageConfirm, t.stop,
+			"the turn stopped ("+t.stop+") before this call ran; it was not run and will not be retried", closed))
+	}
 	if w := pr.wait; w != nil {
 		id := w.p.ConfirmationID
 		switch {

@@ -52,6 +52,9 @@ func (t *turn) fail(ctx workflow.Context, err error) (TurnResult, error) {
 	t.result.Catalog = t.catalogControl()
 	t.result.Status = StatusFailed
 	t.result.EndReason = "error: " + err.Error()
+	if t.stop != "" {
+		t.result.EndReason = t.stop
+	}
 	t.setStatus(ctx, StatusFailed)
 	t.save(ctx)
 	return t.result, err

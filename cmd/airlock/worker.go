@@ -99,6 +99,13 @@ func runWorker(ctx context.Context, cmd *cobra.Command, ready chan<- struct{}) e
 		}
 	}()
 	defer func() { stopWatch(); <-watched }()
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+		workers.RunSweeper(wctx, c, deps.Activities, workers.SweepInterval, log)
+	}()
+	defer func() { stopWatch(); <-swept }()
 	fmt.Fprintf(cmd.ErrOrStderr(), "worker polling task queue %s as %s (promote %s; registry %s: %d capabilities; store %s; reloads on change of %v and on SIGHUP)\n",
 		cfg.TaskQueue, version, version.Promote, deps.Registry.Revision(), len(deps.Registry.Capabilities()), deps.Store.Driver(), deps.Watched)
 	if ready != nil {
