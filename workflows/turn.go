@@ -118,6 +118,11 @@ type turn struct {
 	// stop, once set (StopCancelled, StopHistoryLimit), ends every wait and runs nothing more:
 	// the turn records what it has and ends.
 	stop string
+	// status and statusPending are what the turn shows operators; shown and shownPending what
+	// it last upserted; expired cancels the expiry timers of ended waits (settle).
+	status, shown               string
+	statusPending, shownPending int64
+	expired                     []workflow.CancelFunc
 }
 
 // Why a turn stops before its end (turn.stop; the TurnResult.EndReason of the turn it ends).
@@ -165,8 +170,9 @@ const ErrTypeHistoryLimit = "HistoryLimit"
 func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 	// Clients set AirlockStatus=running at start; upsert only when they did not (an upsert is
 	// a history event and a server-side visibility write).
-	if st, ok := workflow.GetTypedSearchAttributes(ctx).GetKeyword(AttrStatus); !ok || st != StatusRunning {
-		t.setStatus(ctx, StatusRunning)
+	t.status = StatusRunning
+	if st, ok := workflow.GetTypedSearchAttributes(ctx).GetKeyword(AttrStatus); ok && st == StatusRunning {
+		t.shown = StatusRunning
 	}
 	for round := 1; round <= t.req.MaxRounds; round++ {
 		if t.stop == "" && t.historyFull(ctx) {
@@ -297,6 +303,7 @@ func (t *turn) infer(ctx workflow.Context, round int, out *activities.InferOutpu
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry, Summary: summarize(summary)})
 		return workflow.ExecuteLocalActivity(lctx, a.Infer, in).Get(ctx, out)
 	}
+	t.settle(ctx)
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 3 * time.Minute,
 		HeartbeatTimeout: HeartbeatTimeout, RetryPolicy: retry, Summary: summarize(summary)})
 	return workflow.ExecuteActivity(actx, a.Infer, in).Get(ctx, out)

@@ -416,6 +416,7 @@ func (t *turn) execute(ctx workflow.Context, pr *proposal, decision *activities.
 	} else if adm.Automatic || localRead {
 		err = workflow.ExecuteLocalActivity(lctx, a.Execute, in).Get(ctx, &out)
 	} else {
+		t.settle(ctx)
 		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: adm.Timeout + 5*time.Second, HeartbeatTimeout: HeartbeatTimeout, RetryPolicy: retry, Summary: summary}),
 			a.Execute, in).Get(ctx, &out)

@@ -238,9 +238,7 @@ func (t *turn) await(ctx workflow.Context, ws []*awaited) error {
 		w.timer = workflow.NewTimerWithOptions(tctx, t.req.ConfirmationTTL, workflow.TimerOptions{Summary: summarize("confirmation " + w.p.ConfirmationID + " expires")})
 	}
 	err := t.waitAll(ctx, ws)
-	for _, cancel := range cancels {
-		cancel()
-	}
+	t.expired = append(t.expired, cancels...) // cancelled when the turn next blocks (settle)
 	t.awaits = nil
 	t.pending = t.pending[:0]
 	t.setStatus(ctx, StatusRunning)
@@ -277,6 +275,7 @@ func (t *turn) waitAll(ctx workflow.Context, ws []*awaited) error {
 			sel.AddFuture(retry, func(workflow.Future) { retried = true })
 		}
 		if t.stop == "" {
+			t.settle(ctx)
 			sel.Select(ctx)
 		}
 		if got {
