@@ -75,7 +75,7 @@ func SweepClosedTurns(ctx context.Context, c client.Client, acts *activities.Act
 
 // turnEnded is "" while the run is open, else the reason its confirmations are closed with.
 func turnEnded(ctx context.Context, c client.Client, workflowID, runID string) (string, error) {
-	d, err := c.DescribeWorkflowExecution(ctx, workflowID, runID)
+	d, err := c.DescribeWorkflow(ctx, workflowID, runID)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return ReasonTurnClosed + "not_found", nil
@@ -83,7 +83,7 @@ func turnEnded(ctx context.Context, c client.Client, workflowID, runID string) (
 	if err != nil {
 		return "", fmt.Errorf("describe turn %s: %w", workflowID, err)
 	}
-	st := d.GetWorkflowExecutionInfo().GetStatus()
+	st := d.RawResponse.GetWorkflowExecutionInfo().GetStatus()
 	if st == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return "", nil
 	}

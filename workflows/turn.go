@@ -294,9 +294,9 @@ func (t *turn) infer(ctx workflow.Context, round int, out *activities.InferOutpu
 	if round == 1 {
 		in.Fold.Opening, in.Fold.UserMessage, in.Fold.SystemPrompt, in.Fold.OpeningKey = true, t.req.Message, t.req.SystemPrompt, t.workflowID+"/input"
 	}
-	// A retry after a dead worker (heartbeat timeout) starts at once; provider errors back
-	// off 0.25, 0.75, 2.25, 6.75 s.
-	retry := &temporal.RetryPolicy{InitialInterval: 250 * time.Millisecond, BackoffCoefficient: 3, MaximumInterval: 30 * time.Second,
+	// A retry after a dead worker (heartbeat timeout) starts after 0.1 s; provider errors back
+	// off 0.1, 0.4, 1.6, 6.4 s.
+	retry := &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 4, MaximumInterval: 30 * time.Second,
 		MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrTypeSessionExhausted, activities.ErrTypeProviderRejected, activities.ErrTypeBadInput, activities.ErrTypeUnsupportedRecording}}
 	summary := fmt.Sprintf("infer round %d", round)
 	if t.localInfer() {

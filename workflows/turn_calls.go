@@ -396,7 +396,9 @@ func (t *turn) execute(ctx workflow.Context, pr *proposal, decision *activities.
 		Version: adm.Version, Arguments: call.Arguments, Session: t.req.Session, RegistryRevision: adm.RegistryRevision,
 		ConfirmationID: po.ConfirmationID, Principal: t.req.Principal, Scope: t.req.Scope}
 	summary := summarize("execute " + adm.Key())
-	retry := &temporal.RetryPolicy{InitialInterval: 250 * time.Millisecond, BackoffCoefficient: 4, MaximumInterval: 10 * time.Second,
+	// A retry after a dead worker (heartbeat timeout) starts after 0.1 s (the ledger answers a
+	// confirmed or effectful call's retry: outcome_unknown, never a second run).
+	retry := &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 4, MaximumInterval: 10 * time.Second,
 		MaximumAttempts: 3, NonRetryableErrorTypes: []string{activities.ErrTypeBadInput}}
 	var out activities.ExecuteOutput
 	var err error
