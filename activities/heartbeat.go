@@ -47,9 +47,10 @@ func keepAlive(ctx context.Context) (stop func()) {
 // (a heartbeat timeout), and the workflow task this attempt's result schedules would otherwise
 // wait StickyScheduleToStartTimeout on the dead worker's queue before any live worker may take
 // it. The cost on a live worker is one replay of the turn's history. Best effort: an error only
-// keeps that wait (issue 20, item 5).
+// keeps that wait (issue 20, item 5). Only a worker whose activity context allows it
+// (WithStickyReset: workers.New) does it; the test environment's mocked service does not.
 func leaveDeadWorker(ctx context.Context) {
-	if !activity.IsActivity(ctx) {
+	if !activity.IsActivity(ctx) || ctx.Value(stickyResetKey{}) == nil {
 		return
 	}
 	info := activity.GetInfo(ctx)
@@ -69,4 +70,12 @@ func leaveDeadWorker(ctx context.Context) {
 	if err != nil {
 		activity.GetLogger(ctx).Warn("reset the sticky task queue of a retried attempt", "error", err)
 	}
+}
+
+type stickyResetKey struct{}
+
+// WithStickyReset returns ctx marked so that a retried regular activity resets its workflow's
+// sticky task queue (leaveDeadWorker); workers.New makes it the activities' background context.
+func WithStickyReset(ctx context.Context) context.Context {
+	return context.WithValue(ctx, stickyResetKey{}, true)
 }

@@ -4,6 +4,7 @@
 package workers
 
 import (
+	"context"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -94,6 +95,8 @@ func NewVersioned(c client.Client, acts *activities.Activities, taskQueue string
 		// timeout): with workflows.HeartbeatTimeout 1 s a live worker has 750 ms of slack,
 		// and a dead one is noticed within the second (issue 20, item 5).
 		MaxHeartbeatThrottleInterval: activities.HeartbeatInterval,
+		// A retried activity leaves a dead worker's sticky queue (activities.WithStickyReset).
+		BackgroundActivityContext: activities.WithStickyReset(context.Background()),
 	})
 	Register(w, acts)
 	return &versioned{Worker: w, c: c, v: v}
