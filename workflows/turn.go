@@ -175,11 +175,8 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 		t.shown = StatusRunning
 	}
 	for round := 1; round <= t.req.MaxRounds; round++ {
-		if t.stop == "" && t.historyFull(ctx) {
-			t.stop = StopHistoryLimit
-		}
-		if t.stop != "" {
-			return t.fail(ctx, t.errStopped())
+		if err := t.stopping(ctx); err != nil {
+			return t.fail(ctx, err)
 		}
 		if t.ctl != nil && !t.ctl.MayInfer() {
 			t.ctl.Fire(catalog.EventBudget, catalog.Correlation{}, catalog.BudgetRounds)
@@ -198,14 +195,9 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 		if done, res, err := t.proposalHook(ctx, round, inf, &parsed); done {
 			return res, err
 		}
-		if !inf.Folded.AssistantRecorded {
-			if err := t.record(ctx, nil, nil, t.assistantKey(round), activities.AssistantMessage(parsed)); err != nil {
-				return t.fail(ctx, err)
-			}
-		} else {
-			t.messages = append(t.messages, activities.AssistantMessage(parsed))
+		if err := t.keepAssistant(ctx, round, inf, parsed); err != nil {
+			return t.fail(ctx, err)
 		}
-		t.result.Prose = parsed.Text
 		if handled, stop, err := t.catalogMessage(ctx, round, parsed.Calls); err != nil {
 			return t.fail(ctx, err)
 		} else if stop {
@@ -233,6 +225,32 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 		}
 	}
 	return t.finish(ctx, EndMaxRounds)
+}
+
+// stopping returns the error a stopping turn ends with (turn.stop, set by a cancellation or
+// here when the history reached its bound), nil while the turn goes on.
+func (t *turn) stopping(ctx workflow.Context) error {
+	if t.stop == "" && t.historyFull(ctx) {
+		t.stop = StopHistoryLimit
+	}
+	if t.stop == "" {
+		return nil
+	}
+	return t.errStopped()
+}
+
+// keepAssistant adds round's assistant message to the turn's context and prose: the round's
+// Infer stored it, except for a message with agent-proposal calls (the proposal hook may
+// rewrite them first), which is recorded here.
+func (t *turn) keepAssistant(ctx workflow.Context, round int, inf activities.InferOutput, parsed parse.Result) error {
+	msg := activities.AssistantMessage(parsed)
+	if inf.Folded.AssistantRecorded {
+		t.messages = append(t.messages, msg)
+	} else if err := t.record(ctx, nil, nil, t.assistantKey(round), msg); err != nil {
+		return err
+	}
+	t.result.Prose = parsed.Text
+	return nil
 }
 
 // End reasons of the main loop (TurnResult.EndReason).
