@@ -95,10 +95,11 @@ func TestSignalFloodEndsTheTurnBeforeTheHistoryLimit(t *testing.T) {
 	if !errors.As(err, &appErr) || appErr.Type() != workflows.ErrTypeHistoryLimit {
 		t.Fatalf("after %d signals the turn ended with %v, want a %s failure", sent, err, workflows.ErrTypeHistoryLimit)
 	}
-	desc, err := c.DescribeWorkflowExecution(ctx, run.GetID(), "")
+	d, err := c.DescribeWorkflow(ctx, run.GetID(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
+	desc := d.RawResponse
 	info := desc.GetWorkflowExecutionInfo()
 	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
 		t.Fatalf("status %s, want failed by the turn itself (not terminated by the server)", info.GetStatus())
