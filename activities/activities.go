@@ -159,6 +159,7 @@ func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, err
 	// records and admits, and a store that is slow to answer must not look like a dead worker.
 	stop := keepAlive(ctx)
 	defer stop()
+	leaveDeadWorker(ctx)
 	var allow func(string) bool
 	if len(in.Scope) > 0 {
 		allow = func(id string) bool { return slices.Contains(in.Scope, id) }
@@ -676,6 +677,7 @@ func (a *Activities) refuseAndReissue(ctx context.Context, row store.Confirmatio
 // attempts. Automatic calls (local and read-only) skip the ledger and may be retried: they are
 // at least once. A regular Execute heartbeats, so a dead worker is noticed in seconds.
 func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutput, error) {
+	leaveDeadWorker(ctx)
 	now := a.now()
 	ledgerKey := fmt.Sprintf("%s/%d", in.WorkflowID, in.Seq)
 	// refuse answers a call this worker will not run, unless an earlier attempt of this

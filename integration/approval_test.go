@@ -384,9 +384,10 @@ func TestApprovalTokenNeverInHistoryOrStore(t *testing.T) {
 // token is touched), re-aimed at A's next proposal with its nonce (nonce_replayed), under
 // another approver name (nonce_replayed with the recorded nonce, decision_mac_invalid with a
 // fresh one, not_pending when it still names the decided confirmation), to turn B unchanged
-// (not_pending) and re-aimed at B's proposal (nonce_replayed, then decision_mac_invalid). Each
-// presentation to a pending proposal consumed its token and got it a fresh one; nothing ran;
-// both proposals are then approved and each runs exactly once.
+// (not_pending) and re-aimed at B's proposal (nonce_replayed, then decision_mac_invalid). A copy
+// whose nonce the turn has seen is refused by the turn before any presentation (issue 20): it
+// touches no token; every other presentation to a pending proposal consumed its token and got
+// it a fresh one; nothing ran; both proposals are then approved and each runs exactly once.
 func TestApprovalDecisionFromHistoryIsUseless(t *testing.T) {
 	t.Parallel()
 	e := newApprovalEnv(t)
@@ -460,32 +461,33 @@ func TestApprovalDecisionFromHistoryIsUseless(t *testing.T) {
 	reaimed.ConfirmationID = a2.ConfirmationID
 	e.signal(wfA, reaimed)
 	e.waitRefusals(wfA, 2, ran)
-	stillWaits(a2, 1, "copy re-aimed at A's next proposal")
+	stillWaits(a2, 0, "copy re-aimed at A's next proposal") // refused by the turn before any presentation
 	// (a) Under another approver name, re-aimed: with the recorded nonce, then a fresh one (the
 	// MAC binds the approver); and as it stands in history, naming the decided confirmation.
 	mallory := reaimed
 	mallory.Approver = "mallory"
 	e.signal(wfA, mallory)
 	e.waitRefusals(wfA, 3, ran)
-	stillWaits(a2, 2, "copy under another approver, recorded nonce")
+	stillWaits(a2, 0, "copy under another approver, recorded nonce")
 	e.signal(wfA, fresh(mallory))
 	e.waitRefusals(wfA, 4, ran)
-	stillWaits(a2, 3, "copy under another approver, fresh nonce")
+	stillWaits(a2, 1, "copy under another approver, fresh nonce")
 	malloryA1 := hist
 	malloryA1.Approver = "mallory"
 	e.signal(wfA, malloryA1)
 	e.waitRefusals(wfA, 5, ran)
-	stillWaits(a2, 3, "copy under another approver for the decided confirmation")
-	// The same re-aimed copy through the decide update: judged, refused, reissued.
+	stillWaits(a2, 1, "copy under another approver for the decided confirmation")
+	// The same re-aimed copy through the decide update: the validator refuses it (its nonce was
+	// presented to this turn) before it reaches history.
 	res, err := e.update(wfA, mallory)
-	if err != nil || res.Accepted || res.Refusal != activities.NonceReplayed || !res.Reissued {
-		t.Fatalf("re-aimed copy as an update = %+v, %v; want refusal %s with a reissued token", res, err, activities.NonceReplayed)
+	if err == nil || !hasAppErrorType(err, workflows.ErrTypeBadDecision) {
+		t.Fatalf("re-aimed copy as an update = %+v, %v; want the validator's %s refusal", res, err, workflows.ErrTypeBadDecision)
 	}
-	stillWaits(a2, 4, "copy re-aimed as an update")
+	stillWaits(a2, 1, "copy re-aimed as an update")
 	// The re-aimed copy with a fresh nonce carries A1's argument digest: refused as made on
 	// other arguments (stale_digest) before its MAC is even checked.
 	wantA := []string{activities.RefusalNotPending, activities.NonceReplayed, activities.NonceReplayed,
-		activities.StaleDigest, activities.RefusalNotPending, activities.NonceReplayed}
+		activities.StaleDigest, activities.RefusalNotPending}
 	if got := e.waitRefusals(wfA, len(wantA)); !slices.Equal(got, wantA) {
 		t.Fatalf("refusals on A = %v, want %v", got, wantA)
 	}
@@ -494,7 +496,7 @@ func TestApprovalDecisionFromHistoryIsUseless(t *testing.T) {
 			t.Fatalf("a refusal must be audited against the waiting proposal #%d: %+v", a2.Seq, r)
 		}
 	}
-	if got, want := e.reissues(wfA), []string{activities.NonceReplayed, activities.NonceReplayed, activities.StaleDigest, activities.NonceReplayed}; !slices.Equal(got, want) {
+	if got, want := e.reissues(wfA), []string{activities.StaleDigest}; !slices.Equal(got, want) {
 		t.Fatalf("token_reissued on A = %v, want %v", got, want)
 	}
 
@@ -507,19 +509,19 @@ func TestApprovalDecisionFromHistoryIsUseless(t *testing.T) {
 	toB.ConfirmationID = b1.ConfirmationID
 	e.signal(wfB, toB)
 	e.waitRefusals(wfB, 2, ran)
-	stillWaits(b1, 1, "copy re-aimed at B")
+	stillWaits(b1, 0, "copy re-aimed at B") // B saw this nonce in the unchanged copy
 	// With B's own argument digest (readable from the pending query), so the MAC is what
 	// refuses it: it was made with A1's token.
 	toBDigest := fresh(toB)
 	toBDigest.ArgsDigest = b1.ArgsDigest
 	e.signal(wfB, toBDigest)
 	e.waitRefusals(wfB, 3, ran)
-	stillWaits(b1, 2, "copy re-aimed at B with a fresh nonce")
+	stillWaits(b1, 1, "copy re-aimed at B with a fresh nonce")
 	wantNotPendingUpdate(wfB, hist, "copy unchanged to B as an update")
 	if got, want := e.refusals(wfB), []string{activities.RefusalNotPending, activities.NonceReplayed, activities.DecisionMACInvalid}; !slices.Equal(got, want) {
 		t.Fatalf("refusals on B = %v, want %v", got, want)
 	}
-	if got, want := e.reissues(wfB), []string{activities.NonceReplayed, activities.DecisionMACInvalid}; !slices.Equal(got, want) {
+	if got, want := e.reissues(wfB), []string{activities.DecisionMACInvalid}; !slices.Equal(got, want) {
 		t.Fatalf("token_reissued on B = %v, want %v", got, want)
 	}
 

@@ -78,8 +78,8 @@ func TestReplayedSessionHistory(t *testing.T) {
 }
 
 // TestDecisionProtocolHistory records the decision protocol's paths: a decision refused after
-// consuming the token (no approver: token reissued), an approval through the decide update, and
-// a confirmation that expires. The history is written like TestMixedTurnHistory's.
+// consuming the token (an approver no approvers file knows: token reissued), an approval
+// through the decide update, and a confirmation that expires. The history is written like TestMixedTurnHistory's.
 func TestDecisionProtocolHistory(t *testing.T) {
 	target := statusPage(t)
 	model := newFakeModel(t,
@@ -100,7 +100,7 @@ func TestDecisionProtocolHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad, err := approval.Sign(key, row, approval.Request{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove, Signer: signer(t, "nobody")}, time.Now())
+	bad, err := approval.Sign(key, row, approval.Request{ConfirmationID: p.ConfirmationID, Decision: workflows.DecisionApprove, Approver: "nobody", Signer: signer(t, "nobody")}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,10 +155,18 @@ func TestTwoBuildsRainbow(t *testing.T) {
 		})
 	}
 
-	// A worker of the old build restarting does not take new turns back (PromoteAuto).
+	// A worker of the old build restarting does not take new turns back (PromoteAuto); a new
+	// build started with PromoteNever waits for the operator; a rollback is PromoteAlways.
 	buildWorker(t, cfg, modelA, "build-a", workers.PromoteAuto)
-	time.Sleep(200 * time.Millisecond)
 	if got := currentBuild(t, c, dep); got != "build-b" {
 		t.Fatalf("current build after an A worker restarted = %q, want build-b", got)
+	}
+	buildWorker(t, cfg, modelB, "build-c", workers.PromoteNever)
+	if got := currentBuild(t, c, dep); got != "build-b" {
+		t.Fatalf("current build after a never-promoting C started = %q, want build-b", got)
+	}
+	buildWorker(t, cfg, modelA, "build-a", workers.PromoteAlways)
+	if got := currentBuild(t, c, dep); got != "build-a" {
+		t.Fatalf("current build after A started with always = %q, want build-a (a rollback)", got)
 	}
 }

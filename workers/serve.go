@@ -117,6 +117,13 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		}
 	}()
 	defer func() { stopWatch(); <-watched }()
+	// Turns terminated from outside leave nothing pending (issue 20 item 4).
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		RunSweeper(wctx, c, deps.Activities, SweepInterval, log)
+	}()
+	defer func() { stopWatch(); <-swept }()
 	fmt.Fprintf(status, "worker polling task queue %s as %s (promote %s; registry %s: %d capabilities; store %s; reloads on change of %v and on SIGHUP)\n",
 		cfg.TaskQueue, version, version.Promote, deps.Registry.Revision(), len(deps.Registry.Capabilities()), deps.Store.Driver(), deps.Watched)
 	if exporting {

@@ -4,6 +4,7 @@
 package workers
 
 import (
+	"context"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -90,6 +91,12 @@ func NewVersioned(c client.Client, acts *activities.Activities, taskQueue string
 		MaxConcurrentWorkflowTaskPollers: 8,
 		MaxConcurrentActivityTaskPollers: 8,
 		StickyScheduleToStartTimeout:     StickyScheduleToStartTimeout,
+		// Send every heartbeat at once (the SDK's default throttle is 80% of the heartbeat
+		// timeout): with workflows.HeartbeatTimeout 1 s a live worker has 750 ms of slack,
+		// and a dead one is noticed within the second (issue 20, item 5).
+		MaxHeartbeatThrottleInterval: activities.HeartbeatInterval,
+		// A retried activity leaves a dead worker's sticky queue (activities.WithStickyReset).
+		BackgroundActivityContext: activities.WithStickyReset(context.Background()),
 	})
 	Register(w, acts)
 	return &versioned{Worker: w, c: c, v: v}

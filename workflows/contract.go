@@ -354,9 +354,10 @@ type Usage struct {
 }
 
 // HeartbeatTimeout is the heartbeat timeout of the regular activities that may run long
-// (Execute, network Infer), which heartbeat every activities.HeartbeatInterval: a worker that
-// died mid-activity is noticed after this long, not after the StartToClose timeout.
-const HeartbeatTimeout = 2 * time.Second
+// (Execute, network Infer), which heartbeat every activities.HeartbeatInterval (250 ms, sent at
+// once): a worker that died mid-activity is noticed after at most this long, not after the
+// StartToClose timeout (issue 20, item 5: every resume within 2 s of a live worker polling).
+const HeartbeatTimeout = time.Second
 
 // WorkflowTaskTimeout is the workflow task timeout every client starts turns with: a task
 // that was dispatched to a worker that then died is handed to a live worker after this long

@@ -152,8 +152,8 @@ func TestReviewDecisionPresentedTwiceForOnePendingProposalIsRefused(t *testing.T
 	// revision differs (refused: registry_changed, token consumed and reissued); the second
 	// signal presents the same decision again after the registry is back: it must be refused
 	// (its MAC is bound to the consumed token, its nonce was recorded), not accepted. The
-	// first refusal voids that confirmation and the call
-	// is surfaced under a new one, so the copy is refused as not pending.
+	// first refusal voids that confirmation and the call is surfaced under a new one, so the copy
+	// is refused as not pending.
 	f := newFixture(t, calls(call("c1", "test_send", `{"to":"a","amount":1}`)), answer("ok"))
 	original := f.acts.Registry
 	changed := reviewRegistry(t, f, "test.2", [2]string{})

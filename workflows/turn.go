@@ -51,6 +51,8 @@ func TurnWorkflow(ctx workflow.Context, req TurnRequest) (TurnResult, error) {
 		perCap:     map[string]int{},
 		denied:     map[string]bool{},
 		catalog:    map[string]activities.CatalogRef{},
+		nonces:     map[string]bool{},
+		retryIn:    deferredFirstRetry,
 	}
 	t.result.WorkflowID = t.workflowID
 	t.result.Citations = []registry.Citation{}
@@ -59,7 +61,18 @@ func TurnWorkflow(ctx workflow.Context, req TurnRequest) (TurnResult, error) {
 	if err := t.setup(ctx); err != nil {
 		return t.result, err
 	}
-	return t.run(ctx)
+	// The turn runs on a context a cancellation does not cut: a cancelled turn stops at its
+	// next step and still records how it ended (its pending confirmations closed, its result
+	// saved), then reports the cancellation (issue 20, item 4).
+	run, _ := workflow.NewDisconnectedContext(ctx)
+	workflow.Go(run, func(gctx workflow.Context) {
+		ctx.Done().Receive(gctx, nil)
+		if t.stop == "" {
+			t.stop = StopCancelled
+		}
+		t.wake.SendAsync(true)
+	})
+	return t.run(run)
 }
 
 // turn is the state of one TurnWorkflow run.
@@ -96,7 +109,60 @@ type turn struct {
 	ctl *catalog.Controller
 	// pre holds the admissions the round's Infer computed, by proposal number.
 	pre map[int]activities.Admission
+	// nonces holds the nonce and MAC of every decision presented to this turn (turn.seen): a
+	// decision is never judged twice, whatever the store remembers. deferred are the decisions whose consume
+	// failed for good, judged again after retryIn.
+	nonces   map[string]bool
+	deferred []deferred
+	retryIn  time.Duration
+	// stop, once set (StopCancelled, StopHistoryLimit), ends every wait and runs nothing more:
+	// the turn records what it has and ends.
+	stop string
+	// status and statusPending are what the turn shows operators; shown and shownPending what
+	// it last upserted; expired cancels the expiry timers of ended waits (settle).
+	status, shown               string
+	statusPending, shownPending int64
+	expired                     []workflow.CancelFunc
 }
+
+// Why a turn stops before its end (turn.stop; the TurnResult.EndReason of the turn it ends).
+const (
+	// StopCancelled: the turn was cancelled from outside; it ends as cancelled.
+	StopCancelled = "cancelled"
+	// StopHistoryLimit: the turn's history reached MaxHistoryBytes or MaxHistoryEvents, the
+	// bounds it keeps below Temporal's own limits (50 MB, 51,200 events by default), past which
+	// the server terminates a workflow without letting it record anything. Whoever may signal a
+	// turn can grow its history (a signal lands in history before any code judges it); the turn
+	// ends failed, its result saved and its status recorded, while it still can.
+	StopHistoryLimit = "history_limit"
+)
+
+// Bounds of a turn's history (StopHistoryLimit): a fifth of Temporal's default error limits of
+// size and length; a turn within its own budgets writes well under 1 MB and 300 events.
+const (
+	MaxHistoryBytes  = 10 << 20
+	MaxHistoryEvents = 10_000
+)
+
+// historyFull reports whether the turn's history reached MaxHistoryBytes or MaxHistoryEvents
+// (as of the current workflow task).
+func (t *turn) historyFull(ctx workflow.Context) bool {
+	info := workflow.GetInfo(ctx)
+	return info.GetCurrentHistorySize() >= MaxHistoryBytes || info.GetCurrentHistoryLength() >= MaxHistoryEvents
+}
+
+// errStopped is the error a stopping turn fails with (turn.stop names why).
+func (t *turn) errStopped() error {
+	if t.stop == StopCancelled {
+		return temporal.NewCanceledError("the turn was cancelled")
+	}
+	return temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("the turn's history reached %d bytes or %d events, the bound it keeps below Temporal's limit: it ended, its pending calls closed without running", MaxHistoryBytes, MaxHistoryEvents),
+		ErrTypeHistoryLimit, nil)
+}
+
+// ErrTypeHistoryLimit is the application error type of a turn ended by StopHistoryLimit.
+const ErrTypeHistoryLimit = "HistoryLimit"
 
 // run is the turn's main loop: infer, hand the message to agent proposals or the catalog
 // controller if it is theirs, else take its calls through the executor; an answer, a stop or
@@ -104,10 +170,14 @@ type turn struct {
 func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 	// Clients set AirlockStatus=running at start; upsert only when they did not (an upsert is
 	// a history event and a server-side visibility write).
-	if st, ok := workflow.GetTypedSearchAttributes(ctx).GetKeyword(AttrStatus); !ok || st != StatusRunning {
-		t.setStatus(ctx, StatusRunning)
+	t.status = StatusRunning
+	if st, ok := workflow.GetTypedSearchAttributes(ctx).GetKeyword(AttrStatus); ok && st == StatusRunning {
+		t.shown = StatusRunning
 	}
 	for round := 1; round <= t.req.MaxRounds; round++ {
+		if err := t.stopping(ctx); err != nil {
+			return t.fail(ctx, err)
+		}
 		if t.ctl != nil && !t.ctl.MayInfer() {
 			t.ctl.Fire(catalog.EventBudget, catalog.Correlation{}, catalog.BudgetRounds)
 			return t.finish(ctx, EndCatalogStopped)
@@ -116,20 +186,18 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 		inf, parsed, err := t.inferRound(ctx, round)
 		if errors.Is(err, errSessionEnded) {
 			return t.finish(ctx, EndSessionEnded)
-		} else if err != nil {
+		} else if err == nil && t.stop != "" {
+			err = t.errStopped() // cancelled while the model answered: nothing of it runs
+		}
+		if err != nil {
 			return t.fail(ctx, err)
 		}
 		if done, res, err := t.proposalHook(ctx, round, inf, &parsed); done {
 			return res, err
 		}
-		if !inf.Folded.AssistantRecorded {
-			if err := t.record(ctx, nil, nil, t.assistantKey(round), activities.AssistantMessage(parsed)); err != nil {
-				return t.fail(ctx, err)
-			}
-		} else {
-			t.messages = append(t.messages, activities.AssistantMessage(parsed))
+		if err := t.keepAssistant(ctx, round, inf, parsed); err != nil {
+			return t.fail(ctx, err)
 		}
-		t.result.Prose = parsed.Text
 		if handled, stop, err := t.catalogMessage(ctx, round, parsed.Calls); err != nil {
 			return t.fail(ctx, err)
 		} else if stop {
@@ -146,6 +214,9 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 			return t.finish(ctx, EndAnswered)
 		}
 		diverged, err := t.handleCalls(ctx, round, parsed.Calls)
+		if err == nil && t.stop != "" {
+			err = t.errStopped()
+		}
 		if err != nil {
 			return t.fail(ctx, err)
 		}
@@ -154,6 +225,32 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 		}
 	}
 	return t.finish(ctx, EndMaxRounds)
+}
+
+// stopping returns the error a stopping turn ends with (turn.stop, set by a cancellation or
+// here when the history reached its bound), nil while the turn goes on.
+func (t *turn) stopping(ctx workflow.Context) error {
+	if t.stop == "" && t.historyFull(ctx) {
+		t.stop = StopHistoryLimit
+	}
+	if t.stop == "" {
+		return nil
+	}
+	return t.errStopped()
+}
+
+// keepAssistant adds round's assistant message to the turn's context and prose: the round's
+// Infer stored it, except for a message with agent-proposal calls (the proposal hook may
+// rewrite them first), which is recorded here.
+func (t *turn) keepAssistant(ctx workflow.Context, round int, inf activities.InferOutput, parsed parse.Result) error {
+	msg := activities.AssistantMessage(parsed)
+	if inf.Folded.AssistantRecorded {
+		t.messages = append(t.messages, msg)
+	} else if err := t.record(ctx, nil, nil, t.assistantKey(round), msg); err != nil {
+		return err
+	}
+	t.result.Prose = parsed.Text
+	return nil
 }
 
 // End reasons of the main loop (TurnResult.EndReason).
@@ -215,15 +312,16 @@ func (t *turn) infer(ctx workflow.Context, round int, out *activities.InferOutpu
 	if round == 1 {
 		in.Fold.Opening, in.Fold.UserMessage, in.Fold.SystemPrompt, in.Fold.OpeningKey = true, t.req.Message, t.req.SystemPrompt, t.workflowID+"/input"
 	}
-	// A retry after a dead worker (heartbeat timeout) starts at once; provider errors back
-	// off 0.25, 0.75, 2.25, 6.75 s.
-	retry := &temporal.RetryPolicy{InitialInterval: 250 * time.Millisecond, BackoffCoefficient: 3, MaximumInterval: 30 * time.Second,
+	// A retry after a dead worker (heartbeat timeout) starts after 0.1 s; provider errors back
+	// off 0.1, 0.4, 1.6, 6.4 s.
+	retry := &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 4, MaximumInterval: 30 * time.Second,
 		MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrTypeSessionExhausted, activities.ErrTypeProviderRejected, activities.ErrTypeBadInput, activities.ErrTypeUnsupportedRecording}}
 	summary := fmt.Sprintf("infer round %d", round)
 	if t.localInfer() {
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry, Summary: summarize(summary)})
 		return workflow.ExecuteLocalActivity(lctx, a.Infer, in).Get(ctx, out)
 	}
+	t.settle(ctx)
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 3 * time.Minute,
 		HeartbeatTimeout: HeartbeatTimeout, RetryPolicy: retry, Summary: summarize(summary)})
 	return workflow.ExecuteActivity(actx, a.Infer, in).Get(ctx, out)

@@ -283,6 +283,16 @@ func (t *turn) finalize(ctx workflow.Context, pr *proposal) ([]ProposalOutcome, 
 		return one(t.verdict(ctx, pr, e.outcome, e.stage, e.reason, e.detail, nil))
 	}
 	var decision *activities.Decision
+	if t.stop != "" {
+		// The turn is stopping (cancelled, history limit): nothing more runs; an open
+		// confirmation is closed with the call.
+		var closed *activities.Decision
+		if pr.wait != nil {
+			closed = &activities.Decision{ConfirmationID: pr.wait.p.ConfirmationID, Decision: "expired", Reason: t.stop}
+		}
+		return one(t.verdict(ctx, pr, activities.OutcomeExpired, activities.StageConfirm, t.stop,
+			"the turn stopped ("+t.stop+") before this call ran; it was not run and will not be retried", closed))
+	}
 	if w := pr.wait; w != nil {
 		id := w.p.ConfirmationID
 		switch {
@@ -386,7 +396,9 @@ func (t *turn) execute(ctx workflow.Context, pr *proposal, decision *activities.
 		Version: adm.Version, Arguments: call.Arguments, Session: t.req.Session, RegistryRevision: adm.RegistryRevision,
 		ConfirmationID: po.ConfirmationID, Principal: t.req.Principal, Scope: t.req.Scope}
 	summary := summarize("execute " + adm.Key())
-	retry := &temporal.RetryPolicy{InitialInterval: 250 * time.Millisecond, BackoffCoefficient: 4, MaximumInterval: 10 * time.Second,
+	// A retry after a dead worker (heartbeat timeout) starts after 0.1 s (the ledger answers a
+	// confirmed or effectful call's retry: outcome_unknown, never a second run).
+	retry := &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 4, MaximumInterval: 10 * time.Second,
 		MaximumAttempts: 3, NonRetryableErrorTypes: []string{activities.ErrTypeBadInput}}
 	var out activities.ExecuteOutput
 	var err error
@@ -406,6 +418,7 @@ func (t *turn) execute(ctx workflow.Context, pr *proposal, decision *activities.
 	} else if adm.Automatic || localRead {
 		err = workflow.ExecuteLocalActivity(lctx, a.Execute, in).Get(ctx, &out)
 	} else {
+		t.settle(ctx)
 		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: adm.Timeout + 5*time.Second, HeartbeatTimeout: HeartbeatTimeout, RetryPolicy: retry, Summary: summary}),
 			a.Execute, in).Get(ctx, &out)

@@ -5,7 +5,10 @@ package workflows
 // each decision (ConsumeConfirmation) and audits the refused ones.
 
 import (
+	"errors"
 	"fmt"
+	"time"
+	"unicode/utf8"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -23,7 +26,13 @@ const (
 	endExpired                 // the token's time ran out
 	endRefusals                // MaxRefusedDecisions decisions were refused
 	endVoided                  // the registry changed under the confirmation (turn.resurface)
+	endStopped                 // the turn is stopping (turn.stop: cancelled, history limit)
 )
+
+// String names the end for audit details.
+func (e waitEnd) String() string {
+	return [...]string{"open", "decided", "expired", "too many refused decisions", "voided by a registry change", "the turn stopped"}[e]
+}
 
 // MaxRefusedDecisions bounds the refused decisions one proposal accepts (each consumed its
 // token and got it a fresh one). Whoever can signal a turn could otherwise keep an approver's
@@ -86,9 +95,13 @@ func (t *turn) setup(ctx workflow.Context) error {
 	return nil
 }
 
-// validateDecision admits a decide update only for a confirmation pending now. It touches no
-// token: a decision for anything else never reaches history.
+// validateDecision admits a decide update only for a decision within its bounds (CheckDecision)
+// for a confirmation pending now, that this turn has not seen (turn.seen). It touches no token: a
+// decision for anything else never reaches history.
 func (t *turn) validateDecision(d Decision) error {
+	if err := CheckDecision(d); err != nil {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeBadDecision, err)
+	}
 	notPending := func(msg string) error { return temporal.NewNonRetryableApplicationError(msg, ErrTypeNotPending, nil) }
 	w := t.awaitedFor(d.ConfirmationID)
 	switch {
@@ -100,18 +113,114 @@ func (t *turn) validateDecision(d Decision) error {
 		return notPending(fmt.Sprintf("confirmation %q was already decided (%s by %s)", d.ConfirmationID, w.decided.Decision, w.decided.Approver))
 	case w.end != endOpen:
 		return notPending(fmt.Sprintf("confirmation %q is no longer pending", d.ConfirmationID))
-	case d.Decision == DecisionEdit && (len(d.Arguments) == 0 || len(d.Arguments) > MaxEditArgumentBytes):
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("an edit needs its arguments (at most %d bytes)", MaxEditArgumentBytes), ErrTypeBadDecision, nil)
+	case t.seen(d):
+		return temporal.NewNonRetryableApplicationError("this decision's nonce was presented to this turn before; a decision counts once", ErrTypeBadDecision, nil)
 	}
 	return nil
 }
 
+// Bounds of a decision's fields (CheckDecision): generous for what approver surfaces send
+// (a 128-bit nonce is 22 characters, a MAC 64, an ed25519 signature 88), small enough that
+// no decision grows a turn's history by more than MaxDecisionBytes.
+const (
+	MaxDecisionIDBytes     = 128
+	MaxDecisionFieldBytes  = 256 // approver, nonce, MAC, digest, attestation signer and signature
+	MaxDecisionReasonBytes = 4 << 10
+	// MaxDecisionBytes bounds a whole decision: its fields and an edit's arguments.
+	MaxDecisionBytes = MaxEditArgumentBytes + MaxDecisionReasonBytes + 8*MaxDecisionFieldBytes
+)
+
+// ErrMalformedDecision: a decision is not one an approver surface sends (CheckDecision).
+var ErrMalformedDecision = errors.New("malformed decision")
+
+// CheckDecision reports, wrapping ErrMalformedDecision, what makes d too big to be a decision
+// any approver surface sends: a field over its bound (MaxDecisionIDBytes for the confirmation
+// id, MaxDecisionFieldBytes for approver, nonce, MAC, digest and attestation,
+// MaxDecisionReasonBytes for the reason), an edit without arguments or with more than
+// MaxEditArgumentBytes of them. The decide update's validator refuses such a decision before it
+// reaches history; one that arrives as a signal is refused and audited without touching the
+// token (issue 20, item 4). Everything else about a decision (its kind, its approver, its MAC)
+// is judged by ConsumeConfirmation, and any such presentation consumes the token.
+func CheckDecision(d Decision) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrMalformedDecision, fmt.Sprintf(format, a...))
+	}
+	if d.Decision == DecisionEdit && (len(d.Arguments) == 0 || len(d.Arguments) > MaxEditArgumentBytes) {
+		return bad("an edit needs its arguments (at most %d bytes)", MaxEditArgumentBytes)
+	}
+	if d.Decision != DecisionEdit && len(d.Arguments) > MaxEditArgumentBytes {
+		return bad("its arguments are %d bytes, at most %d", len(d.Arguments), MaxEditArgumentBytes)
+	}
+	if len(d.ConfirmationID) > MaxDecisionIDBytes {
+		return bad("its confirmation id is %d bytes, at most %d", len(d.ConfirmationID), MaxDecisionIDBytes)
+	}
+	for _, f := range []struct{ name, v string }{{"decision", d.Decision}, {"approver", d.Approver}, {"nonce", d.Nonce}, {"mac", d.MAC},
+		{"args_digest", d.ArgsDigest}, {"attestation signer", d.Attestation.Signer}, {"attestation signature", d.Attestation.Signature}} {
+		if len(f.v) > MaxDecisionFieldBytes {
+			return bad("its %s is %d bytes, at most %d", f.name, len(f.v), MaxDecisionFieldBytes)
+		}
+	}
+	if len(d.Reason) > MaxDecisionReasonBytes {
+		return bad("its reason is %d bytes, at most %d", len(d.Reason), MaxDecisionReasonBytes)
+	}
+	return nil
+}
+
+// seen reports whether d is a copy of a decision presented to this turn: the same nonce (the
+// MAC binds it, so a copy with another nonce fails the MAC), or, for a decision without a
+// nonce, the same MAC.
+func (t *turn) seen(d Decision) bool { return t.nonces[seenKey(d)] }
+
+// remember marks d as presented to this turn (seen).
+func (t *turn) remember(d Decision) { t.nonces[seenKey(d)] = true }
+
+func seenKey(d Decision) string {
+	if d.Nonce != "" {
+		return "n:" + d.Nonce
+	}
+	return "m:" + d.MAC
+}
+
+// bounded cuts s to at most n bytes (on a rune boundary), for audit rows and details about a
+// decision that may be hostile or huge.
+func bounded(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// RefusalMalformed is the refusal of a decision over its bounds (CheckDecision) that arrived as
+// a signal: audited, its token untouched.
+const RefusalMalformed = "malformed_decision"
+
+// RefusalNonceSeen is the refusal of a decision whose nonce or MAC was presented to this turn
+// before (a copy of a decision, re-sent from history): it is never judged twice.
+const RefusalNonceSeen = activities.NonceReplayed
+
 // RefusalNotPending is the refusal of a decision for a confirmation that is not pending.
 const RefusalNotPending = activities.RefusalNotPending
 
-// RefusalConsumeFailed is the refusal of a decision whose consume failed for good (the store
-// was away): the proposal keeps waiting and the approver decides again.
+// RefusalConsumeFailed answers a decision whose consume failed for good (the store was away):
+// the turn keeps it and judges it itself once the store answers (deferred), or refuses it when
+// its confirmation stops pending first; either verdict is audited.
 const RefusalConsumeFailed = "consume_failed"
+
+// deferred is a decision whose consume failed for good: the turn judges it again, as the same
+// presentation, once the store answers.
+type deferred struct {
+	d            Decision
+	presentation int
+}
+
+// Backoff of judging a deferred decision again.
+const (
+	deferredFirstRetry = time.Second
+	deferredMaxRetry   = 30 * time.Second
+)
 
 // await waits on the confirmations of one model message together: all are pending at
 // once (the pending query lists them, AirlockPendingConfirmations counts them), each with its
@@ -129,9 +238,7 @@ func (t *turn) await(ctx workflow.Context, ws []*awaited) error {
 		w.timer = workflow.NewTimerWithOptions(tctx, t.req.ConfirmationTTL, workflow.TimerOptions{Summary: summarize("confirmation " + w.p.ConfirmationID + " expires")})
 	}
 	err := t.waitAll(ctx, ws)
-	for _, cancel := range cancels {
-		cancel()
-	}
+	t.expired = append(t.expired, cancels...) // cancelled when the turn next blocks (settle)
 	t.awaits = nil
 	t.pending = t.pending[:0]
 	t.setStatus(ctx, StatusRunning)
@@ -140,12 +247,17 @@ func (t *turn) await(ctx workflow.Context, ws []*awaited) error {
 
 // waitAll runs the wait loop over ws (their timers started) until every wait has ended. A
 // decision reaches present from the signal (here) or a decide update (its handler); a
-// presentation in flight when a timer fired is judged before that wait ends as expired.
+// presentation in flight when a timer fired is judged before that wait ends as expired. A
+// deferred decision is judged again here, with backoff, while its confirmation waits. A turn
+// that is stopping (t.stop: cancelled, or its history near Temporal's limit) ends every wait.
 func (t *turn) waitAll(ctx workflow.Context, ws []*awaited) error {
 	shown := len(t.pending)
+	rctx, cancelRetry := workflow.WithCancel(ctx)
+	defer cancelRetry()
+	var retry workflow.Future
 	for {
 		var sig Decision
-		fired, got := false, false
+		fired, got, retried := false, false, false
 		sel := workflow.NewSelector(ctx)
 		// ReceiveAsync, not Receive: a buffered payload that does not decode is dropped by the
 		// SDK, and a blocking Receive would wait for the next signal with the timer unwatched.
@@ -156,9 +268,24 @@ func (t *turn) waitAll(ctx workflow.Context, ws []*awaited) error {
 				sel.AddFuture(w.timer, func(workflow.Future) { w.fired, fired = true, true })
 			}
 		}
-		sel.Select(ctx)
+		if len(t.deferred) > 0 && retry == nil {
+			retry = workflow.NewTimerWithOptions(rctx, t.retryIn, workflow.TimerOptions{Summary: "judge a deferred decision again"})
+		}
+		if retry != nil {
+			sel.AddFuture(retry, func(workflow.Future) { retried = true })
+		}
+		if t.stop == "" {
+			t.settle(ctx)
+			sel.Select(ctx)
+		}
 		if got {
 			if _, err := t.present(ctx, sig); err != nil {
+				return err
+			}
+		}
+		if retried {
+			retry = nil
+			if err := t.judgeDeferred(ctx); err != nil {
 				return err
 			}
 		}
@@ -169,6 +296,9 @@ func (t *turn) waitAll(ctx workflow.Context, ws []*awaited) error {
 				return err
 			}
 		}
+		if t.stop == "" && t.historyFull(ctx) {
+			t.stop = StopHistoryLimit
+		}
 		open := 0
 		for _, w := range ws {
 			if w.end != endOpen {
@@ -177,6 +307,8 @@ func (t *turn) waitAll(ctx workflow.Context, ws []*awaited) error {
 			switch {
 			case w.decided != nil:
 				w.end = endDecided
+			case t.stop != "":
+				w.end = endStopped
 			case w.voided:
 				w.end = endVoided
 			case w.fired:
@@ -188,6 +320,9 @@ func (t *turn) waitAll(ctx workflow.Context, ws []*awaited) error {
 				continue
 			}
 			t.unpend(w.p.ConfirmationID)
+			if err := t.dropDeferred(ctx, w); err != nil {
+				return err
+			}
 		}
 		if open == 0 {
 			return nil
@@ -198,6 +333,55 @@ func (t *turn) waitAll(ctx workflow.Context, ws []*awaited) error {
 			t.setStatus(ctx, StatusAwaitingConfirmation)
 		}
 	}
+}
+
+// judgeDeferred judges the oldest deferred decision again (the store may answer now): judged,
+// it leaves the queue and the next waits a second; not yet, it stays first and the wait before
+// the next try doubles (at most deferredMaxRetry).
+func (t *turn) judgeDeferred(ctx workflow.Context) error {
+	if err := workflow.Await(ctx, func() bool { return !t.presenting }); err != nil {
+		return err
+	}
+	if len(t.deferred) == 0 {
+		return nil
+	}
+	u := t.deferred[0]
+	w := t.awaitedFor(u.d.ConfirmationID)
+	if w == nil || w.decided != nil || w.end != endOpen {
+		t.deferred = t.deferred[1:]
+		return t.refuse(ctx, t.seq, nil, bounded(u.d.Approver, MaxDecisionFieldBytes), RefusalConsumeFailed,
+			"the decision could not be judged while the store was away, and its confirmation stopped pending first: it was not judged")
+	}
+	_, again, err := t.judge(ctx, w, u.d, u.presentation)
+	if err != nil {
+		return err
+	}
+	if again {
+		t.retryIn = min(2*t.retryIn, deferredMaxRetry)
+		return nil
+	}
+	t.deferred = t.deferred[1:]
+	t.retryIn = deferredFirstRetry
+	return nil
+}
+
+// dropDeferred refuses and audits the deferred decisions of w once its wait ended (expired,
+// decided by another decision, voided, closed): a decision that could not be judged in time
+// is refused, never judged later.
+func (t *turn) dropDeferred(ctx workflow.Context, w *awaited) error {
+	kept := t.deferred[:0:0]
+	for _, u := range t.deferred {
+		if u.d.ConfirmationID != w.p.ConfirmationID {
+			kept = append(kept, u)
+			continue
+		}
+		detail := "the decision could not be judged while the store was away, and its confirmation stopped pending first (" + w.end.String() + "): it was not judged"
+		if err := t.refuse(ctx, w.p.Seq, &w.p, u.d.Approver, RefusalConsumeFailed, detail); err != nil {
+			return err
+		}
+	}
+	t.deferred = kept
+	return nil
 }
 
 // unpend drops confirmation id from the pending query's list.
@@ -212,43 +396,69 @@ func (t *turn) unpend(id string) {
 
 // present judges one decision (from the signal or a decide update) against the pending
 // proposal it names: any presentation to it consumes its token, a valid one decides it, a
-// refused one is audited and leaves the proposal waiting with a fresh token. Presentations
-// run one at a time, in arrival order.
+// refused one is audited and leaves the proposal waiting with a fresh token. A malformed
+// decision (CheckDecision) and a decision whose nonce this turn has seen are refused and
+// audited without a presentation. Presentations run one at a time, in arrival order.
 func (t *turn) present(ctx workflow.Context, d Decision) (DecisionResult, error) {
 	if err := workflow.Await(ctx, func() bool { return !t.presenting }); err != nil {
 		return DecisionResult{}, err
 	}
 	w := t.awaitedFor(d.ConfirmationID)
-	if w == nil || w.decided != nil || w.end != endOpen {
-		detail := fmt.Sprintf("confirmation %q is not pending in this turn", d.ConfirmationID)
+	open := w != nil && w.decided == nil && w.end == endOpen
+	// Audited against the proposal it names, or the one proposal waiting now, if any.
+	target := w
+	if target == nil && len(t.awaits) == 1 {
+		target = t.awaits[0]
+	}
+	seq, waiting := t.seq, (*PendingConfirmation)(nil)
+	if target != nil {
+		seq, waiting = target.p.Seq, &target.p
+	}
+	approver := bounded(d.Approver, MaxDecisionFieldBytes)
+	if err := CheckDecision(d); err != nil {
+		if open {
+			w.refused++ // counts toward MaxRefusedDecisions like any refused decision
+			t.wake.SendAsync(true)
+		}
+		detail := bounded(err.Error(), 512)
+		return DecisionResult{Refusal: RefusalMalformed, Detail: detail}, t.refuse(ctx, seq, waiting, approver, RefusalMalformed, detail)
+	}
+	if !open {
+		t.remember(d)
+		detail := fmt.Sprintf("confirmation %q is not pending in this turn", bounded(d.ConfirmationID, MaxDecisionIDBytes))
 		if w != nil && w.decided != nil {
 			detail = fmt.Sprintf("confirmation %q was already decided (%s by %s)", d.ConfirmationID, w.decided.Decision, w.decided.Approver)
 		}
-		// Audited against the proposal it names, or the one proposal waiting now, if any.
-		if w == nil && len(t.awaits) == 1 {
-			w = t.awaits[0]
-		}
-		seq, waiting := t.seq, (*PendingConfirmation)(nil)
-		if w != nil {
-			seq, waiting = w.p.Seq, &w.p
-		}
-		return DecisionResult{Refusal: RefusalNotPending, Detail: detail}, t.refuse(ctx, seq, waiting, d.Approver, RefusalNotPending, detail)
+		return DecisionResult{Refusal: RefusalNotPending, Detail: detail}, t.refuse(ctx, seq, waiting, approver, RefusalNotPending, detail)
 	}
+	if t.seen(d) {
+		detail := "this decision's nonce was presented to this turn before; a decision counts once"
+		return DecisionResult{Refusal: RefusalNonceSeen, Detail: detail}, t.refuse(ctx, seq, waiting, approver, RefusalNonceSeen, detail)
+	}
+	t.remember(d)
+	t.presentations++
+	res, _, err := t.judge(ctx, w, d, t.presentations)
+	return res, err
+}
+
+// judge presents d to w's proposal as presentation number n (ConsumeConfirmation) and applies
+// the verdict. When the consume fails for good (the store was away through every retry), d is
+// deferred (again reports it): the turn judges it again as the same presentation once the
+// store answers, and it is never judged from a copy (its nonce is spent in this turn).
+func (t *turn) judge(ctx workflow.Context, w *awaited, d Decision, n int) (res DecisionResult, again bool, err error) {
 	t.presenting = true
 	defer func() { t.presenting = false }()
 	p := w.p
-	cons, err := t.consume(ctx, p, w.adm, d)
+	cons, err := t.consume(ctx, p, w.adm, d, n)
 	if err != nil {
-		// The consume failed for good (the store was away through every retry). The turn goes
-		// on waiting: the next presentation takes the token over (ConsumeConfirmation), so the
-		// proposal stays decidable. The refusal is audited if the store lets it.
-		detail := "the decision could not be judged: " + err.Error()
-		w.refused++
-		t.wake.SendAsync(true)
-		if aerr := t.refuse(ctx, p.Seq, &p, d.Approver, RefusalConsumeFailed, detail); aerr != nil {
-			workflow.GetLogger(ctx).Error("audit a decision that could not be judged", "confirmation", p.ConfirmationID, "error", aerr)
+		if !t.isDeferred(n) {
+			t.deferred = append(t.deferred, deferred{d: d, presentation: n})
 		}
-		return DecisionResult{Refusal: RefusalConsumeFailed, Detail: detail}, nil
+		t.wake.SendAsync(true)
+		workflow.GetLogger(ctx).Warn("a decision could not be judged yet; the turn judges it again once the store answers",
+			"confirmation", p.ConfirmationID, "error", err)
+		return DecisionResult{Refusal: RefusalConsumeFailed, Detail: "the decision could not be judged yet (the store did not answer): " +
+			"the turn judges it itself once the store answers, or refuses it if the confirmation stops pending first; its verdict is audited"}, true, nil
 	}
 	if !cons.Valid {
 		detail := cons.Detail
@@ -262,23 +472,32 @@ func (t *turn) present(ctx workflow.Context, d Decision) (DecisionResult, error)
 		res := DecisionResult{Refusal: cons.Refusal, Detail: detail, Reissued: cons.Reissued}
 		w.refused++
 		t.wake.SendAsync(true)
-		return res, t.refuse(ctx, p.Seq, &p, d.Approver, cons.Refusal, detail)
+		return res, false, t.refuse(ctx, p.Seq, &p, d.Approver, cons.Refusal, detail)
 	}
 	w.decided, w.editedDigest = &d, cons.EditedDigest
 	t.unpend(p.ConfirmationID)
 	t.wake.SendAsync(true)
-	return DecisionResult{Accepted: true}, nil
+	return DecisionResult{Accepted: true}, false, nil
+}
+
+// isDeferred reports whether presentation n is deferred already.
+func (t *turn) isDeferred(n int) bool {
+	for _, u := range t.deferred {
+		if u.presentation == n {
+			return true
+		}
+	}
+	return false
 }
 
 // consume presents d to the pending proposal p (stage 4: ConsumeConfirmation, a local
-// activity), as presentation number t.presentations of this run.
-func (t *turn) consume(ctx workflow.Context, p PendingConfirmation, adm activities.Admission, d Decision) (activities.ConsumeOutput, error) {
-	t.presentations++
+// activity), as presentation number n of this run.
+func (t *turn) consume(ctx workflow.Context, p PendingConfirmation, adm activities.Admission, d Decision, n int) (activities.ConsumeOutput, error) {
 	var cons activities.ConsumeOutput
 	err := workflow.ExecuteLocalActivity(localCtx(ctx, "consume confirmation "+p.ConfirmationID), a.ConsumeConfirmation, activities.ConsumeInput{
 		ConfirmationID: p.ConfirmationID, WorkflowID: t.workflowID, RunID: t.runID, Seq: p.Seq,
 		CapabilityID: adm.CapabilityID, Version: adm.Version, ArgsDigest: adm.ArgsDigest,
-		Presentation: fmt.Sprintf("%s/%s/%d/%d", t.workflowID, t.runID, p.Seq, t.presentations),
+		Presentation: fmt.Sprintf("%s/%s/%d/%d", t.workflowID, t.runID, p.Seq, n),
 		Decision:     d.Decision, Approver: d.Approver, Reason: d.Reason, Nonce: d.Nonce, MAC: d.MAC, Arguments: d.Arguments,
 		DisplayedDigest: d.ArgsDigest, Attestation: d.Attestation,
 		Principal: t.req.Principal, DistinctApprover: adm.DistinctApprover,
@@ -301,22 +520,40 @@ func (t *turn) refuse(ctx workflow.Context, seq int, p *PendingConfirmation, app
 	return t.record(ctx, r, nil, "")
 }
 
+// MaxLateSignalAudits bounds the late decisions a turn audits one by one as it ends; the rest
+// are counted in one audit row, so a flood of signals cannot make the end of a turn unbounded.
+const MaxLateSignalAudits = 32
+
 // drainLateSignals refuses and audits decisions that arrived for confirmations no longer
 // pending (expired or already decided), so a late approval leaves a trace instead of
 // vanishing with the workflow, and lets decide updates in flight get their answer.
 func (t *turn) drainLateSignals(ctx workflow.Context) {
+	audit := func(approver, code, detail string) {
+		t.refusals++
+		err := t.record(ctx, &activities.AuditRecord{Kind: activities.AuditConfirmationRefused, WorkflowID: t.workflowID, RunID: t.runID,
+			Seq: t.seq, Attempt: t.refusals, Stage: activities.StageConfirm, Reason: code, Approver: approver, Detail: detail}, nil, "")
+		if err != nil {
+			workflow.GetLogger(ctx).Error("audit a late confirmation signal", "error", err)
+		}
+	}
+	late, more := 0, 0
 	for {
 		var sig Decision
 		if !t.sigCh.ReceiveAsync(&sig) {
 			break
 		}
-		t.refusals++
-		err := t.record(ctx, &activities.AuditRecord{Kind: activities.AuditConfirmationRefused, WorkflowID: t.workflowID, RunID: t.runID,
-			Seq: t.seq, Attempt: t.refusals, Stage: activities.StageConfirm, Reason: RefusalNotPending, Approver: sig.Approver,
-			Detail: fmt.Sprintf("decision for %q arrived after it stopped pending", sig.ConfirmationID)}, nil, "")
-		if err != nil {
-			workflow.GetLogger(ctx).Error("audit a late confirmation signal", "error", err)
+		if late++; late > MaxLateSignalAudits {
+			more++
+			continue
 		}
+		if t.seen(sig) {
+			audit(bounded(sig.Approver, MaxDecisionFieldBytes), RefusalNonceSeen, "a copy of a decision presented to this turn before; a decision counts once")
+			continue
+		}
+		audit(bounded(sig.Approver, MaxDecisionFieldBytes), RefusalNotPending, fmt.Sprintf("decision for %q arrived after it stopped pending", bounded(sig.ConfirmationID, MaxDecisionIDBytes)))
+	}
+	if more > 0 {
+		audit("", RefusalNotPending, fmt.Sprintf("%d more decisions arrived after their confirmations stopped pending; they were refused without an audit row each", more))
 	}
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		workflow.GetLogger(ctx).Error("wait for decide updates in flight", "error", err)

@@ -14,9 +14,33 @@ import (
 	"github.com/airlock-dev/airlock/internal/inference"
 )
 
-// setStatus upserts AirlockStatus and AirlockPendingConfirmations (the pending count now).
+// setStatus sets the AirlockStatus and AirlockPendingConfirmations (the pending count now) the
+// turn shows operators; settle upserts them. Visibility only ever sees a workflow task's end
+// state, so a status that changes again before the task ends (running after a decision, then
+// completed in the same task) costs no upsert of its own.
 func (t *turn) setStatus(ctx workflow.Context, status string) {
-	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrStatus.ValueSet(status), AttrPending.ValueSet(int64(len(t.pending))))
+	t.status, t.statusPending = status, int64(len(t.pending))
+	if status == StatusCompleted || status == StatusFailed {
+		t.expired = nil // the turn ends: its timers end with it, no cancellation needed
+		t.settle(ctx)
+	}
+}
+
+// settle makes the turn's state durable before it blocks on anything outside its workflow task
+// (a regular activity, a wait for decisions) or ends: the status set since the last upsert (one
+// search-attribute upsert, a history event and a visibility write) and the cancellation of
+// expiry timers whose waits ended (a TimerCanceled event each; a turn that ends first drops
+// them with it, and one that blocks must not be woken by them later).
+func (t *turn) settle(ctx workflow.Context) {
+	for _, cancel := range t.expired {
+		cancel()
+	}
+	t.expired = nil
+	if t.status == t.shown && t.statusPending == t.shownPending {
+		return
+	}
+	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrStatus.ValueSet(t.status), AttrPending.ValueSet(t.statusPending))
+	t.shown, t.shownPending = t.status, t.statusPending
 }
 
 // record runs stage 6 and appends msgs to the in-memory context.
@@ -52,6 +76,9 @@ func (t *turn) fail(ctx workflow.Context, err error) (TurnResult, error) {
 	t.result.Catalog = t.catalogControl()
 	t.result.Status = StatusFailed
 	t.result.EndReason = "error: " + err.Error()
+	if t.stop != "" {
+		t.result.EndReason = t.stop
+	}
 	t.setStatus(ctx, StatusFailed)
 	t.save(ctx)
 	return t.result, err
