@@ -111,3 +111,56 @@ func TestHTTPCapabilityFromALayerFile(t *testing.T) {
 		t.Fatalf("the repeat sent again: %d requests", len(got))
 	}
 }
+
+// A sent write whose answer never comes (the server hangs past the entry's timeout) is
+// outcome_unknown in the turn's result, never failed, and is not sent again.
+func TestHTTPCapabilityWithoutAnAnswerIsOutcomeUnknown(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n++
+		mu.Unlock()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	dir := t.TempDir()
+	layer := filepath.Join(dir, "slow.v1.json")
+	doc := strings.Replace(fmt.Sprintf(httpLayer, srv.URL), `"timeout":"10s"`, `"timeout":"1s"`, 1)
+	if err := os.WriteFile(layer, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pol := registry.StructuralPolicy("slow policy", "slow.1", nil, registry.Source{Name: layer, Data: []byte(doc)})
+	if err := os.WriteFile(filepath.Join(dir, "slow.v1.policy.json"), pol.Data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AIRLOCK_SECRET_IT_TICKETS", "it-secret-token")
+	model := newFakeModel(t, calls(call("c1", "open_ticket", `{"project":"ops","title":"Disk full"}`)))
+	t.Setenv("AIRLOCK_OPENAI_BASE_URL", model.URL+"/v1")
+	t.Setenv("AIRLOCK_OPENAI_API_KEY", "test")
+	c := dial(t)
+	cfg := testConfig(t, layer)
+	cfg.FetchAllow = []string{strings.TrimPrefix(srv.URL, "http://")}
+	startWorker(t, c, cfg)
+	st := openStore(t, cfg)
+	run := startTurn(t, c, cfg, workflows.TurnRequest{Conversation: "httpcap-slow", Principal: "alice", Message: "open a ticket"})
+	p := waitPending(t, c, run.GetID(), map[string]bool{})
+	decide(t, c, cfg, st, p.ConfirmationID, "approve", "bob")
+	res := result(t, run)
+	if got := outcomeList(res); got != "open_ticket:outcome_unknown:capability_error" {
+		t.Fatalf("outcomes %s (%+v)", got, res.Outcomes)
+	}
+	if !strings.Contains(res.Outcomes[0].Detail, "sent, no answer") {
+		t.Fatalf("detail %q", res.Outcomes[0].Detail)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n != 1 {
+		t.Fatalf("the write was sent %d times", n)
+	}
+}

@@ -60,7 +60,7 @@ would stop a worker from serving. Layers (--layers or AIRLOCK_REGISTRY_LAYERS): 
 		},
 	}
 	cmd.Flags().StringSliceVar(&layers, "layers", cfg.Layers, "registry layers to load on top of the base registry")
-	cmd.AddCommand(newRegistryCheckCmd(), newRegistryDocCmd())
+	cmd.AddCommand(newRegistryCheckCmd(), newRegistryDocCmd(), newRegistryPolicyCmd())
 	return cmd
 }
 
@@ -226,6 +226,61 @@ func goBoundPlaceholders(layers []string) ([]registry.Implementation, error) {
 		}
 	}
 	return out, nil
+}
+
+func newRegistryPolicyCmd() *cobra.Command {
+	var out, revision string
+	var fourEyes bool
+	cmd := &cobra.Command{
+		Use:   "policy LAYER.json [--out LAYER.policy.json] [--four-eyes]",
+		Short: "Write a policy sidecar stub for a layer file: automatic only where local and read-only, confirm otherwise",
+		Long: `Write the structural policy sidecar (capability-authorization-policy.v1) of a layer file: every
+principal may call every capability; a capability runs automatically only where the registry
+declares it local and read-only, every other one waits for a human; with --four-eyes, every
+capability with a side effect needs an approver other than the requester. Review it (grants,
+principals, four-eyes) before deploying, then check both with airlock registry check --layers.
+--out defaults to LAYER.policy.json beside the layer (where workers look for it); an existing
+file is never overwritten.`,
+		Example: "  airlock registry policy ./tickets.v1.json --four-eyes\n  airlock registry check --layers ./tickets.v1.json --go-bound",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			src, err := registry.FileSource(args[0])
+			if err != nil {
+				return err
+			}
+			if _, err := registry.Entries(src); err != nil {
+				return err
+			}
+			if out == "" {
+				_, out = registry.LayerFilePaths(args[0])
+			}
+			if revision == "" {
+				revision = "policy." + time.Now().UTC().Format("2006-01-02") + ".1"
+			}
+			var distinct func(registry.Entry) bool
+			if fourEyes {
+				distinct = func(e registry.Entry) bool { return !e.ReadOnly() }
+			}
+			pol := registry.StructuralPolicy(out, revision, distinct, src)
+			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+			if err != nil {
+				return fmt.Errorf("registry policy: %w (an existing policy is never overwritten)", err)
+			}
+			if _, err := f.Write(pol.Data); err != nil {
+				f.Close()
+				return fmt.Errorf("registry policy: %w", err)
+			}
+			if err := f.Close(); err != nil {
+				return fmt.Errorf("registry policy: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: review it, then airlock registry check --layers %s\n", out, args[0])
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "where to write the policy (default: LAYER.policy.json beside the layer)")
+	cmd.Flags().StringVar(&revision, "revision", "", "the policy's revision (default policy.<today>.1)")
+	cmd.Flags().BoolVar(&fourEyes, "four-eyes", false, "every capability with a side effect needs an approver other than the requester")
+	return cmd
 }
 
 func newRegistryDocCmd() *cobra.Command {

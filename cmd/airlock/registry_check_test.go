@@ -42,6 +42,20 @@ func TestRegistryCheckValidatesALayerFile(t *testing.T) {
 	old := cfg
 	t.Cleanup(func() { cfg = old })
 	cfg.Home = dir
+	// The policy stub: written beside the layer, four-eyes on the writes, never overwritten.
+	if err := os.WriteFile(layer, []byte(checkLayer), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t, "", "registry", "policy", layer, "--four-eyes"); err != nil {
+		t.Fatal(err)
+	}
+	stub, err := os.ReadFile(filepath.Join(dir, "tickets.v1.policy.json"))
+	if err != nil || !strings.Contains(string(stub), `"approval/distinct-approver": true`) || !strings.Contains(string(stub), `"autonomy": "confirm"`) {
+		t.Fatalf("policy stub: %v\n%s", err, stub)
+	}
+	if _, err := run(t, "", "registry", "policy", layer); err == nil || !strings.Contains(err.Error(), "never overwritten") {
+		t.Fatalf("an existing policy must not be overwritten: %v", err)
+	}
 	write(checkLayer)
 	if _, err := run(t, "", "registry", "check", "--layers", layer, "--go-bound"); err == nil || !strings.Contains(err.Error(), "AIRLOCK_SECRET_TICKETS_TOKEN") {
 		t.Fatalf("a missing secret must fail the check naming where to set it: %v", err)

@@ -276,7 +276,7 @@ func TestTextReportShowsHostileValuesFlagged(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"send<U+202E>money [flags: bidi_control] carries \"IBAN<U+001B>[2J\" [flags: control]",
-		"send<U+200B>money [flags: invisible]", "[host xn--pple-43d.example] [flags: mixed_script_host]", "[flags: truncated]"} {
+		"send<U+200B>money [flags: invisible]", "[host xn--pple-43d.example] [flags: mixed_script_host, host_differs]", "[flags: truncated]"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text report lacks %q:\n%s", want, out)
 		}
