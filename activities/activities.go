@@ -768,6 +768,7 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 		// The request reached the provider and its answer was lost: the effect may have
 		// happened. Reported as such and recorded so, never run again.
 		out.Outcome = OutcomeUnknown
+		out.Reason = ReasonCapabilityError
 		out.Output.Error = invErr.Error()
 	case invErr != nil:
 		out.Outcome = OutcomeFailed
