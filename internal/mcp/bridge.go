@@ -148,12 +148,7 @@ func (b *Bridge) Implementations(entries []registry.Entry) ([]registry.Implement
 				return sv.call(ctx, p, inv.Arguments)
 			},
 			Available: func() error { return sv.check(p) },
-			Ready: func(ctx context.Context) error {
-				if err := sv.check(p); err != nil {
-					return err
-				}
-				return nil
-			},
+			Ready:     func(context.Context) error { return sv.check(p) },
 		})
 	}
 	if len(errs) > 0 {

@@ -94,6 +94,11 @@ func Import(server ServerConfig, tools []*sdk.Tool, o ImportOptions) (*Imported,
 	note := func(tool string, skipped bool, format string, a ...any) {
 		out.Notes = append(out.Notes, Note{Tool: display.Visible(tool), Skipped: skipped, Text: fmt.Sprintf(format, a...)})
 	}
+	for _, name := range o.Only {
+		if !slices.ContainsFunc(tools, func(t *sdk.Tool) bool { return t.Name == name }) {
+			return nil, fmt.Errorf("mcp import: server %q lists no tool %q (--only)", server.Name, display.Visible(name))
+		}
+	}
 	sorted := slices.Clone(tools)
 	slices.SortFunc(sorted, func(a, b *sdk.Tool) int { return strings.Compare(a.Name, b.Name) })
 	grant := "mcp." + server.Name
