@@ -1,7 +1,9 @@
 package provenance
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/airlock-dev/airlock/internal/inference"
@@ -108,24 +110,31 @@ func resultText(e envelope) string {
 }
 
 // callSource names where a result without a source URL came from by the call's arguments:
-// its one string argument ("bill-december-2023.txt"), else its arguments as compact JSON cut
-// to 80 bytes. These are the model's words, shown as such (through internal/display).
+// its one string argument ("bill-december-2023.txt"), its one scalar argument as key=value
+// ("n=100"), else its arguments as compact JSON cut to 80 bytes. These are the model's
+// words, shown as such (through internal/display).
 func callSource(args string) string {
 	if args == "" {
 		return ""
 	}
+	dec := json.NewDecoder(strings.NewReader(args))
+	dec.UseNumber()
 	var m map[string]any
-	if json.Unmarshal([]byte(args), &m) == nil {
-		var only string
-		n := 0
-		for _, v := range m {
-			if s, ok := v.(string); ok {
-				only, n = s, n+1
+	if dec.Decode(&m) == nil && len(m) == 1 {
+		for k, v := range m {
+			switch t := v.(type) {
+			case string:
+				return t
+			case json.Number:
+				return k + "=" + t.String()
+			case bool:
+				return fmt.Sprintf("%s=%v", k, t)
 			}
 		}
-		if n == 1 && len(m) == 1 {
-			return only
-		}
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, []byte(args)) == nil {
+		args = b.String()
 	}
 	if len(args) > 80 {
 		return strings.ToValidUTF8(args[:80], "") + "…"

@@ -317,3 +317,17 @@ func TestComposedStringsAndDigitIDs(t *testing.T) {
 		t.Error("the injected file id is not marked")
 	}
 }
+
+func TestCallSource(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"file_path":"bill.txt"}`:         "bill.txt",
+		"{\n  \"n\": 100\n}":               "n=100",
+		`{"a":1,"b":"x"}`:                  `{"a":1,"b":"x"}`,
+		"{\n \"a\": [1, 2],\n \"b\": 3\n}": `{"a":[1,2],"b":3}`,
+		"":                                 "",
+	} {
+		if got := callSource(in); got != want {
+			t.Errorf("callSource(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
