@@ -16,6 +16,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/canonical"
+	"github.com/airlock-dev/airlock/internal/clients"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/parse"
 	"github.com/airlock-dev/airlock/internal/proposals"
@@ -54,6 +55,11 @@ type Activities struct {
 	// (approvers.NewSource(path).Current, or approvers.Static). Nil, or an error from it,
 	// refuses every decision approver_unauthenticated: nobody is proven, nothing is approved.
 	Approvers func() (*approvers.Set, error)
+	// Clients returns the clients file turn requests are authenticated against
+	// (clients.NewSource(path).Current, or clients.Static). Nil, or an error from it, refuses
+	// every turn before its first inference (clients_unavailable): nobody is proven, nothing
+	// runs.
+	Clients func() (*clients.Set, error)
 	// Now is the clock (time.Now when nil); tests may fix it.
 	Now func() time.Time
 	// Memory is the memory root agent memory proposals bind to and materialize into (zero:
@@ -172,6 +178,10 @@ func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, err
 		return InferOutput{}, temporal.NewNonRetryableApplicationError("infer: the input has no fold (InferInput.Fold)", ErrTypeBadInput, nil)
 	}
 	if in.Fold.Opening {
+		// The requester is proven before the user's message is stored or the model is asked.
+		if err := a.verifyRequester(ctx, in); err != nil {
+			return InferOutput{}, err
+		}
 		msgs, err = a.foldOpening(ctx, in)
 	} else {
 		msgs, _, err = a.loadWindow(ctx, in.Conversation, in.ContextLimit, in.Fold.unrecorded(in))
@@ -543,8 +553,10 @@ func (a *Activities) judge(row store.Confirmation, in ConsumeInput, now time.Tim
 		return ApproverUnauthenticated, err.Error()
 	}
 	switch {
-	case in.DistinctApprover && approves && in.Approver == in.Principal:
+	case in.DistinctApprover && approves && (in.Principal == "" || clients.SamePerson(in.Approver, in.Principal)):
 		return ApproverIsRequester, fmt.Sprintf("%s requires an approver other than the requester %q", keyOf(in.CapabilityID, in.Version), in.Principal)
+	case in.DistinctApprover && approves && clients.SamePerson(in.Approver, in.Requester):
+		return ApproverIsRequester, fmt.Sprintf("%s requires an approver other than the requester: client %s started this turn", keyOf(in.CapabilityID, in.Version), in.Requester)
 	case !now.Before(row.ExpiresAt):
 		return TokenExpired, "the confirmation expired at " + row.ExpiresAt.Format(time.RFC3339)
 	case approves && row.RegistryRevision != a.reg().CapabilityRevision(keyOf(in.CapabilityID, in.Version)):

@@ -238,8 +238,11 @@ type ConsumeInput struct {
 	// Arguments are an edit's arguments (DecisionEdit only); the MAC binds their canonical
 	// digest, which the consumer computes itself.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
-	// Principal is the turn's requester; DistinctApprover is the capability's four-eyes rule.
+	// Principal is the turn's attested principal and Requester the client credential that
+	// started the turn (proven on round 1, issue 21); DistinctApprover is the capability's
+	// four-eyes rule, which compares the approver with both (clients.SamePerson).
 	Principal        string `json:"principal,omitempty"`
+	Requester        string `json:"requester,omitempty"`
 	DistinctApprover bool   `json:"distinct_approver,omitempty"`
 }
 

@@ -82,12 +82,18 @@ until the turn ends, showing each confirmation it waits for and how to approve o
 // reset while Temporal kept its history), the next sequence number is taken, so a new turn can
 // never pick up an old turn's ledger, audit rows or result.
 func startTurn(ctx context.Context, c client.Client, st *store.Store, req workflows.TurnRequest) (string, error) {
+	if req.Principal == "" {
+		return "", errors.New("a turn needs the principal it acts for: --principal (default $USER)")
+	}
 	for attempt := 0; attempt < 100; attempt++ {
 		seq, err := st.NextTurnSeq(ctx, req.Conversation)
 		if err != nil {
 			return "", err
 		}
 		id := workflows.TurnWorkflowID(req.Conversation, seq)
+		if err := signTurn(&req, seq); err != nil {
+			return "", err
+		}
 		opts := workflows.StartOptions(id, cfg.TaskQueue, req)
 		opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
 		opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
