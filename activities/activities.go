@@ -397,6 +397,9 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 // decidable. Refusals are results, not errors; retries of one presentation are idempotent.
 func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (ConsumeOutput, error) {
 	now := a.now()
+	if out, detail := a.ineligible(in); out {
+		return a.refuseEarly(ctx, in, ApproverIneligible, detail, now)
+	}
 	row, err := a.Store.PresentToken(ctx, in.ConfirmationID, in.Presentation, now)
 	if errors.Is(err, store.ErrTokenConsumed) && row.Decision == "" {
 		// The token was consumed by an earlier presentation that ended without a verdict or a
@@ -416,6 +419,14 @@ func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (
 		return ConsumeOutput{}, fmt.Errorf("present decision for %s: %w", in.ConfirmationID, err)
 	}
 	code, detail := a.judge(row, in, now)
+	// A capability that needs several approvals counts this one (recorded below, once its
+	// nonce is known fresh): the decision is final only with the last.
+	var countApproval bool
+	if code == "" {
+		if code, detail, countApproval, err = a.quorum(ctx, row, in); err != nil {
+			return ConsumeOutput{}, fmt.Errorf("count approvals of %s: %w", in.ConfirmationID, err)
+		}
+	}
 	rec := store.DecisionNonce{Nonce: in.Nonce, ConfirmationID: in.ConfirmationID, Presentation: in.Presentation,
 		Approver: in.Approver, Decision: in.Decision, Verdict: store.VerdictAccepted, Detail: detail, At: now}
 	if code != "" {
@@ -436,6 +447,11 @@ func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (
 			if prev.Verdict != store.VerdictAccepted {
 				code = prev.Verdict
 			}
+		}
+	}
+	if countApproval && (code == "" || code == QuorumPending) {
+		if _, err := a.Store.AddApproval(ctx, store.Approval{ConfirmationID: row.ID, Approver: in.Approver, Generation: row.Generation, Nonce: in.Nonce, At: now}); err != nil {
+			return ConsumeOutput{}, fmt.Errorf("record approval of %s: %w", in.ConfirmationID, err)
 		}
 	}
 	if code != "" {

@@ -40,6 +40,14 @@ func (a *Activities) verifyRequester(ctx context.Context, in InferInput) error {
 	if started.IsZero() {
 		started = a.now()
 	}
+	if f.FirstRunID != "" && f.FirstRunID != f.RunID {
+		// A retry or reset of a run chain: the attestation was fresh when the chain started.
+		if at, ok, err := a.Store.ChainStart(ctx, in.WorkflowID, f.FirstRunID); err != nil {
+			return fmt.Errorf("read the turn's requester: %w", err)
+		} else if ok {
+			started = at
+		}
+	}
 	var cl clients.Client
 	var err error
 	switch {
@@ -57,11 +65,11 @@ func (a *Activities) verifyRequester(ctx context.Context, in InferInput) error {
 		// The proven requester is recorded for every surface (pending, audit, page) and one
 		// attestation starts one run: a second run of the workflow id (a start with another
 		// reuse policy by someone who read the first request in history) is refused.
-		_, rerr := a.Store.RecordRequester(ctx, store.TurnRequester{WorkflowID: in.WorkflowID, RunID: f.RunID,
-			Principal: f.Principal, Client: cl.Name, Signature: f.Attestation.Signature, At: a.now()})
+		_, rerr := a.Store.RecordRequester(ctx, store.TurnRequester{WorkflowID: in.WorkflowID, RunID: f.RunID, FirstRunID: f.FirstRunID,
+			Principal: f.Principal, Client: cl.Name, Signature: f.Attestation.Signature, At: started})
 		switch {
 		case errors.Is(rerr, store.ErrAttestationUsed):
-			err = &clients.RefusedError{Code: clients.RefusalReplayed, Detail: "this attestation already started another run of the turn"}
+			err = &clients.RefusedError{Code: clients.RefusalReplayed, Detail: "this attestation already started another execution of the turn (a request starts one run and its retries)"}
 		case rerr != nil:
 			return fmt.Errorf("record the turn's requester: %w", rerr)
 		default:

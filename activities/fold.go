@@ -41,6 +41,9 @@ type InferFold struct {
 	// verifies it before anything else (issue 21; verifyRequester).
 	Attestation *clients.Attestation `json:"attestation,omitempty"`
 	StartedAt   time.Time            `json:"started_at,omitzero"`
+	// FirstRunID is the first run of the turn's chain (a workflow retry or reset keeps it):
+	// the attestation may start that chain only.
+	FirstRunID string `json:"first_run_id,omitempty"`
 }
 
 // FoldedRound is what a folded Infer did besides inferring.

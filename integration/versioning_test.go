@@ -23,7 +23,7 @@ func buildWorker(t *testing.T, cfg config.Config, model *modelServer, build stri
 	t.Helper()
 	t.Setenv("AIRLOCK_OPENAI_BASE_URL", model.URL+"/v1") // read by workers.Build
 	t.Setenv("AIRLOCK_OPENAI_API_KEY", "test")
-	o := client.Options{HostPort: devServer.Address, Namespace: devServer.Namespace, Logger: quietLogger(), Identity: "worker-" + build}
+	o := client.Options{HostPort: devServer.Address, Namespace: devServer.Namespace, Logger: quietLogger(), Identity: "worker-" + build, Interceptors: signing()}
 	config.TuneForLoopback(&o)
 	c, err := client.Dial(o)
 	if err != nil {

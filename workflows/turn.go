@@ -221,7 +221,8 @@ func (t *turn) infer(ctx workflow.Context, round int, out *activities.InferOutpu
 		Fold: &activities.InferFold{AssistantKey: t.assistantKey(round), FirstSeq: t.seq + 1, RunID: t.runID, Principal: t.req.Principal}}
 	if round == 1 {
 		in.Fold.Opening, in.Fold.UserMessage, in.Fold.SystemPrompt, in.Fold.OpeningKey = true, t.req.Message, t.req.SystemPrompt, t.workflowID+"/input"
-		in.Fold.Attestation, in.Fold.StartedAt = t.req.Attestation.internal(), workflow.GetInfo(ctx).WorkflowStartTime
+		info := workflow.GetInfo(ctx)
+		in.Fold.Attestation, in.Fold.StartedAt, in.Fold.FirstRunID = t.req.Attestation.internal(), info.WorkflowStartTime, info.FirstRunID
 	}
 	// A retry after a dead worker (heartbeat timeout) starts at once; provider errors back
 	// off 0.25, 0.75, 2.25, 6.75 s.
