@@ -379,6 +379,7 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 		CallID: in.CallID, CapabilityID: in.CapabilityID, Version: in.Version, ArgsDigest: in.ArgsDigest,
 		Arguments: in.Arguments, Display: in.Display, CreatedAt: now, ExpiresAt: now.Add(in.TTL),
 		RegistryRevision: rev, Provenance: a.provenanceOf(ctx, turnConversation(in.Conversation, in.WorkflowID), in.Arguments),
+		ApproverGroups: a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version}).ApproverGroups,
 	})
 	if err != nil {
 		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/airlock-dev/airlock/internal/clients"
+	"github.com/airlock-dev/airlock/registry"
 	"io"
 	"io/fs"
 	"os"
@@ -73,7 +75,7 @@ check fails.`,
 func runDoctor(ctx context.Context) []doctorCheck {
 	var out []doctorCheck
 	out = append(out, doctorTemporal(ctx)...)
-	out = append(out, doctorStore(ctx), doctorApprovers(), doctorKey(), doctorRegistry())
+	out = append(out, doctorStore(ctx), doctorApprovers(), doctorClients(), doctorKey(), doctorRegistry(), doctorEligibility())
 	return out
 }
 
@@ -245,4 +247,60 @@ func doctorRegistry() doctorCheck {
 			Fix: "the worker refuses to start with this registry: fix AIRLOCK_REGISTRY / AIRLOCK_REGISTRY_LAYERS (airlock registry --help)"}
 	}
 	return doctorCheck{Name: "registry", OK: true, Detail: fmt.Sprintf("%s: %d capabilities", reg.Revision(), len(reg.Capabilities()))}
+}
+
+// doctorClients checks the clients file workers authenticate turn requests against (issue 21):
+// without it, or with a client-less one, every turn ends unattested.
+func doctorClients() doctorCheck {
+	path := cfg.ClientsPath()
+	set, err := clients.Load(path)
+	if err != nil {
+		fix := "fix the file (airlock clients --help) or set AIRLOCK_CLIENTS"
+		if errors.Is(err, fs.ErrNotExist) {
+			fix = "register a client: airlock clients add NAME --principal P (or set AIRLOCK_CLIENTS): without it every turn ends unattested"
+		}
+		return doctorCheck{Name: "clients", Detail: scrub(err), Fix: fix}
+	}
+	if len(set.Names()) == 0 {
+		return doctorCheck{Name: "clients", Detail: path + " lists no client: no turn can start", Fix: "airlock clients add NAME --principal P"}
+	}
+	return doctorCheck{Name: "clients", OK: true, Detail: fmt.Sprintf("%s: %d client(s)", path, len(set.Names()))}
+}
+
+// doctorEligibility flags every capability a human must confirm that too few approvers may
+// decide (issue 21, item 2): its approval/groups have fewer members than its quorum, or, under
+// the four-eyes rule, just as many (a requester among them leaves it undecidable for them).
+func doctorEligibility() doctorCheck {
+	reg, err := workers.LoadRegistry(cfg, nil, nil)
+	if err != nil {
+		return doctorCheck{Name: "deciders", OK: true, Warn: true, Detail: "not checked: the registry does not load (see registry)"}
+	}
+	set, err := approvers.Load(cfg.ApproversPath())
+	if err != nil {
+		return doctorCheck{Name: "deciders", OK: true, Warn: true, Detail: "not checked: the approvers file does not load (see approvers)"}
+	}
+	var none, thin []string
+	for _, c := range reg.Capabilities() {
+		pe, ok := reg.Policy().Entry(c.Key())
+		if !ok || pe.Autonomy == registry.AutonomyDeny || (pe.Autonomy == registry.AutonomyAutomatic && c.Automatic()) {
+			continue
+		}
+		n, need := len(set.EligibleNames(pe.ApproverGroups)), pe.Approvals()
+		what := fmt.Sprintf("%s (%d eligible, needs %d)", c.Key(), n, need)
+		switch {
+		case n < need:
+			none = append(none, what)
+		case pe.DistinctApprover && n == need:
+			thin = append(thin, what)
+		}
+	}
+	switch {
+	case len(none) > 0:
+		return doctorCheck{Name: "deciders", Detail: "no quorum of approvers may decide " + strings.Join(none, ", "),
+			Fix: "add approvers to the groups its policy names (airlock approvers add NAME --group G) or change approval/groups / approval/quorum"}
+	case len(thin) > 0:
+		return doctorCheck{Name: "deciders", OK: true, Warn: true, Detail: "just enough approvers for " + strings.Join(thin, ", ") + ": a requester among them cannot be replaced",
+			Fix: "add another approver to its groups"}
+	}
+	return doctorCheck{Name: "deciders", OK: true, Detail: "every confirmed capability has enough eligible approvers"}
 }

@@ -220,6 +220,11 @@ func (s *Set) Eligible(approver string, groups []string) bool {
 	return false
 }
 
+// GroupsOf returns the groups of approver (nil for an unknown approver or one in none).
+func (s *Set) GroupsOf(approver string) []string {
+	return slices.Clone(s.approvers[approver].Groups)
+}
+
 // EligibleNames lists the approvers who may decide for groups (Eligible), sorted.
 func (s *Set) EligibleNames(groups []string) []string {
 	var out []string

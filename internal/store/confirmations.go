@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -64,6 +65,9 @@ type Confirmation struct {
 	// Provenance is the JSON provenance.Report of the arguments (issue 24): where each value
 	// came from. Empty for confirmations issued before it was computed.
 	Provenance json.RawMessage
+	// ApproverGroups are the approver groups that may decide it (its capability's policy
+	// "approval/groups" when issued; issue 21); empty: every approver.
+	ApproverGroups []string
 }
 
 type confirmationRow struct {
@@ -91,6 +95,7 @@ type confirmationRow struct {
 	Generation   int    `db:"generation"`
 	EditedDigest string `db:"edited_digest"`
 	Provenance   string `db:"provenance"`
+	Groups       string `db:"approver_groups"`
 }
 
 func (r confirmationRow) confirmation() Confirmation {
@@ -102,14 +107,14 @@ func (r confirmationRow) confirmation() Confirmation {
 		CreatedAt: r.CreatedAt.Time, ExpiresAt: r.ExpiresAt.Time, ConsumedAt: r.ConsumedAt.ptr(),
 		Decision: r.Decision, Approver: r.Approver, Reason: r.Reason, DecidedAt: r.DecidedAt.ptr(),
 		Generation: r.Generation, ConsumedBy: r.ConsumedBy, EditedDigest: r.EditedDigest,
-		Provenance: optionalJSON(r.Provenance),
+		Provenance: optionalJSON(r.Provenance), ApproverGroups: splitGroups(r.Groups),
 	}
 }
 
 const confirmationCols = `id, token_hash, sealed_token, workflow_id, run_id, seq, call_id,
 	capability_id, version, args_digest, arguments, display, created_at, expires_at,
 	consumed_at, decision, approver, reason, decided_at, registry_revision, consumed_by, generation,
-	edited_digest, provenance`
+	edited_digest, provenance, approver_groups`
 
 // CreateConfirmation stores a new pending, unconsumed confirmation and returns
 // it as stored. It is idempotent by c.ID: if a confirmation with this ID
@@ -129,12 +134,12 @@ func (s *Store) CreateConfirmation(ctx context.Context, c Confirmation) (Confirm
 	}
 	_, err = s.db.ExecContext(ctx, s.q(`INSERT INTO confirmations
 		(id, token_hash, sealed_token, workflow_id, run_id, seq, call_id, capability_id,
-		 version, args_digest, arguments, display, created_at, expires_at, registry_revision, provenance)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		 version, args_digest, arguments, display, created_at, expires_at, registry_revision, provenance, approver_groups)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`),
 		c.ID, c.TokenHash, bytesArg(c.SealedToken), c.WorkflowID, c.RunID, c.Seq, c.CallID,
 		c.CapabilityID, c.Version, c.ArgsDigest, args, c.Display,
-		tsArg(orNow(c.CreatedAt)), tsArg(c.ExpiresAt), c.RegistryRevision, string(c.Provenance))
+		tsArg(orNow(c.CreatedAt)), tsArg(c.ExpiresAt), c.RegistryRevision, string(c.Provenance), joinGroups(c.ApproverGroups))
 	if err != nil {
 		return Confirmation{}, fmt.Errorf("store: create confirmation %q: %w", c.ID, err)
 	}
@@ -372,4 +377,21 @@ func (s *Store) ReissueToken(ctx context.Context, id, presentation string, gen i
 		return false, fmt.Errorf("store: reissue token of %q: %w", id, err)
 	}
 	return n == 1, nil
+}
+
+// joinGroups is the approver_groups column of groups: "" for none, else ",g1,g2," (so a
+// group is found with a LIKE on ",g,", and group names cannot hold a comma).
+func joinGroups(groups []string) string {
+	if len(groups) == 0 {
+		return ""
+	}
+	return "," + strings.Join(groups, ",") + ","
+}
+
+func splitGroups(col string) []string {
+	col = strings.Trim(col, ",")
+	if col == "" {
+		return nil
+	}
+	return strings.Split(col, ",")
 }

@@ -2,6 +2,9 @@ package store
 
 import (
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -41,6 +44,47 @@ func TestRequesters(t *testing.T) {
 		}
 		if _, err := s.GetRequester(ctx, "turn/c/2", ""); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("unknown turn: %v", err)
+		}
+	})
+}
+
+// The inbox's eligibility filter keeps what an approver's groups may decide: confirmations for
+// every approver, and those sharing one of their groups, whatever LIKE would make of a group
+// name with '_' or '%'; the approver groups round-trip.
+func TestEligibleGroupsFilter(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, s *Store, _ string) {
+		ctx := testCtx(t)
+		for i, groups := range [][]string{nil, {"payments"}, {"ops", "pay_x"}, {"payXx"}} {
+			c := newConfirmation(fmt.Sprintf("conf-%d", i), byte(i+1))
+			c.Seq, c.ApproverGroups = i+1, groups
+			if _, err := s.CreateConfirmation(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if c, err := s.GetConfirmation(ctx, "conf-2"); err != nil || strings.Join(c.ApproverGroups, " ") != "ops pay_x" {
+			t.Fatalf("groups round trip: %+v, %v", c.ApproverGroups, err)
+		}
+		for want, f := range map[string]string{
+			"conf-0":                      NoGroups,
+			"conf-0 conf-1":               Eligible([]string{"payments"}),
+			"conf-0 conf-2":               Eligible([]string{"pay_x"}),
+			"conf-0 conf-2 conf-3":        Eligible([]string{"ops", "payXx"}),
+			"conf-0 conf-1 conf-2 conf-3": "",
+		} {
+			rows, err := s.ListUndecidedPage(ctx, UndecidedFilter{EligibleGroups: f}, 10, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, r := range rows {
+				ids = append(ids, r.ID)
+			}
+			slices.Sort(ids)
+			n, err := s.CountUndecided(ctx, UndecidedFilter{EligibleGroups: f})
+			if got := strings.Join(ids, " "); got != want || err != nil || n != len(ids) {
+				t.Errorf("filter %q: %s (count %d, %v), want %s", f, got, n, err, want)
+			}
 		}
 	})
 }

@@ -231,6 +231,26 @@ func inboxLink(conversation, capability string, n int) string {
 	return "/?" + v.Encode()
 }
 
+// GroupsOf is what an Authenticator may also offer: the approver groups of an approver
+// (approvers.Set does), which limit the inbox to what they may decide.
+type GroupsOf interface {
+	GroupsOf(approver string) []string
+}
+
+// eligibleGroups is the inbox's store.UndecidedFilter.EligibleGroups for approver: "" (no
+// narrowing) when the approvers file offers no groups, else their groups.
+func (s *Server) eligibleGroups(approver string) string {
+	set, err := s.opt.Approvers()
+	if err != nil {
+		return store.NoGroups
+	}
+	g, ok := set.(GroupsOf)
+	if !ok {
+		return ""
+	}
+	return store.Eligible(g.GroupsOf(approver))
+}
+
 // inbox lists undecided confirmations across turns, newest first, filtered by conversation
 // and capability, InboxPageSize at a time; the calls of one turn are grouped with the turn's
 // earlier outcomes.
@@ -238,12 +258,16 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q := r.URL.Query()
 	data := inboxData{Conversation: q.Get("conversation"), Capability: q.Get("capability")}
-	f := store.UndecidedFilter{Conversation: data.Conversation, CapabilityID: data.Capability}
+	// Only what the signed-in approver may decide (issue 21): their groups against each
+	// confirmation's approver groups.
+	all := store.UndecidedFilter{EligibleGroups: s.eligibleGroups(current(r).session.approver)}
+	f := all
+	f.Conversation, f.CapabilityID = data.Conversation, data.Capability
 	page := inboxPage(q)
 	var err error
-	if data.Total, err = s.opt.Store.CountUndecided(ctx, store.UndecidedFilter{}); err == nil {
+	if data.Total, err = s.opt.Store.CountUndecided(ctx, all); err == nil {
 		data.Matching = data.Total
-		if f != (store.UndecidedFilter{}) {
+		if f != all {
 			data.Matching, err = s.opt.Store.CountUndecided(ctx, f)
 		}
 	}

@@ -26,3 +26,8 @@ CREATE TABLE confirmation_approvals (
     at              {{time}} NOT NULL,
     PRIMARY KEY (confirmation_id, approver)
 ) {{table}};
+
+-- The approver groups that may decide a confirmation (its capability's "approval/groups" when
+-- it was issued), comma-joined between commas (",payments,ops,"); '' for every approver. The
+-- approver page lists a signed-in approver only what their groups may decide.
+ALTER TABLE confirmations ADD COLUMN approver_groups TEXT NOT NULL DEFAULT '';
