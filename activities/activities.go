@@ -384,7 +384,9 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 	if err != nil {
 		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
 	}
-	return IssueOutput{ConfirmationID: row.ID, ExpiresAt: row.ExpiresAt, Provenance: row.Provenance}, nil
+	pol := a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version})
+	return IssueOutput{ConfirmationID: row.ID, ExpiresAt: row.ExpiresAt, Provenance: row.Provenance,
+		ApproverGroups: row.ApproverGroups, Quorum: pol.Approvals()}, nil
 }
 
 // ConsumeConfirmation is stage 4 for one presentation of a decision to the proposal the
@@ -471,6 +473,9 @@ func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (
 	if err := a.Store.DecideConfirmation(ctx, in.ConfirmationID, decided, in.Approver, reason, now); err != nil {
 		return ConsumeOutput{}, fmt.Errorf("record decision for %s: %w", in.ConfirmationID, err)
 	}
+	if err := a.recordProof(ctx, in); err != nil {
+		return ConsumeOutput{}, err
+	}
 	return ConsumeOutput{Valid: true, Generation: row.Generation}, nil
 }
 
@@ -480,6 +485,9 @@ func (a *Activities) recordEdit(ctx context.Context, row store.Confirmation, in 
 	digest, _, _ := editedDigest(in) // judged valid: it computes
 	if err := a.Store.EditConfirmation(ctx, row.ID, in.Approver, digest, now); err != nil {
 		return ConsumeOutput{}, fmt.Errorf("record edit for %s: %w", row.ID, err)
+	}
+	if err := a.recordProof(ctx, in); err != nil {
+		return ConsumeOutput{}, err
 	}
 	return ConsumeOutput{Valid: true, Generation: row.Generation, EditedDigest: digest}, nil
 }

@@ -82,3 +82,32 @@ func (a *Activities) quorum(ctx context.Context, row store.Confirmation, in Cons
 	}
 	return "", "", true, nil
 }
+
+// ProofOf says how an attestation's signer proved the approver (issue 21, item 5): their own
+// CLI credential ("approver:<name>") or a password session on an approver page that vouched
+// for them ("surface:<name>").
+func ProofOf(signer string) string {
+	if name, ok := strings.CutPrefix(signer, "surface:"); ok {
+		return "password session on approver page " + name
+	}
+	if strings.HasPrefix(signer, "approver:") {
+		return "CLI credential"
+	}
+	return "unattested"
+}
+
+// recordProof records how the final decision's approver proved it, with the quorum's earlier
+// approvers when there were any.
+func (a *Activities) recordProof(ctx context.Context, in ConsumeInput) error {
+	proof := ProofOf(in.Attestation.Signer)
+	if a.approvalPolicy(in).Approvals() > 1 && in.Decision == DecisionApprove {
+		if prior, err := a.Store.ListApprovals(ctx, in.ConfirmationID); err == nil && len(prior) > 1 {
+			var names []string
+			for _, p := range prior {
+				names = append(names, p.Approver)
+			}
+			proof += "; quorum of " + strings.Join(names, ", ")
+		}
+	}
+	return a.Store.SetApproverProof(ctx, in.ConfirmationID, proof)
+}

@@ -209,6 +209,10 @@ type IssueOutput struct {
 	ExpiresAt      time.Time `json:"expires_at"`
 	// Provenance is the confirmation's provenance report (issue 24), for the pending query.
 	Provenance json.RawMessage `json:"provenance,omitempty"`
+	// ApproverGroups and Quorum are who may decide it and how many approvals it needs, from
+	// the capability's policy when issued (issue 21), for the pending query.
+	ApproverGroups []string `json:"approver_groups,omitempty"`
+	Quorum         int      `json:"quorum,omitempty"`
 }
 
 // ConsumeInput presents one decision to the confirmation the workflow is waiting on, with the

@@ -57,6 +57,13 @@ func TestBobCannotApproveATurnHeStartedUnderAnotherPrincipal(t *testing.T) {
 	b := newTab(t)
 	b.signIn(e.url, "bob")
 	b.waitCard(e.url, p.ConfirmationID)
+	// Every surface shows the proven requester (issue 21, item 5).
+	if got := b.text(card(p.ConfirmationID)); !strings.Contains(got, "user:carol · attested by client bob") {
+		t.Fatalf("the card does not show the attested requester:\n%s", got)
+	}
+	if p.Requester == nil || p.Requester.Principal != "user:carol" || p.Requester.Client != "bob" {
+		t.Fatalf("pending query requester = %+v", p.Requester)
+	}
 	b.do("bob approves on the page", chromedp.Click(css(card(p.ConfirmationID)+` button.approve`)), chromedp.WaitVisible(css(`#answer`)))
 	if got := b.text(`#answer`); !strings.Contains(got, "approver_is_requester") {
 		t.Fatalf("page answer to bob = %q", got)
@@ -97,16 +104,22 @@ func TestBobCannotApproveATurnHeStartedUnderAnotherPrincipal(t *testing.T) {
 	if n := len(e.rec.of("send_money")); n != 1 {
 		t.Fatalf("send_money ran %d times, want once", n)
 	}
+	audit := exec.Command(airlockBin, "audit", "--turn", run.GetID())
+	audit.Env = cmd.Env
+	if out, err := audit.CombinedOutput(); err != nil || !strings.Contains(string(out), "requester: user:carol, attested by client bob") ||
+		!strings.Contains(string(out), "approved by alice (password session on approver page") {
+		t.Fatalf("airlock audit --turn: %v\n%s", err, out)
+	}
 	rq, err := e.st.GetRequester(context.Background(), run.GetID(), "")
 	if err != nil || rq.Principal != "user:carol" || rq.Client != "bob" {
 		t.Fatalf("recorded requester = %+v, %v", rq, err)
 	}
 	var refused []string
-	audit, err := e.st.ListAudit(context.Background(), run.GetID())
+	rows, err := e.st.ListAudit(context.Background(), run.GetID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range audit {
+	for _, r := range rows {
 		if r.Outcome == activities.AuditConfirmationRefused {
 			refused = append(refused, r.Approver+":"+r.Reason)
 		}

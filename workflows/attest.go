@@ -64,3 +64,12 @@ func (t *turn) requester() string {
 	}
 	return t.req.Attestation.Client
 }
+
+// requesterOf is the turn's proven requester for the pending query (nil before round 1 passed,
+// which no confirmation precedes).
+func (t *turn) requesterOf() *Requester {
+	if t.req.Attestation == nil {
+		return nil
+	}
+	return &Requester{Principal: t.req.Principal, Client: t.req.Attestation.Client}
+}

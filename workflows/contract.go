@@ -261,6 +261,19 @@ type PendingConfirmation struct {
 	// internal/provenance), computed by the worker from the stored context when the
 	// confirmation was issued; nil for confirmations issued before it existed.
 	Provenance json.RawMessage `json:"provenance,omitempty"`
+	// Requester is the turn's authenticated requester (issue 21): the principal its request
+	// was attested for and the client credential that attested it.
+	Requester *Requester `json:"requester,omitempty"`
+	// ApproverGroups are the approver groups that may decide it (empty: every approver) and
+	// Quorum how many distinct approvals it needs (the capability's policy, issue 21).
+	ApproverGroups []string `json:"approver_groups,omitempty"`
+	Quorum         int      `json:"quorum,omitempty"`
+}
+
+// Requester is who asked for a turn, as the worker proved it from the request's attestation.
+type Requester struct {
+	Principal string `json:"principal"`
+	Client    string `json:"client"`
 }
 
 // ProposalOutcome is what happened to one proposal.

@@ -259,6 +259,18 @@ func printPendingLimit(out io.Writer, p workflows.PendingConfirmation, limit int
 	fmt.Fprintf(out, "\n⏸  confirmation needed  %s\n", display.Visible(p.ConfirmationID))
 	fmt.Fprintf(out, "   turn:        %s (proposal #%d, call %s)\n", display.Line(p.WorkflowID), p.Seq, display.Line(p.CallID))
 	fmt.Fprintf(out, "   capability:  %s@%d (tool %s)\n", display.Visible(p.CapabilityID), p.Version, display.Line(p.ToolName))
+	if p.Requester != nil {
+		fmt.Fprintf(out, "   requester:   %s (attested by client %s)\n", display.Line(p.Requester.Principal), display.Line(p.Requester.Client))
+	} else {
+		fmt.Fprintf(out, "   requester:   (not attested)\n")
+	}
+	if len(p.ApproverGroups) > 0 || p.Quorum > 1 {
+		who := "any approver"
+		if len(p.ApproverGroups) > 0 {
+			who = "members of " + display.Line(strings.Join(p.ApproverGroups, ", "))
+		}
+		fmt.Fprintf(out, "   deciders:    %s; %d approval(s) needed\n", who, max(p.Quorum, 1))
+	}
 	if leaving, err := display.Egress(p.Arguments, limit); err == nil {
 		for i, l := range leaving {
 			label := "                "

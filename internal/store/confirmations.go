@@ -68,6 +68,9 @@ type Confirmation struct {
 	// ApproverGroups are the approver groups that may decide it (its capability's policy
 	// "approval/groups" when issued; issue 21); empty: every approver.
 	ApproverGroups []string
+	// ApproverProof says how the deciding approver proved who they were (SetApproverProof);
+	// "" for undecided confirmations and those decided before it was recorded.
+	ApproverProof string
 }
 
 type confirmationRow struct {
@@ -96,6 +99,7 @@ type confirmationRow struct {
 	EditedDigest string `db:"edited_digest"`
 	Provenance   string `db:"provenance"`
 	Groups       string `db:"approver_groups"`
+	Proof        string `db:"approver_proof"`
 }
 
 func (r confirmationRow) confirmation() Confirmation {
@@ -107,14 +111,14 @@ func (r confirmationRow) confirmation() Confirmation {
 		CreatedAt: r.CreatedAt.Time, ExpiresAt: r.ExpiresAt.Time, ConsumedAt: r.ConsumedAt.ptr(),
 		Decision: r.Decision, Approver: r.Approver, Reason: r.Reason, DecidedAt: r.DecidedAt.ptr(),
 		Generation: r.Generation, ConsumedBy: r.ConsumedBy, EditedDigest: r.EditedDigest,
-		Provenance: optionalJSON(r.Provenance), ApproverGroups: splitGroups(r.Groups),
+		Provenance: optionalJSON(r.Provenance), ApproverGroups: splitGroups(r.Groups), ApproverProof: r.Proof,
 	}
 }
 
 const confirmationCols = `id, token_hash, sealed_token, workflow_id, run_id, seq, call_id,
 	capability_id, version, args_digest, arguments, display, created_at, expires_at,
 	consumed_at, decision, approver, reason, decided_at, registry_revision, consumed_by, generation,
-	edited_digest, provenance, approver_groups`
+	edited_digest, provenance, approver_groups, approver_proof`
 
 // CreateConfirmation stores a new pending, unconsumed confirmation and returns
 // it as stored. It is idempotent by c.ID: if a confirmation with this ID
@@ -195,6 +199,16 @@ func (s *Store) DecideConfirmation(ctx context.Context, id, decision, approver, 
 		return fmt.Errorf("store: confirmation %q: decision %q is not approved, denied or expired", id, decision)
 	}
 	return s.decideConfirmation(ctx, s.db, id, decision, approver, reason, at)
+}
+
+// SetApproverProof records how the approver of decided confirmation id proved who they were
+// (issue 21): written once, after DecideConfirmation or EditConfirmation; a second call with
+// another proof leaves the first.
+func (s *Store) SetApproverProof(ctx context.Context, id, proof string) error {
+	if _, err := s.db.ExecContext(ctx, s.q(`UPDATE confirmations SET approver_proof = ? WHERE id = ? AND decision <> '' AND approver_proof = ''`), proof, id); err != nil {
+		return fmt.Errorf("store: record approver proof of %q: %w", id, err)
+	}
+	return nil
 }
 
 // decideConfirmation is DecideConfirmation through x (the store or a transaction).

@@ -146,8 +146,16 @@ func (s *Server) card(r *http.Request, c store.Confirmation, principal string, n
 		Version: c.Version, Seq: c.Seq, Fields: fields(c.Arguments), Literal: show(string(c.Arguments), literalLimit),
 		Leaves: leaves(c.Arguments), Origins: origins(c.Provenance), ArgsDigest: c.ArgsDigest, Edit: editable(c.Arguments),
 		CreatedAt: c.CreatedAt, ExpiresAt: c.ExpiresAt, Expired: c.Decision == "" && !now.Before(c.ExpiresAt),
-		Decision: c.Decision, Approver: show(c.Approver, fieldLimit), Reason: show(c.Reason, fieldLimit),
+		Decision: c.Decision, Approver: show(approverLine(c), fieldLimit), Reason: show(c.Reason, fieldLimit),
 	}
+}
+
+// approverLine is who decided c and how they proved it (issue 21: "alice · CLI credential").
+func approverLine(c store.Confirmation) string {
+	if c.ApproverProof == "" || c.Approver == "" {
+		return c.Approver
+	}
+	return c.Approver + " · " + c.ApproverProof
 }
 
 func (s *Server) event(e store.AuditEvent) event {
@@ -160,6 +168,20 @@ func (s *Server) event(e store.AuditEvent) event {
 type turnInfo struct{ Principal, Status string }
 
 func (s *Server) turnInfo(ctx context.Context, workflowID string) turnInfo {
+	ti := s.temporalInfo(ctx, workflowID)
+	// The requester the worker proved from the turn's attestation (issue 21); the search
+	// attribute is only what the starter wrote, so it is shown as a claim.
+	if rq, err := s.opt.Store.GetRequester(ctx, workflowID, ""); err == nil {
+		ti.Principal = rq.Principal + " · attested by client " + rq.Client
+	} else if ti.Principal != "" {
+		ti.Principal += " · NOT attested (the turn's request did not prove it)"
+	}
+	return ti
+}
+
+// temporalInfo is what Temporal says about a turn: the principal its starter named, and its
+// status.
+func (s *Server) temporalInfo(ctx context.Context, workflowID string) turnInfo {
 	if s.opt.Temporal == nil {
 		return turnInfo{}
 	}
@@ -171,6 +193,7 @@ func (s *Server) turnInfo(ctx context.Context, workflowID string) turnInfo {
 	}
 	var ti turnInfo
 	ti.Principal, _ = d.TypedSearchAttributes.GetKeyword(workflows.AttrPrincipal)
+	ti.Principal = strings.TrimSpace(ti.Principal)
 	ti.Status, _ = d.TypedSearchAttributes.GetKeyword(workflows.AttrStatus)
 	if ti.Status == "" {
 		ti.Status = strings.ToLower(d.Status.String())

@@ -31,3 +31,7 @@ CREATE TABLE confirmation_approvals (
 -- it was issued), comma-joined between commas (",payments,ops,"); '' for every approver. The
 -- approver page lists a signed-in approver only what their groups may decide.
 ALTER TABLE confirmations ADD COLUMN approver_groups TEXT NOT NULL DEFAULT '';
+
+-- How the approver who decided a confirmation proved it (issue 21, item 5): "CLI credential",
+-- "password session on approver page web", with the quorum's other approvers; '' before.
+ALTER TABLE confirmations ADD COLUMN approver_proof TEXT NOT NULL DEFAULT '';
