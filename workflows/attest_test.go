@@ -8,6 +8,7 @@ import (
 
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/clients"
+	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/registry"
 	"github.com/airlock-dev/airlock/workflows"
 )
@@ -142,5 +143,25 @@ func TestFourEyesComparesTheAuthenticatedRequester(t *testing.T) {
 				t.Fatalf("requester = %+v, %v", rq, err)
 			}
 		})
+	}
+}
+
+// An attestation copied from a turn's history does not start a second execution of the
+// workflow id (a start with another reuse policy): the store already holds it for another run
+// chain, so the turn ends unattested (requester_replayed) before the model is asked.
+func TestAttestationStartsOneRunChain(t *testing.T) {
+	f := newFixture(t, answer("ok"))
+	req := workflows.TurnRequest{Conversation: "c1", Principal: "bob", Message: "hi"}
+	f.sign(&req)
+	if _, err := f.store.RecordRequester(context.Background(), store.TurnRequester{WorkflowID: "turn/c1/1", RunID: "earlier-run",
+		FirstRunID: "earlier-run", Principal: "bob", Client: "test-client", Signature: req.Attestation.Signature, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	res := f.runAsIs(req)
+	if res.EndReason != workflows.EndUnattested || !strings.HasPrefix(res.EndDetail, clients.RefusalReplayed) {
+		t.Fatalf("end = %q %q", res.EndReason, res.EndDetail)
+	}
+	if n := len(f.provider.Requests()); n != 0 {
+		t.Fatalf("the model was asked %d times", n)
 	}
 }
