@@ -59,10 +59,11 @@ func currentBuild(t *testing.T, c client.Client, deployment string) string {
 func turnBuild(t *testing.T, c client.Client, id, deployment, build string) int {
 	t.Helper()
 	ctx := context.Background()
-	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+	d, err := c.DescribeWorkflow(ctx, id, "")
 	if err != nil {
 		t.Fatal(err)
 	}
+	desc := d.RawResponse
 	vi := desc.GetWorkflowExecutionInfo().GetVersioningInfo()
 	if vi.GetBehavior() != enumspb.VERSIONING_BEHAVIOR_PINNED {
 		t.Errorf("turn %s: versioning behavior %s, want pinned", id, vi.GetBehavior())
