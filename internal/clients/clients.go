@@ -174,12 +174,12 @@ func (s *Set) Get(name string) (Client, bool) {
 }
 
 // MaySpeakFor reports whether client c's registration allows principal: an exact entry, or an
-// entry "prefix*" with principal starting with prefix and longer than it. Names compare
-// case-insensitively, as SamePerson does, so "Bob" is not a way around a scope of "bob".
+// entry "prefix*" with principal starting with prefix and longer than it. Scopes compare as
+// written (a credential for "bob" cannot start turns as "BOB", whose policy grants are
+// another principal's); four-eyes rules then compare without regard to case (SamePerson).
 func (c Client) MaySpeakFor(principal string) bool {
-	p := strings.ToLower(principal)
+	p := principal
 	for _, sc := range c.Principals {
-		sc = strings.ToLower(sc)
 		if prefix, ok := strings.CutSuffix(sc, "*"); ok {
 			if len(p) > len(prefix) && strings.HasPrefix(p, prefix) {
 				return true

@@ -78,8 +78,8 @@ func TestVerify(t *testing.T) {
 			}
 		})
 	}
-	// A case variant of a scoped name is the same name: "Bob" is bob's, not a way around it.
-	if _, err := set.Verify("turn/c1/1", Request{Conversation: "c1", Principal: "BOB"}, bob.Attest(Request{Conversation: "c1", Seq: 1, Principal: "BOB"}, start), start); err != nil {
+	// Scopes compare as written: bob's credential cannot start turns as "BOB".
+	if _, err := set.Verify("turn/c1/1", Request{Conversation: "c1", Principal: "BOB"}, bob.Attest(Request{Conversation: "c1", Seq: 1, Principal: "BOB"}, start), start); refusal(t, err) != RefusalOutOfScope {
 		t.Fatalf("BOB for bob: %v", err)
 	}
 }
