@@ -162,3 +162,20 @@ func TestSamePerson(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkVerify is the requester check every turn's first round pays (without the store
+// write that records it).
+func BenchmarkVerify(b *testing.B) {
+	set, cred, err := Ephemeral("chat", "user:*")
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	req := Request{Conversation: "c1", Seq: 1, Principal: "user:carol", Message: "pay the bill", SystemPrompt: "be careful"}
+	att := cred.Attest(req, start)
+	for b.Loop() {
+		if _, err := set.Verify("turn/c1/1", req, att, start); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
