@@ -95,7 +95,8 @@ func runWeb(ctx context.Context, out, errOut io.Writer, addr, certFile, keyFile 
 	srv, err := web.New(web.Options{Store: st, Temporal: c, Approvers: web.FileApprovers(src),
 		Decide:         web.Decider(c, st, key, cred),
 		DecideProposal: web.ProposalDecider(c, st, cred, src, cfg.TaskQueue),
-		WorkflowURL:    func(id string) string { return cfg.WorkflowURL(opts.Namespace, id) }})
+		WorkflowURL:    func(id string) string { return cfg.WorkflowURL(opts.Namespace, id) },
+		Hosts:          webHosts(addr)})
 	if err != nil {
 		return err
 	}
@@ -168,4 +169,13 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// webHosts are the host names the approver page answers: AIRLOCK_WEB_HOSTS (a comma list),
+// else the loopback names and the listen address's host (web.DefaultHosts).
+func webHosts(addr string) []string {
+	if h := config.SplitList(os.Getenv("AIRLOCK_WEB_HOSTS")); len(h) > 0 {
+		return h
+	}
+	return web.DefaultHosts(addr)
 }

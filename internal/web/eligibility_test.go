@@ -2,6 +2,11 @@ package web
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -42,5 +47,36 @@ func TestInboxListsOnlyWhatTheApproverMayDecide(t *testing.T) {
 				t.Errorf("%s: %s shown = %v", name, id, shown)
 			}
 		}
+	}
+}
+
+// The page answers only its configured host names (issue 21, item 4): a request for another
+// Host (a DNS-rebinding page) is refused 421 before any handler, sign-in included; the
+// configured names answer with or without port and in any case.
+func TestPageAnswersOnlyItsHostNames(t *testing.T) {
+	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "airlock.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s, err := New(Options{Store: st, Approvers: func() (Authenticator, error) { return users{"alice": "correct horse"}, nil },
+		Decide: (&recorder{}).decide, WorkflowURL: func(string) string { return "" }, Hosts: DefaultHosts("approvals.example:8780"),
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for host, want := range map[string]int{"approvals.example:8780": http.StatusOK, "APPROVALS.example": http.StatusOK,
+		"127.0.0.1:8780": http.StatusOK, "[::1]:8780": http.StatusOK, "localhost": http.StatusOK,
+		"evil.example": http.StatusMisdirectedRequest, "approvals.example.evil.example:8780": http.StatusMisdirectedRequest, "": http.StatusMisdirectedRequest} {
+		req := httptest.NewRequest("GET", "/login", nil)
+		req.Host = host
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		if rec.Code != want {
+			t.Errorf("Host %q: %d, want %d", host, rec.Code, want)
+		}
+	}
+	if got := DefaultHosts("0.0.0.0:8780"); strings.Join(got, " ") != "localhost 127.0.0.1 ::1" {
+		t.Errorf("DefaultHosts of a wildcard address = %v", got)
 	}
 }
