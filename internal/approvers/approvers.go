@@ -20,7 +20,9 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -218,6 +220,18 @@ func (s *Set) Eligible(approver string, groups []string) bool {
 		}
 	}
 	return false
+}
+
+// PasswordStamp is a value that changes whenever approver's page password does (a digest of
+// its bcrypt hash, whose salt is new with every password): the approver page ends the
+// sessions signed in before a change (issue 21). "" for an approver without a password.
+func (s *Set) PasswordStamp(approver string) string {
+	h := s.approvers[approver].PasswordBcrypt
+	if h == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(h))
+	return hex.EncodeToString(sum[:8])
 }
 
 // GroupsOf returns the groups of approver (nil for an unknown approver or one in none).

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,5 +79,40 @@ func TestPageAnswersOnlyItsHostNames(t *testing.T) {
 	}
 	if got := DefaultHosts("0.0.0.0:8780"); strings.Join(got, " ") != "localhost 127.0.0.1 ::1" {
 		t.Errorf("DefaultHosts of a wildcard address = %v", got)
+	}
+}
+
+// stamped is an Authenticator whose password stamps the test changes (a password change).
+type stamped struct {
+	users
+	mu    *sync.Mutex
+	stamp map[string]string
+}
+
+func (s stamped) PasswordStamp(name string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stamp[name]
+}
+
+// A password change ends the sessions signed in with the old password (issue 21, item 4):
+// the next request goes to the sign-in page; a new sign-in works.
+func TestPasswordChangeEndsSessions(t *testing.T) {
+	auth := stamped{users: users{"alice": "correct horse"}, mu: &sync.Mutex{}, stamp: map[string]string{"alice": "v1"}}
+	e := newEnvWith(t, auth)
+	b := e.browser()
+	b.login("alice", "correct horse")
+	if resp, _ := b.get("/"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("signed in: %d", resp.StatusCode)
+	}
+	auth.mu.Lock()
+	auth.stamp["alice"] = "v2"
+	auth.mu.Unlock()
+	if resp, _ := b.get("/"); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/login" {
+		t.Fatalf("after a password change: %d %s, want a redirect to /login", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	b.login("alice", "correct horse")
+	if resp, _ := b.get("/"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("signed in again: %d", resp.StatusCode)
 	}
 }

@@ -59,7 +59,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.limiter.forgive(at, keys...)
-	id, err := s.sessions.create(approver)
+	id, err := s.sessions.create(approver, stampOf(set, approver))
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, "could not start a session", err)
 		return

@@ -194,6 +194,11 @@ func (s *Server) authed(next http.HandlerFunc) http.HandlerFunc {
 				s.sessions.remove(id)
 				http.SetCookie(w, sessionCookie("", -1))
 				ok = false
+			} else if stampOf(set, sess.approver) != sess.stamp { // password changed since signing in
+				s.opt.Log.Warn("web: ended a session signed in with a password that has changed since", "approver", sess.approver)
+				s.sessions.remove(id)
+				http.SetCookie(w, sessionCookie("", -1))
+				ok = false
 			}
 		}
 		if !ok {
