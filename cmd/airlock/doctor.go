@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -75,7 +76,7 @@ check fails.`,
 func runDoctor(ctx context.Context) []doctorCheck {
 	var out []doctorCheck
 	out = append(out, doctorTemporal(ctx)...)
-	out = append(out, doctorStore(ctx), doctorApprovers(), doctorClients(), doctorKey(), doctorRegistry(), doctorEligibility())
+	out = append(out, doctorStore(ctx), doctorApprovers(), doctorClients(), doctorKey(), doctorSecrets(), doctorRegistry(), doctorEligibility())
 	return out
 }
 
@@ -303,4 +304,39 @@ func doctorEligibility() doctorCheck {
 			Fix: "add another approver to its groups"}
 	}
 	return doctorCheck{Name: "deciders", OK: true, Detail: "every confirmed capability has enough eligible approvers"}
+}
+
+// doctorSecrets checks where the keys that decide for any approver live and who can read them
+// (issue 21, item 4): the approver page's surface key must be owner-only and not beside
+// people's credentials, and people's credentials left in the credentials folder after
+// `airlock approvers add` / `airlock clients add` are flagged (whoever can read the folder can
+// decide, or ask, as them).
+func doctorSecrets() doctorCheck {
+	var warns []string
+	surface := surfaceCredentialPath()
+	if fi, err := os.Stat(surface); err == nil {
+		if fi.Mode().Perm()&0o077 != 0 {
+			return doctorCheck{Name: "secrets", Detail: fmt.Sprintf("the approver page's surface key %s is mode %o: whoever reads it decides as any approver", surface, fi.Mode().Perm()),
+				Fix: "chmod 600 " + surface}
+		}
+		if surface == legacySurfacePath() {
+			warns = append(warns, "the surface key "+surface+" sits beside people's credentials (move it to "+filepath.Join(cfg.Home, "keys", "surface-web.json")+")")
+		}
+	}
+	entries, _ := os.ReadDir(cfg.CredentialsDir())
+	var people []string
+	for _, e := range entries {
+		if n := e.Name(); strings.HasSuffix(n, ".json") && n != "surface-web.json" {
+			people = append(people, n)
+		}
+	}
+	if len(people) > 0 {
+		warns = append(warns, fmt.Sprintf("%d people's credential(s) still in %s (%s): hand them over and delete them there",
+			len(people), cfg.CredentialsDir(), strings.Join(people, ", ")))
+	}
+	if len(warns) > 0 {
+		return doctorCheck{Name: "secrets", OK: true, Warn: true, Detail: strings.Join(warns, "; "),
+			Fix: "keep the approver key and the surface key readable only by the worker and the page, and people's credentials only by each person"}
+	}
+	return doctorCheck{Name: "secrets", OK: true, Detail: "the surface key is owner-only and apart from people's credentials"}
 }
