@@ -276,6 +276,11 @@ func decisionOutcome(ctx context.Context, out io.Writer, st *store.Store, id, de
 	case err == nil:
 		fmt.Fprintf(out, "%s: %s by %s\n", id, pastTense(decision), approver)
 		return nil
+	case errors.As(err, &ref) && ref.Code == activities.QuorumPending:
+		// The approval counts towards the capability's quorum (issue 21); the call waits for
+		// other approvers, so this is not a failure of this approver's.
+		fmt.Fprintf(out, "%s: approval by %s recorded: %s\n", id, approver, display.Line(ref.Detail))
+		return nil
 	case errors.Is(err, approval.ErrNoVerdict):
 		wf := "its turn"
 		if r, gerr := st.GetConfirmation(ctx, id); gerr == nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/airlock-dev/airlock/activities"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -573,6 +574,9 @@ func verdictText(id string, req approval.Request, err error) (bool, string) {
 		return false, fmt.Sprintf("Not sent: %s expired before your decision; the call never runs.", id)
 	case errors.As(err, &np):
 		return false, "Not decided: " + np.Error()
+	case errors.As(err, &ref) && ref.Code == activities.QuorumPending:
+		// Counted towards the capability's quorum (issue 21): the call waits for others.
+		return true, fmt.Sprintf("Approval of %s by %s recorded: %s", id, req.Approver, ref.Detail)
 	case errors.As(err, &ref):
 		msg := "Refused by the turn: " + ref.Code
 		if ref.Detail != "" {
