@@ -16,6 +16,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/canonical"
+	"github.com/airlock-dev/airlock/internal/clients"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/parse"
 	"github.com/airlock-dev/airlock/internal/proposals"
@@ -55,6 +56,11 @@ type Activities struct {
 	// (approvers.NewSource(path).Current, or approvers.Static). Nil, or an error from it,
 	// refuses every decision approver_unauthenticated: nobody is proven, nothing is approved.
 	Approvers func() (*approvers.Set, error)
+	// Clients returns the clients file turn requests are authenticated against
+	// (clients.NewSource(path).Current, or clients.Static). Nil, or an error from it, refuses
+	// every turn before its first inference (clients_unavailable): nobody is proven, nothing
+	// runs.
+	Clients func() (*clients.Set, error)
 	// Now is the clock (time.Now when nil); tests may fix it.
 	Now func() time.Time
 	// Memory is the memory root agent memory proposals bind to and materialize into (zero:
@@ -177,6 +183,10 @@ func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, err
 		return InferOutput{}, temporal.NewNonRetryableApplicationError("infer: the input has no fold (InferInput.Fold)", ErrTypeBadInput, nil)
 	}
 	if in.Fold.Opening {
+		// The requester is proven before the user's message is stored or the model is asked.
+		if err := a.verifyRequester(ctx, in); err != nil {
+			return InferOutput{}, err
+		}
 		msgs, err = a.foldOpening(ctx, in)
 	} else {
 		msgs, _, err = a.loadWindow(ctx, in.Conversation, in.ContextLimit, in.Fold.unrecorded(in))
@@ -380,7 +390,8 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 		CallID: in.CallID, CapabilityID: in.CapabilityID, Version: in.Version, ArgsDigest: in.ArgsDigest,
 		Arguments: in.Arguments, Display: in.Display, CreatedAt: now, ExpiresAt: now.Add(in.TTL),
 		RegistryRevision: rev, Disclosure: discJSON,
-		Provenance: a.provenanceOf(ctx, turnConversation(in.Conversation, in.WorkflowID), in.Arguments),
+		Provenance:     a.provenanceOf(ctx, turnConversation(in.Conversation, in.WorkflowID), in.Arguments),
+		ApproverGroups: a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version}).ApproverGroups,
 	})
 	if err != nil {
 		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
@@ -393,7 +404,9 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 			disc = &stored
 		}
 	}
-	return IssueOutput{ConfirmationID: row.ID, ExpiresAt: row.ExpiresAt, Disclosure: disc, Provenance: row.Provenance}, nil
+	pol := a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version})
+	return IssueOutput{ConfirmationID: row.ID, ExpiresAt: row.ExpiresAt, Disclosure: disc, Provenance: row.Provenance,
+		ApproverGroups: row.ApproverGroups, Quorum: pol.Approvals()}, nil
 }
 
 // disclose is the Disclosure of a call of id@version with args under the registry served now
@@ -422,6 +435,9 @@ func (a *Activities) disclose(id string, version int, args json.RawMessage) (*re
 // decidable. Refusals are results, not errors; retries of one presentation are idempotent.
 func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (ConsumeOutput, error) {
 	now := a.now()
+	if out, detail := a.ineligible(in); out {
+		return a.refuseEarly(ctx, in, ApproverIneligible, detail, now)
+	}
 	row, err := a.Store.PresentToken(ctx, in.ConfirmationID, in.Presentation, now)
 	if errors.Is(err, store.ErrTokenConsumed) && row.Decision == "" {
 		// The token was consumed by an earlier presentation that ended without a verdict or a
@@ -441,6 +457,14 @@ func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (
 		return ConsumeOutput{}, fmt.Errorf("present decision for %s: %w", in.ConfirmationID, err)
 	}
 	code, detail := a.judge(row, in, now)
+	// A capability that needs several approvals counts this one (recorded below, once its
+	// nonce is known fresh): the decision is final only with the last.
+	var countApproval bool
+	if code == "" {
+		if code, detail, countApproval, err = a.quorum(ctx, row, in); err != nil {
+			return ConsumeOutput{}, fmt.Errorf("count approvals of %s: %w", in.ConfirmationID, err)
+		}
+	}
 	rec := store.DecisionNonce{Nonce: in.Nonce, ConfirmationID: in.ConfirmationID, Presentation: in.Presentation,
 		Approver: in.Approver, Decision: in.Decision, Verdict: store.VerdictAccepted, Detail: detail, At: now}
 	if code != "" {
@@ -463,6 +487,11 @@ func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (
 			}
 		}
 	}
+	if countApproval && (code == "" || code == QuorumPending) {
+		if _, err := a.Store.AddApproval(ctx, store.Approval{ConfirmationID: row.ID, Approver: in.Approver, Generation: row.Generation, Nonce: in.Nonce, At: now}); err != nil {
+			return ConsumeOutput{}, fmt.Errorf("record approval of %s: %w", in.ConfirmationID, err)
+		}
+	}
 	if code != "" {
 		return a.refuseAndReissue(ctx, row, in, code, detail, now)
 	}
@@ -479,6 +508,9 @@ func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (
 	if err := a.Store.DecideConfirmation(ctx, in.ConfirmationID, decided, in.Approver, reason, now); err != nil {
 		return ConsumeOutput{}, fmt.Errorf("record decision for %s: %w", in.ConfirmationID, err)
 	}
+	if err := a.recordProof(ctx, in); err != nil {
+		return ConsumeOutput{}, err
+	}
 	return ConsumeOutput{Valid: true, Generation: row.Generation}, nil
 }
 
@@ -488,6 +520,9 @@ func (a *Activities) recordEdit(ctx context.Context, row store.Confirmation, in 
 	digest, _, _ := editedDigest(in) // judged valid: it computes
 	if err := a.Store.EditConfirmation(ctx, row.ID, in.Approver, digest, now); err != nil {
 		return ConsumeOutput{}, fmt.Errorf("record edit for %s: %w", row.ID, err)
+	}
+	if err := a.recordProof(ctx, in); err != nil {
+		return ConsumeOutput{}, err
 	}
 	return ConsumeOutput{Valid: true, Generation: row.Generation, EditedDigest: digest}, nil
 }
@@ -579,8 +614,10 @@ func (a *Activities) judge(row store.Confirmation, in ConsumeInput, now time.Tim
 		return ApproverUnauthenticated, err.Error()
 	}
 	switch {
-	case in.DistinctApprover && approves && in.Approver == in.Principal:
+	case in.DistinctApprover && approves && (in.Principal == "" || clients.SamePerson(in.Approver, in.Principal)):
 		return ApproverIsRequester, fmt.Sprintf("%s requires an approver other than the requester %q", keyOf(in.CapabilityID, in.Version), in.Principal)
+	case in.DistinctApprover && approves && clients.SamePerson(in.Approver, in.Requester):
+		return ApproverIsRequester, fmt.Sprintf("%s requires an approver other than the requester: client %s started this turn", keyOf(in.CapabilityID, in.Version), in.Requester)
 	case !now.Before(row.ExpiresAt):
 		return TokenExpired, "the confirmation expired at " + row.ExpiresAt.Format(time.RFC3339)
 	case approves && row.RegistryRevision != a.reg().CapabilityRevision(keyOf(in.CapabilityID, in.Version)):

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/airlock-dev/airlock/internal/clients"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/parse"
 	"github.com/airlock-dev/airlock/registry"
@@ -34,6 +36,14 @@ type InferFold struct {
 	FirstSeq  int    `json:"first_seq"`
 	RunID     string `json:"run_id"`
 	Principal string `json:"principal,omitempty"`
+	// Attestation and StartedAt, on round 1 only: the starter's proof of the request
+	// (TurnRequest.Attestation) and the turn's start time as the server recorded it. Infer
+	// verifies it before anything else (issue 21; verifyRequester).
+	Attestation *clients.Attestation `json:"attestation,omitempty"`
+	StartedAt   time.Time            `json:"started_at,omitzero"`
+	// FirstRunID is the first run of the turn's chain (a workflow retry or reset keeps it):
+	// the attestation may start that chain only.
+	FirstRunID string `json:"first_run_id,omitempty"`
 }
 
 // FoldedRound is what a folded Infer did besides inferring.

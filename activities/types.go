@@ -212,6 +212,10 @@ type IssueOutput struct {
 	// Disclosure is where the call sends what, from the registry it was admitted under (nil
 	// when the capability is no longer registered): what every approver surface shows.
 	Disclosure *registry.Disclosure `json:"disclosure,omitempty"`
+	// ApproverGroups and Quorum are who may decide it and how many approvals it needs, from
+	// the capability's policy when issued (issue 21), for the pending query.
+	ApproverGroups []string `json:"approver_groups,omitempty"`
+	Quorum         int      `json:"quorum,omitempty"`
 }
 
 // ConsumeInput presents one decision to the confirmation the workflow is waiting on, with the
@@ -241,8 +245,11 @@ type ConsumeInput struct {
 	// Arguments are an edit's arguments (DecisionEdit only); the MAC binds their canonical
 	// digest, which the consumer computes itself.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
-	// Principal is the turn's requester; DistinctApprover is the capability's four-eyes rule.
+	// Principal is the turn's attested principal and Requester the client credential that
+	// started the turn (proven on round 1, issue 21); DistinctApprover is the capability's
+	// four-eyes rule, which compares the approver with both (clients.SamePerson).
 	Principal        string `json:"principal,omitempty"`
+	Requester        string `json:"requester,omitempty"`
 	DistinctApprover bool   `json:"distinct_approver,omitempty"`
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -15,6 +16,7 @@ import (
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/approvers"
+	"github.com/airlock-dev/airlock/internal/clients"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/store"
@@ -53,6 +55,12 @@ type Options struct {
 	// Approver is the approver a surface credential vouches for (a surface authenticated them);
 	// leave it empty with an approver's own credential, whose name is the approver.
 	Approver string
+	// ClientCredentialFile is the client credential every turn this client starts is attested
+	// with (issue 21; internal/clients): created by `airlock clients add NAME --principal P`,
+	// whose registration says which principals it may start turns for
+	// (AIRLOCK_CLIENT_CREDENTIAL, default <user config dir>/airlock/client.json). StartTurn
+	// needs one; workers end an unattested turn without calling the model.
+	ClientCredentialFile string
 	// InferMode is the infer mode of the turns this client starts whose TurnRequest names none
 	// (workflows.InferRegular or workflows.InferLocal; AIRLOCK_INFER_MODE). Choose it per model:
 	// local for a fast model whose rare repeated call after a worker crash is acceptable,
@@ -75,6 +83,9 @@ func OptionsFromEnv() Options {
 	}
 	if exists(cfg.CredentialPath()) {
 		o.CredentialFile = cfg.CredentialPath()
+	}
+	if exists(cfg.ClientCredentialPath()) {
+		o.ClientCredentialFile = cfg.ClientCredentialPath()
 	}
 	return o
 }
@@ -132,6 +143,7 @@ type Client struct {
 	hasKey    bool
 	cred      approvers.Credential
 	approver  string
+	starter   clients.Credential
 	inferMode string
 }
 
@@ -196,6 +208,11 @@ func New(ctx context.Context, tc tclient.Client, opts Options) (*Client, error) 
 			return nil, fmt.Errorf("client: approver credential %s: %w", opts.CredentialFile, err)
 		}
 	}
+	if opts.ClientCredentialFile != "" {
+		if c.starter, err = clients.LoadCredential(opts.ClientCredentialFile); err != nil {
+			return nil, fmt.Errorf("client: client credential %s: %w", opts.ClientCredentialFile, err)
+		}
+	}
 	if opts.DatabaseURL != "" {
 		if c.st, err = store.OpenExisting(ctx, opts.DatabaseURL); err != nil {
 			return nil, fmt.Errorf("client: open the Airlock store: %w", err)
@@ -255,6 +272,9 @@ func (c *Client) StartTurn(ctx context.Context, req TurnRequest) (*Turn, error) 
 	if c.st == nil {
 		return nil, fmt.Errorf("%w: StartTurn numbers turns in the store: set Options.DatabaseURL, or use StartTurnSeq", ErrNotConfigured)
 	}
+	if !c.starter.Valid() {
+		return nil, fmt.Errorf("%w: StartTurn attests each turn with a client credential: set Options.ClientCredentialFile (airlock clients add)", ErrNotConfigured)
+	}
 	for range 100 {
 		seq, err := c.st.NextTurnSeq(ctx, req.Conversation)
 		if err != nil {
@@ -278,6 +298,12 @@ func (c *Client) StartTurnSeq(ctx context.Context, req TurnRequest, seq int) (*T
 	if req.Conversation == "" || seq < 1 {
 		return nil, fmt.Errorf("client: a turn needs a conversation and a turn number >= 1")
 	}
+	if !clients.PrincipalPattern.MatchString(req.Principal) {
+		return nil, fmt.Errorf("client: a turn needs the principal it acts for (a name matching %s), not %q", clients.PrincipalPattern, display.Visible(req.Principal))
+	}
+	if !c.starter.Valid() {
+		return nil, fmt.Errorf("%w: StartTurn attests each turn with a client credential: set Options.ClientCredentialFile (airlock clients add)", ErrNotConfigured)
+	}
 	if req.InferMode == "" {
 		req.InferMode = c.inferMode
 	}
@@ -285,6 +311,7 @@ func (c *Client) StartTurnSeq(ctx context.Context, req TurnRequest, seq int) (*T
 		return nil, fmt.Errorf("client: %w", err)
 	}
 	id := workflows.TurnWorkflowID(req.Conversation, seq)
+	workflows.SignRequest(c.starter, &req, seq, time.Now())
 	so := workflows.StartOptions(id, c.queue, req)
 	so.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
 	so.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL

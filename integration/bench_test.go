@@ -56,7 +56,7 @@ func benchTurns(b *testing.B, recorded bool) {
 		b.Fatal(err)
 	}
 	model := inference.NewScripted(json.RawMessage(three), json.RawMessage(answer("healthy")))
-	acts := &activities.Activities{Registry: reg, Store: st, ApproverKey: key, Live: model, Replay: model, Approvers: testApprovers()}
+	acts := &activities.Activities{Registry: reg, Store: st, ApproverKey: key, Live: model, Replay: model, Approvers: testApprovers(), Clients: testClients()}
 	session := ""
 	if recorded {
 		session = "bench"

@@ -289,7 +289,7 @@ func newChaosHarness(t *testing.T, seed int64, turns int) *chaosHarness {
 	if h.key, err = token.LoadOrCreateKey(h.keyFile); err != nil {
 		t.Fatal(err)
 	}
-	o := client.Options{HostPort: h.temporal.Address, Namespace: h.temporal.Namespace, Logger: quietLogger()}
+	o := client.Options{HostPort: h.temporal.Address, Namespace: h.temporal.Namespace, Logger: quietLogger(), Interceptors: signing()}
 	config.TuneForLoopback(&o)
 	if h.c, err = client.Dial(o); err != nil {
 		t.Fatal(err)

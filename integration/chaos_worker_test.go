@@ -130,7 +130,7 @@ func chaosWorkerMain() int {
 		return fail(err)
 	}
 	defer c.Close()
-	w := workers.New(c, &activities.Activities{Registry: reg, Store: st, Live: live, ApproverKey: key, Approvers: testApprovers()}, os.Getenv(chaosQueueEnv))
+	w := workers.New(c, &activities.Activities{Registry: reg, Store: st, Live: live, ApproverKey: key, Approvers: testApprovers(), Clients: testClients()}, os.Getenv(chaosQueueEnv))
 	if err := w.Start(); err != nil {
 		return fail(err)
 	}

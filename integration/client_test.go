@@ -44,7 +44,7 @@ func TestClientStartListDecideResult(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	cl, err := client.New(ctx, tc, client.Options{TaskQueue: cfg.TaskQueue, DatabaseURL: cfg.StoreURL(),
+	cl, err := client.New(ctx, tc, client.Options{TaskQueue: cfg.TaskQueue, DatabaseURL: cfg.StoreURL(), ClientCredentialFile: itStarterFile,
 		ApproverKeyFile: cfg.KeyFile(), CredentialFile: itCredentials["alice"]})
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func TestOperatorMemoAndSummariesAreEscaped(t *testing.T) {
 	tc, cfg, _ := liveModelStack(t, model)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := client.New(ctx, tc, client.Options{TaskQueue: cfg.TaskQueue, DatabaseURL: cfg.StoreURL()})
+	cl, err := client.New(ctx, tc, client.Options{TaskQueue: cfg.TaskQueue, DatabaseURL: cfg.StoreURL(), ClientCredentialFile: itStarterFile})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestExampleClientRunsATurn(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-conversation", "example-"+cfg.TaskQueue, "-decide", "approve", "-message", "fetch the example page")
+	cmd := exec.CommandContext(ctx, bin, "-conversation", "example-"+cfg.TaskQueue, "-principal", "ops", "-decide", "approve", "-message", "fetch the example page")
 	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+devServer.Address, "TEMPORAL_NAMESPACE="+devServer.Namespace,
 		"AIRLOCK_HOME="+cfg.Home, "AIRLOCK_DATABASE_URL="+cfg.DatabaseURL, "AIRLOCK_TASK_QUEUE="+cfg.TaskQueue,
 		"AIRLOCK_CREDENTIAL="+itCredentials["alice"], "AIRLOCK_APPROVER_KEY=")

@@ -198,7 +198,7 @@ func newClusterEnv(t *testing.T) *clusterEnv {
 		"AIRLOCK_FETCH_ALLOW=127.0.0.0/8", "AIRLOCK_REGISTRY_LAYERS=", "AIRLOCK_APPROVER_KEY=", "AIRLOCK_APPROVER_KEY_FILE=" + keyFile,
 		"AIRLOCK_LOG_FORMAT=json",
 	}
-	co := client.Options{HostPort: cl.Address, Namespace: cl.Namespace, Logger: quietLogger()}
+	co := client.Options{HostPort: cl.Address, Namespace: cl.Namespace, Logger: quietLogger(), Interceptors: signing()}
 	config.TuneForLoopback(&co)
 	if e.c, err = client.Dial(co); err != nil {
 		t.Fatal(err)

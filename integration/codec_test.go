@@ -62,7 +62,7 @@ func TestPayloadsAreEncryptedInHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := client.Options{HostPort: devServer.Address, Namespace: devServer.Namespace, Logger: quietLogger(), DataConverter: codec.DataConverter(cd)}
+	o := client.Options{HostPort: devServer.Address, Namespace: devServer.Namespace, Logger: quietLogger(), DataConverter: codec.DataConverter(cd), Interceptors: signing()}
 	config.TuneForLoopback(&o)
 	c, err := client.Dial(o)
 	if err != nil {

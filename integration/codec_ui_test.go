@@ -51,7 +51,7 @@ func TestTemporalUIDecodesThroughCodecServer(t *testing.T) {
 		"AIRLOCK_REGISTRY_LAYERS=", "AIRLOCK_APPROVER_KEY=", "AIRLOCK_APPROVER_KEY_FILE=", "AIRLOCK_PAYLOAD_KEYS_FILE=" + ring,
 	})
 	cd, _ := codec.New([]codec.Key{k})
-	o := client.Options{HostPort: devServer.Address, Namespace: devServer.Namespace, Logger: quietLogger(), DataConverter: codec.DataConverter(cd)}
+	o := client.Options{HostPort: devServer.Address, Namespace: devServer.Namespace, Logger: quietLogger(), DataConverter: codec.DataConverter(cd), Interceptors: signing()}
 	config.TuneForLoopback(&o)
 	c, err := client.Dial(o)
 	if err != nil {

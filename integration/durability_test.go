@@ -333,7 +333,7 @@ func (e *durEnv) startWorker(p inference.Provider) (stop func()) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	acts := &activities.Activities{Registry: e.reg, Store: st, Live: p, ApproverKey: e.key, Approvers: testApprovers()}
+	acts := &activities.Activities{Registry: e.reg, Store: st, Live: p, ApproverKey: e.key, Approvers: testApprovers(), Clients: testClients()}
 	w := workers.New(e.c, acts, e.queue)
 	if err := w.Start(); err != nil {
 		st.Close()

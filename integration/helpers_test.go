@@ -107,7 +107,7 @@ func answer(text string) string {
 // testConfig is a worker configuration on a fresh PostgreSQL schema and a private task queue.
 func testConfig(t *testing.T, layers ...string) config.Config {
 	return config.Config{Home: t.TempDir(), DatabaseURL: freshDB(t), CorpusDir: corpusDir, Layers: layers,
-		TaskQueue: taskQueue(t), TemporalUI: "http://localhost:8233", ApproversFile: itApprovers}
+		TaskQueue: taskQueue(t), TemporalUI: "http://localhost:8233", ApproversFile: itApprovers, ClientsFile: itClients, ClientCredential: itStarterFile}
 }
 
 // startWorker runs an in-process worker for cfg until the test ends.

@@ -69,6 +69,9 @@ func run(m *testing.M) int {
 	if err := writeApprovers(tmp, "alice", "bob", "carol", "mallory", "chaos-approver"); err != nil {
 		return fail("approvers: %v", err)
 	}
+	if err := writeClients(tmp); err != nil {
+		return fail("clients: %v", err)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -143,7 +146,8 @@ func testApprovers() func() (*approvers.Set, error) {
 // dial connects a client to the test server.
 func dial(t testing.TB) client.Client {
 	t.Helper()
-	o := client.Options{HostPort: devServer.Address, Namespace: devServer.Namespace, Logger: quietLogger()}
+	o := client.Options{HostPort: devServer.Address, Namespace: devServer.Namespace, Logger: quietLogger(),
+		Interceptors: signing()}
 	config.TuneForLoopback(&o)
 	c, err := client.Dial(o)
 	if err != nil {

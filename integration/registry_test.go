@@ -120,7 +120,7 @@ func TestRegistryLiveReloadAcceptance(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	acts := &activities.Activities{Served: live, Store: st, Live: model, ApproverKey: e.key, Approvers: testApprovers()}
+	acts := &activities.Activities{Served: live, Store: st, Live: model, ApproverKey: e.key, Approvers: testApprovers(), Clients: testClients()}
 	w := workers.New(e.c, acts, e.queue)
 	if err := w.Start(); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/interceptor"
 
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/telemetry"
@@ -34,7 +33,7 @@ func TestTurnIsOneTrace(t *testing.T) {
 	t.Setenv("AIRLOCK_OPENAI_MODEL", "fake")
 	cfg := testConfig(t)
 	o := client.Options{HostPort: devServer.Address, Namespace: devServer.Namespace, Logger: quietLogger(),
-		Interceptors: []interceptor.ClientInterceptor{tracing}}
+		Interceptors: append(signing(), tracing)}
 	config.TuneForLoopback(&o)
 	c, err := client.Dial(o)
 	if err != nil {

@@ -128,7 +128,7 @@ func (e *webEnv) startWebWorker() {
 		e.t.Fatal(err)
 	}
 	src := approvers.NewSource(e.approvers)
-	acts := &activities.Activities{Registry: e.reg, Store: st, Live: e.openAI(e.model.URL), ApproverKey: e.key, Approvers: src.Current}
+	acts := &activities.Activities{Registry: e.reg, Store: st, Live: e.openAI(e.model.URL), ApproverKey: e.key, Approvers: src.Current, Clients: testClients()}
 	w := workers.New(e.c, acts, e.queue)
 	if err := w.Start(); err != nil {
 		st.Close()

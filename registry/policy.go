@@ -40,7 +40,21 @@ type PolicyEntry struct {
 	// DistinctApprover requires the approver of a confirmation to differ from the turn's
 	// principal (the four-eyes rule; it lived in the registry's airlock block before).
 	DistinctApprover bool `json:"approval/distinct-approver"`
+	// ApproverGroups, when set, are the approver groups (the approvers file's "groups",
+	// internal/approvers) whose members may decide this capability's confirmations; a decision
+	// by anyone else is refused approver_ineligible. Empty: every approver (issue 21, item 2).
+	ApproverGroups []string `json:"approval/groups,omitempty"`
+	// Quorum is how many distinct eligible approvals a confirmation needs before the call
+	// runs, each bound like a single approval (0 or 1: one; at most MaxQuorum). One denial
+	// denies.
+	Quorum int `json:"approval/quorum,omitempty"`
 }
+
+// MaxQuorum bounds PolicyEntry.Quorum.
+const MaxQuorum = 9
+
+// Approvals is how many distinct approvals the entry's confirmations need (1 at least).
+func (p PolicyEntry) Approvals() int { return max(p.Quorum, 1) }
 
 // Key is "id@version".
 func (p PolicyEntry) Key() string { return fmt.Sprintf("%s@%d", p.ID, p.Version) }

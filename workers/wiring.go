@@ -15,6 +15,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/capabilities"
 	"github.com/airlock-dev/airlock/internal/catalog"
+	"github.com/airlock-dev/airlock/internal/clients"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/mcp"
@@ -83,7 +84,8 @@ func BuildWith(ctx context.Context, cfg config.Config, temporalProbe capabilitie
 	}
 	served := registry.NewLive(reg)
 	acts := &activities.Activities{Registry: reg, Served: served, Store: st, ApproverKey: key, Approvers: approvers.NewSource(cfg.ApproversPath()).Current,
-		Memory: MemoryFromEnv()}
+		Clients: clients.NewSource(cfg.ClientsPath()).Current,
+		Memory:  MemoryFromEnv()}
 	if cfg.CorpusDir != "" {
 		acts.Replay = inference.NewReplay(agentdojo.Recorded(agentdojo.SessionLoader(cfg.CorpusDir)))
 	}

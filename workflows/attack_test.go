@@ -158,7 +158,9 @@ func TestCancelledTurnLeavesNothingPending(t *testing.T) {
 		id = f.pending()[0].ConfirmationID
 		f.env.CancelWorkflow()
 	})
-	f.env.ExecuteWorkflow(workflows.TurnWorkflow, workflows.TurnRequest{Conversation: "c1", Message: "hello"})
+	req := workflows.TurnRequest{Conversation: "c1", Message: "hello"}
+	f.sign(&req) // an attested turn (issue 21): an unattested one never reaches the model
+	f.env.ExecuteWorkflow(workflows.TurnWorkflow, req)
 	if !f.env.IsWorkflowCompleted() {
 		t.Fatal("workflow did not complete")
 	}
@@ -176,7 +178,7 @@ func TestCancelledTurnLeavesNothingPending(t *testing.T) {
 	if err != nil || len(pend) != 0 {
 		t.Fatalf("pending after cancel = %v, %v", pend, err)
 	}
-	saved, err := f.store.GetTurnResult(context.Background(), "default-test-workflow-id")
+	saved, err := f.store.GetTurnResult(context.Background(), workflows.TurnWorkflowID("c1", 1)) // sign starts it as turn 1 of c1
 	if err != nil || !strings.Contains(string(saved), `"end_reason":"cancelled"`) || !strings.Contains(string(saved), `"status":"failed"`) {
 		t.Fatalf("saved result = %s, %v", saved, err)
 	}

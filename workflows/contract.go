@@ -120,6 +120,14 @@ type TurnRequest struct {
 	// recorded session (anything but executed, or a capability error the recording itself
 	// shows): the recording's later steps assume otherwise.
 	StopOnDivergence bool `json:"stop_on_divergence,omitempty"`
+	// Attestation is the starter's proof that it asked for this turn, for this principal and
+	// message (issue 21): a registered client's signature (internal/clients) over the
+	// conversation, the turn's sequence number, Principal, the digest of Message and
+	// SystemPrompt, and the time. The worker verifies it before the first inference and ends a
+	// turn without one, or with one that does not verify, is stale or speaks for a principal
+	// its client may not, as EndUnattested without calling the model. Sign it with
+	// SignRequest (the client package and every airlock command do).
+	Attestation *Attestation `json:"attestation,omitempty"`
 }
 
 // ErrBadInferMode: TurnRequest.InferMode names no infer mode.
@@ -257,6 +265,19 @@ type PendingConfirmation struct {
 	// effect, destination, hosts as contacted, the declared fields' values): every approver
 	// surface shows it. Nil for confirmations issued before it was kept.
 	Disclosure *registry.Disclosure `json:"disclosure,omitempty"`
+	// Requester is the turn's authenticated requester (issue 21): the principal its request
+	// was attested for and the client credential that attested it.
+	Requester *Requester `json:"requester,omitempty"`
+	// ApproverGroups are the approver groups that may decide it (empty: every approver) and
+	// Quorum how many distinct approvals it needs (the capability's policy, issue 21).
+	ApproverGroups []string `json:"approver_groups,omitempty"`
+	Quorum         int      `json:"quorum,omitempty"`
+}
+
+// Requester is who asked for a turn, as the worker proved it from the request's attestation.
+type Requester struct {
+	Principal string `json:"principal"`
+	Client    string `json:"client"`
 }
 
 // ProposalOutcome is what happened to one proposal.
@@ -321,8 +342,11 @@ type TurnResult struct {
 	Citations []registry.Citation `json:"citations"`
 	Results   []CapabilityResult  `json:"results"`
 	Outcomes  []ProposalOutcome   `json:"outcomes"`
-	Rounds    int                 `json:"rounds"`
-	Usage     Usage               `json:"usage"`
+	// EndDetail says more about EndReason where it needs it: for EndUnattested, the refusal
+	// code (clients.Refusal*) and why.
+	EndDetail string `json:"end_detail,omitempty"`
+	Rounds    int    `json:"rounds"`
+	Usage     Usage  `json:"usage"`
 	// Catalog is the turn's catalog controller when the model used catalog discovery (nil
 	// otherwise): its final state and what it used of the per-turn bounds.
 	Catalog *CatalogControl `json:"catalog,omitempty"`

@@ -96,7 +96,9 @@ func TestReviewCorruptSignalDoesNotDisableExpiry(t *testing.T) {
 	f.at(time.Minute, func() {
 		f.env.SignalWorkflow(workflows.SignalConfirmation, "not a confirmation signal")
 	})
-	f.env.ExecuteWorkflow(workflows.TurnWorkflow, workflows.TurnRequest{Conversation: "c1", Message: "hi", ConfirmationTTL: 2 * time.Minute})
+	req := workflows.TurnRequest{Conversation: "c1", Message: "hi", ConfirmationTTL: 2 * time.Minute}
+	f.sign(&req)
+	f.env.ExecuteWorkflow(workflows.TurnWorkflow, req)
 	if !f.env.IsWorkflowCompleted() {
 		t.Fatal("the turn never completed: a corrupt signal blocked the confirmation wait past its expiry")
 	}

@@ -184,8 +184,12 @@ func (t *turn) run(ctx workflow.Context) (TurnResult, error) {
 		}
 		t.result.Rounds = round
 		inf, parsed, err := t.inferRound(ctx, round)
+		var refused *requesterRefused
 		if errors.Is(err, errSessionEnded) {
 			return t.finish(ctx, EndSessionEnded)
+		} else if errors.As(err, &refused) {
+			t.result.EndDetail = refused.code + ": " + refused.detail
+			return t.finish(ctx, EndUnattested)
 		} else if err == nil && t.stop != "" {
 			err = t.errStopped() // cancelled while the model answered: nothing of it runs
 		}
@@ -274,6 +278,9 @@ func (t *turn) inferRound(ctx workflow.Context, round int) (activities.InferOutp
 	if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeSessionExhausted {
 		return inf, parse.Result{}, errSessionEnded
 	}
+	if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeRequesterRefused {
+		return inf, parse.Result{}, newRequesterRefused(appErr)
+	}
 	if err == nil && inf.Folded == nil {
 		err = temporal.NewNonRetryableApplicationError("inference returned no folded round", activities.ErrTypeBadInput, nil)
 	}
@@ -311,11 +318,13 @@ func (t *turn) infer(ctx workflow.Context, round int, out *activities.InferOutpu
 		Fold: &activities.InferFold{AssistantKey: t.assistantKey(round), FirstSeq: t.seq + 1, RunID: t.runID, Principal: t.req.Principal}}
 	if round == 1 {
 		in.Fold.Opening, in.Fold.UserMessage, in.Fold.SystemPrompt, in.Fold.OpeningKey = true, t.req.Message, t.req.SystemPrompt, t.workflowID+"/input"
+		info := workflow.GetInfo(ctx)
+		in.Fold.Attestation, in.Fold.StartedAt, in.Fold.FirstRunID = t.req.Attestation.internal(), info.WorkflowStartTime, info.FirstRunID
 	}
 	// A retry after a dead worker (heartbeat timeout) starts after 0.1 s; provider errors back
 	// off 0.1, 0.4, 1.6, 6.4 s.
 	retry := &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 4, MaximumInterval: 30 * time.Second,
-		MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrTypeSessionExhausted, activities.ErrTypeProviderRejected, activities.ErrTypeBadInput, activities.ErrTypeUnsupportedRecording}}
+		MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrTypeRequesterRefused, activities.ErrTypeSessionExhausted, activities.ErrTypeProviderRejected, activities.ErrTypeBadInput, activities.ErrTypeUnsupportedRecording}}
 	summary := fmt.Sprintf("infer round %d", round)
 	if t.localInfer() {
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry, Summary: summarize(summary)})

@@ -500,7 +500,7 @@ func (t *turn) consume(ctx workflow.Context, p PendingConfirmation, adm activiti
 		Presentation: fmt.Sprintf("%s/%s/%d/%d", t.workflowID, t.runID, p.Seq, n),
 		Decision:     d.Decision, Approver: d.Approver, Reason: d.Reason, Nonce: d.Nonce, MAC: d.MAC, Arguments: d.Arguments,
 		DisplayedDigest: d.ArgsDigest, Attestation: d.Attestation,
-		Principal: t.req.Principal, DistinctApprover: adm.DistinctApprover,
+		Principal: t.req.Principal, Requester: t.requester(), DistinctApprover: adm.DistinctApprover,
 	}).Get(ctx, &cons)
 	if err != nil {
 		return cons, fmt.Errorf("consume confirmation %s: %w", p.ConfirmationID, err)

@@ -13,12 +13,14 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/approvers"
+	"github.com/airlock-dev/airlock/internal/clients"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
@@ -122,11 +124,36 @@ func newFixture(t *testing.T, responses ...json.RawMessage) *fixture {
 	}
 	f.provider = inference.NewScripted(responses...)
 	f.acts = &activities.Activities{Registry: reg, Store: st, Live: f.provider, ApproverKey: f.key,
-		Approvers: approvers.Static(testApprovers)}
+		Approvers: approvers.Static(testApprovers), Clients: clients.Static(testClients)}
 	var s testsuite.WorkflowTestSuite
 	f.env = s.NewTestWorkflowEnvironment()
 	workers.Register(f.env, f.acts)
 	return f
+}
+
+// testClients is the clients file the tests' workers authenticate turn requests against: one
+// client, testStarter, which may speak for the test principals (issue 21).
+var testClients, testStarter = func() (*clients.Set, clients.Credential) {
+	set, cred, err := clients.Ephemeral("test-client", "requester", "a", "b", "alice", "bob", "carol", "ops", "someone", "user:*")
+	if err != nil {
+		panic(err)
+	}
+	return set, cred
+}()
+
+// sign attests req as turn 1 of its conversation with testStarter (the default principal is
+// "requester") and sets the test environment's workflow id to that turn's.
+func (f *fixture) sign(req *workflows.TurnRequest) {
+	if req.Principal == "" {
+		req.Principal = "requester"
+	}
+	workflows.SignRequest(testStarter, req, 1, time.Now())
+	f.env.SetStartWorkflowOptions(startAs(req.Conversation))
+}
+
+// startAs is the test environment's start options for turn 1 of conversation.
+func startAs(conversation string) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{ID: workflows.TurnWorkflowID(conversation, 1)}
 }
 
 // testApprovers are the approvers the tests' workers authenticate; testCredentials their
@@ -226,6 +253,15 @@ func (f *fixture) run(req workflows.TurnRequest) workflows.TurnResult {
 	if req.Message == "" {
 		req.Message = "hello"
 	}
+	if req.Attestation == nil {
+		f.sign(&req)
+	}
+	return f.runAsIs(req)
+}
+
+// runAsIs runs req as it is (attested or not) to its end.
+func (f *fixture) runAsIs(req workflows.TurnRequest) workflows.TurnResult {
+	f.t.Helper()
 	f.env.ExecuteWorkflow(workflows.TurnWorkflow, req)
 	if !f.env.IsWorkflowCompleted() {
 		f.t.Fatal("workflow did not complete")

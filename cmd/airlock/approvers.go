@@ -35,6 +35,7 @@ approver in. Changes take effect at once, without restarting workers.`,
 func newApproversAddCmd() *cobra.Command {
 	var passwordStdin, noPassword bool
 	var credOut string
+	var groups []string
 	cmd := &cobra.Command{
 		Use:   "add NAME",
 		Short: "Add an approver: a page password and a CLI credential (written owner-only)",
@@ -57,7 +58,7 @@ approver, who keeps it at ~/.config/airlock/credential.json or points AIRLOCK_CR
 			} else if found {
 				return fmt.Errorf("%s already lists approver %q (airlock approvers passwd / rotate change an existing one)", path, name)
 			}
-			a := approvers.Approver{Name: name}
+			a := approvers.Approver{Name: name, Groups: groups}
 			password := ""
 			if !noPassword {
 				var err error
@@ -97,6 +98,7 @@ approver, who keeps it at ~/.config/airlock/credential.json or points AIRLOCK_CR
 	cmd.Flags().BoolVar(&passwordStdin, "password-stdin", false, "read the approver page password from the first line of stdin")
 	cmd.Flags().BoolVar(&noPassword, "no-password", false, "no approver page sign-in (CLI credential only)")
 	cmd.Flags().StringVar(&credOut, "credential-out", "", "where to write the CLI credential (default $AIRLOCK_HOME/credentials/NAME.json)")
+	cmd.Flags().StringArrayVar(&groups, "group", nil, "an approver group the approver belongs to (repeatable): a policy's approval/groups lets only members decide its capability")
 	return cmd
 }
 
@@ -134,7 +136,7 @@ func newApproversListCmd() *cobra.Command {
 				fmt.Fprintf(out, "no approvers in %s (airlock approvers add NAME)\n", cfg.ApproversPath())
 			}
 			for _, a := range f.Approvers {
-				fmt.Fprintf(out, "%-24s page:%-4s cli:%s\n", a.Name, yesNo(a.PasswordBcrypt != ""), yesNo(a.PublicKey != ""))
+				fmt.Fprintf(out, "%-24s page:%-4s cli:%-4s groups:%s\n", a.Name, yesNo(a.PasswordBcrypt != ""), yesNo(a.PublicKey != ""), strings.Join(a.Groups, ","))
 			}
 			for _, s := range f.Surfaces {
 				fmt.Fprintf(out, "surface %s\n", s.Name)

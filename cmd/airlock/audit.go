@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -40,6 +41,21 @@ func newAuditCmd() *cobra.Command {
 					}
 				}
 				return nil
+			}
+			if turn != "" {
+				// Who asked (issue 21): the requester the worker proved, or that none was.
+				if rq, err := st.GetRequester(ctx, turn, ""); err == nil {
+					fmt.Fprintf(out, "requester: %s, attested by client %s (turn started %s)\n", display.Visible(rq.Principal), display.Visible(rq.Client), rq.At.Local().Format(time.DateTime))
+				} else {
+					fmt.Fprintln(out, "requester: none attested")
+				}
+				if cs, err := st.ListTurnConfirmations(ctx, turn); err == nil {
+					for _, c := range cs {
+						if c.Decision != "" && c.Approver != "" {
+							fmt.Fprintf(out, "decision:  %s %s by %s (%s)\n", display.Visible(c.ID), c.Decision, display.Visible(c.Approver), display.Visible(orNone(c.ApproverProof)))
+						}
+					}
+				}
 			}
 			tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "AT\tTURN\t#\tOUTCOME\tCAPABILITY\tSTAGE\tREASON\tAPPROVER\tDETAIL\tFLAGS")
@@ -92,4 +108,11 @@ func flagNames(flags []display.Flag) string {
 		names[i] = string(f)
 	}
 	return strings.Join(names, ",")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "proof not recorded"
+	}
+	return s
 }

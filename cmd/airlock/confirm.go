@@ -91,9 +91,13 @@ func newPendingCmd() *cobra.Command {
 				shown = rows[:max]
 			}
 			for _, r := range shown {
-				printPendingLimit(out, workflows.PendingConfirmation{ConfirmationID: r.ID, WorkflowID: r.WorkflowID, Seq: r.Seq, CallID: r.CallID,
+				p := workflows.PendingConfirmation{ConfirmationID: r.ID, WorkflowID: r.WorkflowID, Seq: r.Seq, CallID: r.CallID,
 					CapabilityID: r.CapabilityID, Version: r.Version, ToolName: toolOf(r.Display), Arguments: r.Arguments, ExpiresAt: r.ExpiresAt,
-					Provenance: r.Provenance}, limit)
+					Provenance: r.Provenance, ApproverGroups: r.ApproverGroups}
+				if rq, err := st.GetRequester(ctx, r.WorkflowID, r.RunID); err == nil {
+					p.Requester = &workflows.Requester{Principal: rq.Principal, Client: rq.Client}
+				}
+				printPendingLimit(out, p, limit)
 			}
 			if len(shown) < len(rows) {
 				fmt.Fprintf(out, "showing %d of %d pending confirmations (--limit 0 shows all; the approver page pages through them)\n", len(shown), len(rows))
@@ -271,6 +275,11 @@ func decisionOutcome(ctx context.Context, out io.Writer, st *store.Store, id, de
 	switch {
 	case err == nil:
 		fmt.Fprintf(out, "%s: %s by %s\n", id, pastTense(decision), approver)
+		return nil
+	case errors.As(err, &ref) && ref.Code == activities.QuorumPending:
+		// The approval counts towards the capability's quorum (issue 21); the call waits for
+		// other approvers, so this is not a failure of this approver's.
+		fmt.Fprintf(out, "%s: approval by %s recorded: %s\n", id, approver, display.Line(ref.Detail))
 		return nil
 	case errors.Is(err, approval.ErrNoVerdict):
 		wf := "its turn"

@@ -12,9 +12,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/airlock-dev/airlock/internal/approvers"
+	"github.com/airlock-dev/airlock/internal/clients"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/redact"
+	"github.com/airlock-dev/airlock/internal/replay"
 	"github.com/airlock-dev/airlock/workers"
 	"github.com/airlock-dev/airlock/workflows"
 )
@@ -91,6 +93,12 @@ func runDev(cmd *cobra.Command, trace, message, decision string) error {
 	}
 	step("approver %s decides with %s (page password in %s)", demo.name, demo.credential, demo.passwordFile)
 	cfg.Credential = demo.credential
+	devClient, err := ensureDevClient()
+	if err != nil {
+		return err
+	}
+	step("client %s starts the turn with %s (may speak for %s and %s)", devClientName, devClient, devPrincipal, replay.Principal)
+	cfg.ClientCredential = devClient
 	if url, err := startDevWeb(ctx, cmd); err != nil {
 		fmt.Fprintf(out, "  (the approver page did not start: %v; decide with the commands shown)\n", err)
 	} else {
@@ -160,6 +168,37 @@ func startDevWeb(ctx context.Context, cmd *cobra.Command) (string, error) {
 // devPrincipal is the requesting principal of live dev turns: never the demo approver, so
 // four-eyes rules hold in the demo too.
 const devPrincipal = "dev-user"
+
+// devClientName is the client credential `airlock dev` starts its turns with: never the demo
+// approver, so four-eyes rules hold in the demo too.
+const devClientName = "dev-client"
+
+// ensureDevClient makes sure the clients file lists devClientName, allowed to speak for the
+// dev principals, with its credential under <home>/credentials (mode 0600), creating them on
+// first run; it returns the credential's path.
+func ensureDevClient() (string, error) {
+	path := filepath.Join(cfg.CredentialsDir(), "client-"+devClientName+".json")
+	c, found, err := clients.Find(cfg.ClientsPath(), devClientName)
+	if err != nil {
+		return path, err
+	}
+	if found {
+		cred, err := clients.LoadCredential(path)
+		if err != nil || cred.Public() != c.PublicKey {
+			return path, fmt.Errorf("the clients file lists %s but its credential %s is unusable or another key (airlock clients remove %s, then run again): %v", devClientName, path, devClientName, err)
+		}
+		return path, nil
+	}
+	cred, err := clients.NewCredential(devClientName)
+	if err != nil {
+		return path, err
+	}
+	_ = os.Remove(path) // a leftover of a clients file that was deleted
+	if err := clients.SaveCredential(path, cred); err != nil {
+		return path, err
+	}
+	return path, clients.Add(cfg.ClientsPath(), clients.Client{Name: devClientName, PublicKey: cred.Public(), Principals: []string{devPrincipal, replay.Principal}})
+}
 
 // demoApprover is the approver `airlock dev` creates on first run.
 type demoApprover struct{ name, credential, passwordFile string }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/airlock-dev/airlock/internal/clients"
+	"github.com/airlock-dev/airlock/registry"
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -75,7 +78,7 @@ check fails.`,
 func runDoctor(ctx context.Context) []doctorCheck {
 	var out []doctorCheck
 	out = append(out, doctorTemporal(ctx)...)
-	out = append(out, doctorStore(ctx), doctorApprovers(), doctorKey(), doctorRegistry())
+	out = append(out, doctorStore(ctx), doctorApprovers(), doctorClients(), doctorKey(), doctorSecrets(), doctorRegistry(), doctorEligibility())
 	out = append(out, doctorMCP(ctx)...) // the MCP servers the registry just bound (cmd/airlock/mcp.go)
 	return out
 }
@@ -260,4 +263,95 @@ func doctorRegistry() doctorCheck {
 		detail += fmt.Sprintf(" (%d bound by your own worker binary's Go code, not checked here: run its check)", len(placeholders))
 	}
 	return doctorCheck{Name: "registry", OK: true, Detail: detail}
+}
+
+// doctorClients checks the clients file workers authenticate turn requests against (issue 21):
+// without it, or with a client-less one, every turn ends unattested.
+func doctorClients() doctorCheck {
+	path := cfg.ClientsPath()
+	set, err := clients.Load(path)
+	if err != nil {
+		fix := "fix the file (airlock clients --help) or set AIRLOCK_CLIENTS"
+		if errors.Is(err, fs.ErrNotExist) {
+			fix = "register a client: airlock clients add NAME --principal P (or set AIRLOCK_CLIENTS): without it every turn ends unattested"
+		}
+		return doctorCheck{Name: "clients", Detail: scrub(err), Fix: fix}
+	}
+	if len(set.Names()) == 0 {
+		return doctorCheck{Name: "clients", Detail: path + " lists no client: no turn can start", Fix: "airlock clients add NAME --principal P"}
+	}
+	return doctorCheck{Name: "clients", OK: true, Detail: fmt.Sprintf("%s: %d client(s)", path, len(set.Names()))}
+}
+
+// doctorEligibility flags every capability a human must confirm that too few approvers may
+// decide (issue 21, item 2): its approval/groups have fewer members than its quorum, or, under
+// the four-eyes rule, just as many (a requester among them leaves it undecidable for them).
+func doctorEligibility() doctorCheck {
+	reg, err := workers.LoadRegistry(cfg, nil, nil)
+	if err != nil {
+		return doctorCheck{Name: "deciders", OK: true, Warn: true, Detail: "not checked: the registry does not load (see registry)"}
+	}
+	set, err := approvers.Load(cfg.ApproversPath())
+	if err != nil {
+		return doctorCheck{Name: "deciders", OK: true, Warn: true, Detail: "not checked: the approvers file does not load (see approvers)"}
+	}
+	var none, thin []string
+	for _, c := range reg.Capabilities() {
+		pe, ok := reg.Policy().Entry(c.Key())
+		if !ok || pe.Autonomy == registry.AutonomyDeny || (pe.Autonomy == registry.AutonomyAutomatic && c.Automatic()) {
+			continue
+		}
+		n, need := len(set.EligibleNames(pe.ApproverGroups)), pe.Approvals()
+		what := fmt.Sprintf("%s (%d eligible, needs %d)", c.Key(), n, need)
+		switch {
+		case n < need:
+			none = append(none, what)
+		case pe.DistinctApprover && n == need:
+			thin = append(thin, what)
+		}
+	}
+	switch {
+	case len(none) > 0:
+		return doctorCheck{Name: "deciders", Detail: "no quorum of approvers may decide " + strings.Join(none, ", "),
+			Fix: "add approvers to the groups its policy names (airlock approvers add NAME --group G) or change approval/groups / approval/quorum"}
+	case len(thin) > 0:
+		return doctorCheck{Name: "deciders", OK: true, Warn: true, Detail: "just enough approvers for " + strings.Join(thin, ", ") + ": a requester among them cannot be replaced",
+			Fix: "add another approver to its groups"}
+	}
+	return doctorCheck{Name: "deciders", OK: true, Detail: "every confirmed capability has enough eligible approvers"}
+}
+
+// doctorSecrets checks where the keys that decide for any approver live and who can read them
+// (issue 21, item 4): the approver page's surface key must be owner-only and not beside
+// people's credentials, and people's credentials left in the credentials folder after
+// `airlock approvers add` / `airlock clients add` are flagged (whoever can read the folder can
+// decide, or ask, as them).
+func doctorSecrets() doctorCheck {
+	var warns []string
+	surface := surfaceCredentialPath()
+	if fi, err := os.Stat(surface); err == nil {
+		if fi.Mode().Perm()&0o077 != 0 {
+			return doctorCheck{Name: "secrets", Detail: fmt.Sprintf("the approver page's surface key %s is mode %o: whoever reads it decides as any approver", surface, fi.Mode().Perm()),
+				Fix: "chmod 600 " + surface}
+		}
+		if surface == legacySurfacePath() {
+			warns = append(warns, "the surface key "+surface+" sits beside people's credentials (move it to "+filepath.Join(cfg.Home, "keys", "surface-web.json")+")")
+		}
+	}
+	entries, _ := os.ReadDir(cfg.CredentialsDir())
+	var people []string
+	for _, e := range entries {
+		if n := e.Name(); strings.HasSuffix(n, ".json") && n != "surface-web.json" {
+			people = append(people, n)
+		}
+	}
+	if len(people) > 0 {
+		warns = append(warns, fmt.Sprintf("%d people's credential(s) still in %s (%s): hand them over and delete them there",
+			len(people), cfg.CredentialsDir(), strings.Join(people, ", ")))
+	}
+	if len(warns) > 0 {
+		return doctorCheck{Name: "secrets", OK: true, Warn: true, Detail: strings.Join(warns, "; "),
+			Fix: "keep the approver key and the surface key readable only by the worker and the page, and people's credentials only by each person"}
+	}
+	return doctorCheck{Name: "secrets", OK: true, Detail: "the surface key is owner-only and apart from people's credentials"}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"github.com/airlock-dev/airlock/internal/clients"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -80,6 +81,10 @@ func TestDoctorChecksEachConnection(t *testing.T) {
 	if err := approvers.Add(filepath.Join(home, "approvers.json"), approvers.Approver{Name: "alice", PublicKey: cred.Public()}); err != nil {
 		t.Fatal(err)
 	}
+	starter, _ := clients.NewCredential("chat")
+	if err := clients.Add(filepath.Join(home, "clients.json"), clients.Client{Name: "chat", PublicKey: starter.Public(), Principals: []string{"user:*"}}); err != nil {
+		t.Fatal(err)
+	}
 	env := []string{"TEMPORAL_ADDRESS=" + srv.Address, "TEMPORAL_NAMESPACE=doctor-ns", "AIRLOCK_HOME=" + home, "AIRLOCK_DATABASE_URL=" + pg}
 
 	out, err := cli(t, env, "doctor")
@@ -87,7 +92,7 @@ func TestDoctorChecksEachConnection(t *testing.T) {
 		t.Fatalf("doctor on a working setup: %v\n%s", err, out)
 	}
 	for _, want := range []string{"ok    temporal", "ok    attrs", "warn  workers", "no worker polled task queue airlock-turns",
-		"ok    store", "ok    approvers", "1 approver(s)", "ok    key", "ok    registry"} {
+		"ok    store", "ok    approvers", "1 approver(s)", "ok    clients", "1 client(s)", "ok    key", "ok    secrets", "ok    registry", "ok    deciders"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor output lacks %q:\n%s", want, out)
 		}
@@ -96,6 +101,10 @@ func TestDoctorChecksEachConnection(t *testing.T) {
 	u, _ := url.Parse(pg)
 	u.User = url.UserPassword(u.User.Username(), "wrong-s3cret-pw")
 	os.Remove(filepath.Join(home, "approvers.json"))
+	os.Remove(filepath.Join(home, "clients.json"))
+	if err := approvers.SaveCredential(filepath.Join(home, "credentials", "alice.json"), cred); err != nil {
+		t.Fatal(err)
+	}
 	os.Chmod(filepath.Join(home, "approver.key"), 0o644)
 	bad := []string{"TEMPORAL_ADDRESS=" + srv.Address, "TEMPORAL_NAMESPACE=no-such-ns", "AIRLOCK_HOME=" + home, "AIRLOCK_DATABASE_URL=" + u.String()}
 	out, err = cli(t, bad, "doctor")
@@ -103,7 +112,7 @@ func TestDoctorChecksEachConnection(t *testing.T) {
 		t.Fatalf("doctor on a broken setup exited 0:\n%s", out)
 	}
 	for _, want := range []string{"FAIL  temporal", "airlock cluster init", "FAIL  store", "check AIRLOCK_DATABASE_URL",
-		"FAIL  approvers", "airlock approvers add NAME", "warn  key", "chmod 600"} {
+		"FAIL  approvers", "airlock approvers add NAME", "FAIL  clients", "every turn ends unattested", "warn  key", "chmod 600", "warn  secrets", "alice.json"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor output lacks %q:\n%s", want, out)
 		}

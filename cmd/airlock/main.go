@@ -78,6 +78,6 @@ Configuration comes from the environment, overridden by flags:
 	pf.Lookup("database-url").DefValue = redact.URL(cfg.DatabaseURL) // --help shows the default: never its password
 	pf.StringVar(&cfg.CorpusDir, "corpus", cfg.CorpusDir, "AgentDojo corpus folder with tools.json and runs/ (AIRLOCK_CORPUS)")
 	root.AddCommand(newWorkerCmd(), newWebCmd(), newTurnCmd(), newPendingCmd(), newApproveCmd(), newDenyCmd(), newEditCmd(), newAuditCmd(),
-		newParseCmd(), newReplayCmd(), newRegistryCmd(), newStackCmd(), newClusterCmd(), newHealthCmd(), newDoctorCmd(), newCodecServerCmd(), newCodecKeyCmd(), newDevCmd(), newEvalCmd(), newApproversCmd(), newProposalsCmd(), newExportCmd(), newBenchCmd(), newMCPCmd(), newStreamCmd())
+		newParseCmd(), newReplayCmd(), newRegistryCmd(), newStackCmd(), newClusterCmd(), newHealthCmd(), newDoctorCmd(), newCodecServerCmd(), newCodecKeyCmd(), newDevCmd(), newEvalCmd(), newApproversCmd(), newClientsCmd(), newProposalsCmd(), newExportCmd(), newBenchCmd(), newMCPCmd(), newStreamCmd())
 	return root
 }

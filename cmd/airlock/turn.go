@@ -83,12 +83,18 @@ until the turn ends, showing each confirmation it waits for and how to approve o
 // reset while Temporal kept its history), the next sequence number is taken, so a new turn can
 // never pick up an old turn's ledger, audit rows or result.
 func startTurn(ctx context.Context, c client.Client, st *store.Store, req workflows.TurnRequest) (string, error) {
+	if req.Principal == "" {
+		return "", errors.New("a turn needs the principal it acts for: --principal (default $USER)")
+	}
 	for attempt := 0; attempt < 100; attempt++ {
 		seq, err := st.NextTurnSeq(ctx, req.Conversation)
 		if err != nil {
 			return "", err
 		}
 		id := workflows.TurnWorkflowID(req.Conversation, seq)
+		if err := signTurn(&req, seq); err != nil {
+			return "", err
+		}
 		opts := workflows.StartOptions(id, cfg.TaskQueue, req)
 		opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
 		opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
@@ -254,6 +260,19 @@ func printPendingLimit(out io.Writer, p workflows.PendingConfirmation, limit int
 	fmt.Fprintf(out, "\n⏸  confirmation needed  %s\n", display.Visible(p.ConfirmationID))
 	fmt.Fprintf(out, "   turn:        %s (proposal #%d, call %s)\n", display.Line(p.WorkflowID), p.Seq, display.Line(p.CallID))
 	fmt.Fprintf(out, "   capability:  %s@%d (tool %s)\n", display.Visible(p.CapabilityID), p.Version, display.Line(p.ToolName))
+	if p.Requester != nil {
+		fmt.Fprintf(out, "   requester:   %s (attested by client %s)\n", display.Line(p.Requester.Principal), display.Line(p.Requester.Client))
+	} else {
+		fmt.Fprintf(out, "   requester:   (not attested)\n")
+	}
+	if len(p.ApproverGroups) > 0 || p.Quorum > 1 {
+		who := "any approver"
+		if len(p.ApproverGroups) > 0 {
+			who = "members of " + display.Line(strings.Join(p.ApproverGroups, ", "))
+		}
+		fmt.Fprintf(out, "   deciders:    %s; %d approval(s) needed\n", who, max(p.Quorum, 1))
+	}
+
 	if d := p.Disclosure; d != nil {
 		printDisclosure(out, d, limit)
 	} else if leaving, err := display.Egress(p.Arguments, limit); err == nil {

@@ -41,7 +41,7 @@ recorded and applied as "airlock proposals decide" does; it shows whether the de
 recorded, converged with the same one, or conflicts with a first, different one (which stands).
 
 The signed-in approver is the one recorded; the page attests each decision with its own key
-($AIRLOCK_HOME/credentials/surface-web.json, created and registered in the approvers file on
+($AIRLOCK_HOME/keys/surface-web.json or AIRLOCK_SURFACE_KEY_FILE, created and registered in the approvers file on
 first start). Every POST needs the session's CSRF token and a same-origin Origin header;
 failed sign-ins are limited to 5 a minute per name and per client address (answered 429).
 Sessions are in memory (a restart signs everyone out) and use Secure cookies:
@@ -61,7 +61,27 @@ with --tls-cert/--tls-key or behind a TLS proxy.`,
 }
 
 // surfaceCredentialPath is where the approver page keeps its surface key.
-func surfaceCredentialPath() string { return filepath.Join(cfg.CredentialsDir(), "surface-web.json") }
+//
+// It is a key that decides for any approver the page signs in, so it lives apart from
+// people's credentials (issue 21, item 4): AIRLOCK_SURFACE_KEY_FILE, else
+// $AIRLOCK_HOME/keys/surface-web.json; a key an older version left under the credentials
+// folder is used where it is until it is moved (airlock doctor says so).
+func surfaceCredentialPath() string {
+	if p := os.Getenv("AIRLOCK_SURFACE_KEY_FILE"); p != "" {
+		return p
+	}
+	path := filepath.Join(cfg.Home, "keys", "surface-web.json")
+	if _, err := os.Stat(path); err != nil {
+		if _, err := os.Stat(legacySurfacePath()); err == nil {
+			return legacySurfacePath()
+		}
+	}
+	return path
+}
+
+// legacySurfacePath is where the surface key lived before issue 21: beside people's
+// credentials.
+func legacySurfacePath() string { return filepath.Join(cfg.CredentialsDir(), "surface-web.json") }
 
 // runWeb serves the approver page on addr until ctx ends. ready, if set, receives the page's
 // URL once it listens.
@@ -95,7 +115,8 @@ func runWeb(ctx context.Context, out, errOut io.Writer, addr, certFile, keyFile 
 	srv, err := web.New(web.Options{Store: st, Temporal: c, Approvers: web.FileApprovers(src),
 		Decide:         web.Decider(c, st, key, cred),
 		DecideProposal: web.ProposalDecider(c, st, cred, src, cfg.TaskQueue),
-		WorkflowURL:    func(id string) string { return cfg.WorkflowURL(opts.Namespace, id) }})
+		WorkflowURL:    func(id string) string { return cfg.WorkflowURL(opts.Namespace, id) },
+		Hosts:          webHosts(addr)})
 	if err != nil {
 		return err
 	}
@@ -168,4 +189,13 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// webHosts are the host names the approver page answers: AIRLOCK_WEB_HOSTS (a comma list),
+// else the loopback names and the listen address's host (web.DefaultHosts).
+func webHosts(addr string) []string {
+	if h := config.SplitList(os.Getenv("AIRLOCK_WEB_HOSTS")); len(h) > 0 {
+		return h
+	}
+	return web.DefaultHosts(addr)
 }

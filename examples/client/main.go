@@ -37,6 +37,7 @@ func run() error {
 	message := flag.String("message", "", "the user's message (required)")
 	session := flag.String("session", "", "a recorded session to replay instead of a live model")
 	decide := flag.String("decide", "ask", "how to decide confirmations: ask (on the terminal), approve, deny")
+	principal := flag.String("principal", os.Getenv("USER"), "who the turn acts for: the client credential (AIRLOCK_CLIENT_CREDENTIAL) must be registered for it")
 	flag.Parse()
 	if *message == "" {
 		flag.Usage()
@@ -50,7 +51,7 @@ func run() error {
 		return err
 	}
 	defer c.Close()
-	turn, err := c.StartTurn(ctx, client.TurnRequest{Conversation: *conversation, Principal: os.Getenv("USER"),
+	turn, err := c.StartTurn(ctx, client.TurnRequest{Conversation: *conversation, Principal: *principal,
 		Message: *message, Session: *session})
 	if err != nil {
 		return err

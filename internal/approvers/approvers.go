@@ -20,7 +20,9 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +32,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 
 	"golang.org/x/crypto/bcrypt"
@@ -52,6 +55,9 @@ type Approver struct {
 	// PublicKey is the base64 (standard) ed25519 public key of the approver's CLI credential;
 	// empty: no CLI credential.
 	PublicKey string `json:"public_key,omitempty"`
+	// Groups are the approver groups this approver belongs to (NamePattern each): a policy
+	// entry's "approval/groups" lets only their members decide its confirmations (issue 21).
+	Groups []string `json:"groups,omitempty"`
 }
 
 // Surface is an approver page: its key attests decisions for the approver signed in on it.
@@ -106,6 +112,18 @@ func Parse(b []byte) (*Set, error) {
 		}
 		if _, dup := s.approvers[a.Name]; dup {
 			return nil, fmt.Errorf("approvers: approver %q listed twice", a.Name)
+		}
+		for n := range s.approvers {
+			// Four-eyes rules and quorums compare names without regard to case: two approvers
+			// whose names differ only in case would be one person to them.
+			if strings.EqualFold(n, a.Name) {
+				return nil, fmt.Errorf("approvers: approvers %q and %q differ only in case", n, a.Name)
+			}
+		}
+		for _, g := range a.Groups {
+			if !NamePattern.MatchString(g) {
+				return nil, fmt.Errorf("approvers: approver %q: group %q does not match %s", a.Name, g, NamePattern)
+			}
 		}
 		if a.PasswordBcrypt != "" {
 			if _, err := bcrypt.Cost([]byte(a.PasswordBcrypt)); err != nil {
@@ -183,6 +201,52 @@ func (s *Set) Names() []string {
 		out = append(out, n)
 	}
 	slices.Sort(out)
+	return out
+}
+
+// Eligible reports whether approver may decide for a capability whose policy names groups:
+// every approver when groups is empty, else a member of at least one of them.
+func (s *Set) Eligible(approver string, groups []string) bool {
+	a, ok := s.approvers[approver]
+	if !ok {
+		return false
+	}
+	if len(groups) == 0 {
+		return true
+	}
+	for _, g := range a.Groups {
+		if slices.Contains(groups, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// PasswordStamp is a value that changes whenever approver's page password does (a digest of
+// its bcrypt hash, whose salt is new with every password): the approver page ends the
+// sessions signed in before a change (issue 21). "" for an approver without a password.
+func (s *Set) PasswordStamp(approver string) string {
+	h := s.approvers[approver].PasswordBcrypt
+	if h == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(h))
+	return hex.EncodeToString(sum[:8])
+}
+
+// GroupsOf returns the groups of approver (nil for an unknown approver or one in none).
+func (s *Set) GroupsOf(approver string) []string {
+	return slices.Clone(s.approvers[approver].Groups)
+}
+
+// EligibleNames lists the approvers who may decide for groups (Eligible), sorted.
+func (s *Set) EligibleNames(groups []string) []string {
+	var out []string
+	for _, n := range s.Names() {
+		if s.Eligible(n, groups) {
+			out = append(out, n)
+		}
+	}
 	return out
 }
 

@@ -257,3 +257,26 @@ func TestRemoveEndsAnApproversAuthority(t *testing.T) {
 		t.Fatalf("removing an absent approver = %v", err)
 	}
 }
+
+// Four-eyes rules and quorums compare names without regard to case, so the approvers file may
+// not hold two approvers whose names differ only in case; groups are names too.
+func TestNamesDifferingOnlyInCaseAreRefused(t *testing.T) {
+	for _, bad := range []string{
+		`{"approvers":[{"name":"alice"},{"name":"Alice"}]}`,
+		`{"approvers":[{"name":"alice","groups":["pay ments"]}]}`,
+	} {
+		if _, err := approvers.Parse([]byte(bad)); err == nil {
+			t.Errorf("Parse accepted %s", bad)
+		}
+	}
+	set, err := approvers.Parse([]byte(`{"approvers":[{"name":"alice","groups":["payments"]},{"name":"bob"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !set.Eligible("alice", []string{"payments"}) || set.Eligible("bob", []string{"payments"}) || !set.Eligible("bob", nil) || set.Eligible("nobody", nil) {
+		t.Fatal("Eligible does not follow the groups")
+	}
+	if got := set.EligibleNames([]string{"payments"}); len(got) != 1 || got[0] != "alice" {
+		t.Fatalf("EligibleNames = %v", got)
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/airlock-dev/airlock/activities"
 	airlock "github.com/airlock-dev/airlock/client"
 	"github.com/airlock-dev/airlock/internal/approvers"
+	"github.com/airlock-dev/airlock/internal/clients"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/inference"
@@ -160,6 +161,8 @@ type rig struct {
 	st      *store.Store
 	decider *airlock.Client
 	decided atomic.Int64
+	// starter attests every turn the rig starts.
+	starter clients.Credential
 	// fail ends the row with an error (the approver's).
 	fail context.CancelCauseFunc
 }
@@ -208,8 +211,14 @@ func Run(ctx context.Context, cfg Config, spec Spec) (Row, error) {
 	if err != nil {
 		return row, fmt.Errorf("bench: registry: %w", err)
 	}
+	// Turns are attested by an in-memory client allowed to speak for Principal (issue 21): the
+	// benchmark measures the verification every turn pays.
+	clientSet, starter, err := clients.Ephemeral("bench-client", Principal)
+	if err != nil {
+		return row, err
+	}
 	acts := &activities.Activities{Registry: reg, Served: registry.NewLive(reg), Store: st, ApproverKey: key,
-		Approvers: approvers.NewSource(approversFile).Current, Replay: inference.NewReplay(Recorded)}
+		Approvers: approvers.NewSource(approversFile).Current, Clients: clients.Static(clientSet), Replay: inference.NewReplay(Recorded)}
 	if spec.Class == ClassNetwork {
 		ms, err := StartModelServer(spec.Variant)
 		if err != nil {
@@ -220,7 +229,7 @@ func Run(ctx context.Context, cfg Config, spec Spec) (Row, error) {
 			return row, err
 		}
 	}
-	r := &rig{cfg: cfg, spec: spec, st: st, queue: "bench-" + randHex(4)}
+	r := &rig{cfg: cfg, spec: spec, st: st, queue: "bench-" + randHex(4), starter: starter}
 	r.tag = r.queue
 	w := workers.New(cfg.Temporal, acts, r.queue)
 	if err := w.Start(); err != nil {
@@ -367,6 +376,7 @@ func (r *rig) turn(ctx context.Context, conversation string) (string, time.Durat
 		return "", 0, err
 	}
 	id := workflows.TurnWorkflowID(conversation, 1)
+	workflows.SignRequest(r.starter, &req, 1, time.Now())
 	opts := workflows.StartOptions(id, r.queue, req)
 	opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL

@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
@@ -202,5 +207,76 @@ func TestCodecServerBrowserSignIn(t *testing.T) {
 	r3.Body.Close()
 	if r3.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("forged cookie: %d", r3.StatusCode)
+	}
+}
+
+// The codec server's browser sessions expire after SessionMax, and a client address that
+// failed LoginFailures sign-ins or bearer tokens within LoginWindow waits (429) until the
+// window slides, even with the right token (issue 21, item 4).
+func TestCodecServerSessionsExpireAndSignInsAreLimited(t *testing.T) {
+	c, _ := New([]Key{mustKey(t, "k1")})
+	const token = "0123456789abcdef-token"
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	srv := httptest.NewServer(handlerAt(c, token, nil, clock))
+	defer srv.Close()
+	post := func(path string, form url.Values, header http.Header) *http.Response {
+		var body io.Reader = strings.NewReader(`{"payloads":[]}`)
+		if form != nil {
+			body = strings.NewReader(form.Encode())
+		}
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, body)
+		for k, v := range header {
+			req.Header[k] = v
+		}
+		if form != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	resp := post("/login", url.Values{"token": {token}}, nil)
+	cks := resp.Cookies()
+	if len(cks) != 1 || cks[0].MaxAge != int(SessionMax.Seconds()) {
+		t.Fatalf("cookie = %+v", cks)
+	}
+	withCookie := http.Header{"Cookie": {cks[0].Name + "=" + cks[0].Value}}
+	if r := post("/decode", nil, withCookie); r.StatusCode != http.StatusOK {
+		t.Fatalf("fresh session: %d", r.StatusCode)
+	}
+	advance(SessionMax)
+	if r := post("/decode", nil, withCookie); r.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("expired session: %d", r.StatusCode)
+	}
+	// A cookie whose expiry was moved without the token does not verify.
+	_, mac, _ := strings.Cut(cks[0].Value, ".")
+	moved := http.Header{"Cookie": {CookieName + "=" + fmt.Sprint(now.Add(time.Hour).Unix()) + "." + mac}}
+	if r := post("/decode", nil, moved); r.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("moved expiry: %d", r.StatusCode)
+	}
+	for i := 0; i < LoginFailures; i++ {
+		h := http.Header{"Authorization": {"Bearer wrong"}}
+		if i%2 == 0 {
+			if r := post("/login", url.Values{"token": {"wrong"}}, nil); r.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("failure %d: %d", i, r.StatusCode)
+			}
+			continue
+		}
+		if r := post("/decode", nil, h); r.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d", i, r.StatusCode)
+		}
+	}
+	if r := post("/decode", nil, http.Header{"Authorization": {"Bearer " + token}}); r.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("right token after %d failures: %d, want 429", LoginFailures, r.StatusCode)
+	}
+	advance(LoginWindow)
+	if r := post("/decode", nil, http.Header{"Authorization": {"Bearer " + token}}); r.StatusCode != http.StatusOK {
+		t.Fatalf("after the window: %d", r.StatusCode)
 	}
 }

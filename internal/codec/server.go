@@ -6,9 +6,13 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"html/template"
+	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"go.temporal.io/sdk/converter"
 )
@@ -18,12 +22,86 @@ import (
 // credentials"), not a bearer token.
 const CookieName = "airlock_codec"
 
-// session is the cookie value of a browser signed in with token: an HMAC of the token, so the
-// cookie never holds the token itself and every cookie dies when the token changes.
-func session(token string) string {
+// SessionMax is how long a codec browser session lasts (issue 21, item 4: every sign-in
+// surface expires its sessions); LoginFailures failed sign-ins or bearer tokens from one
+// client address within LoginWindow make it wait (429) until the window slides.
+const (
+	SessionMax    = 12 * time.Hour
+	LoginFailures = 10
+	LoginWindow   = time.Minute
+)
+
+// session is the cookie value of a browser signed in with token until expires: the expiry
+// (Unix seconds) and an HMAC of it under the token, so the cookie never holds the token, dies
+// when the token changes, and dies at its expiry whatever the browser keeps.
+func session(token string, expires time.Time) string {
+	exp := strconv.FormatInt(expires.Unix(), 10)
+	return exp + "." + sessionMAC(token, exp)
+}
+
+func sessionMAC(token, exp string) string {
 	m := hmac.New(sha256.New, []byte(token))
-	m.Write([]byte("airlock codec browser session"))
+	m.Write([]byte("airlock codec browser session\x00" + exp))
 	return hex.EncodeToString(m.Sum(nil))
+}
+
+// validSession reports whether cookie is a session of token that has not expired at now.
+func validSession(token, cookie string, now time.Time) bool {
+	exp, mac, ok := strings.Cut(cookie, ".")
+	if !ok || token == "" {
+		return false
+	}
+	n, err := strconv.ParseInt(exp, 10, 64)
+	if err != nil || !now.Before(time.Unix(n, 0)) {
+		return false
+	}
+	return hmac.Equal([]byte(mac), []byte(sessionMAC(token, exp)))
+}
+
+// failures counts failed authentications per client address over LoginWindow.
+type failures struct {
+	mu  sync.Mutex
+	at  map[string][]time.Time
+	now func() time.Time
+}
+
+// blocked reports whether addr has LoginFailures failures within the window.
+func (f *failures) blocked(addr string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.recent(addr)) >= LoginFailures
+}
+
+func (f *failures) recent(addr string) []time.Time {
+	now := f.now()
+	kept := f.at[addr][:0]
+	for _, t := range f.at[addr] {
+		if now.Sub(t) < LoginWindow {
+			kept = append(kept, t)
+		}
+	}
+	if len(kept) == 0 {
+		delete(f.at, addr)
+		return nil
+	}
+	f.at[addr] = kept
+	return kept
+}
+
+func (f *failures) fail(addr string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.at) > 10000 { // bound the map under a spray of addresses
+		f.at = map[string][]time.Time{}
+	}
+	f.at[addr] = append(f.recent(addr), f.now())
+}
+
+func clientAddr(r *http.Request) string {
+	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return h
+	}
+	return r.RemoteAddr
 }
 
 var loginPage = template.Must(template.New("login").Parse(`<!doctype html><html><head><meta charset="utf-8">
@@ -41,13 +119,25 @@ var loginPage = template.Must(template.New("login").Parse(`<!doctype html><html>
 // get the CORS headers, with credentials allowed so the UI can send the cookie; a request
 // from any other origin is refused (403).
 func Handler(c *Codec, token string, origins []string) http.Handler {
+	return handlerAt(c, token, origins, time.Now)
+}
+
+// handlerAt is Handler with a clock (tests).
+func handlerAt(c *Codec, token string, origins []string, now func() time.Time) http.Handler {
 	// Decrypt, then escape hidden characters: the UI shows them as \u escapes, also in
 	// payloads written before Airlock escaped them.
 	inner := converter.NewPayloadCodecHTTPHandler(c, Escape{})
-	sess := session(token)
+	fails := &failures{at: map[string][]time.Time{}, now: now}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodOptions && fails.blocked(clientAddr(r)) {
+			w.Header().Set("Retry-After", strconv.Itoa(int(LoginWindow.Seconds())))
+			http.Error(w, "too many failed sign-ins: try again later", http.StatusTooManyRequests)
+			return
+		}
 		if r.URL.Path == "/login" {
-			login(w, r, token, sess)
+			if !login(w, r, token, now()) {
+				fails.fail(clientAddr(r))
+			}
 			return
 		}
 		if origin := r.Header.Get("Origin"); origin != "" {
@@ -69,8 +159,11 @@ func Handler(c *Codec, token string, origins []string) http.Handler {
 		ok := false
 		if got, bearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); bearer {
 			ok = token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+			if !ok {
+				fails.fail(clientAddr(r))
+			}
 		} else if ck, err := r.Cookie(CookieName); err == nil {
-			ok = token != "" && subtle.ConstantTimeCompare([]byte(ck.Value), []byte(sess)) == 1
+			ok = validSession(token, ck.Value, now())
 		}
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="airlock codec"`)
@@ -83,8 +176,9 @@ func Handler(c *Codec, token string, origins []string) http.Handler {
 
 // login serves the sign-in form (GET) and checks a submitted token (POST): a match sets the
 // session cookie (HttpOnly, SameSite=Strict: sent only by pages of the same site, such as the
-// Temporal UI on another port of the same host).
-func login(w http.ResponseWriter, r *http.Request, token, sess string) {
+// Temporal UI on another port of the same host), good for SessionMax. It returns false for a
+// wrong token (a failure the caller counts).
+func login(w http.ResponseWriter, r *http.Request, token string, now time.Time) bool {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; form-action 'self'")
 	switch r.Method {
@@ -96,13 +190,14 @@ func login(w http.ResponseWriter, r *http.Request, token, sess string) {
 		if token == "" || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
 			w.WriteHeader(http.StatusUnauthorized)
 			loginPage.Execute(w, "Wrong token.")
-			return
+			return false
 		}
-		http.SetCookie(w, &http.Cookie{Name: CookieName, Value: sess, Path: "/", HttpOnly: true, Secure: r.TLS != nil,
-			SameSite: http.SameSiteStrictMode})
+		http.SetCookie(w, &http.Cookie{Name: CookieName, Value: session(token, now.Add(SessionMax)), Path: "/", HttpOnly: true, Secure: r.TLS != nil,
+			SameSite: http.SameSiteStrictMode, MaxAge: int(SessionMax.Seconds())})
 		loginPage.Execute(w, "Signed in: the Temporal UI can now decode payloads through this server.")
 	default:
 		w.Header().Set("Allow", "GET, POST")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 	}
+	return true
 }

@@ -77,6 +77,14 @@ type Config struct {
 	// Credential is the CLI approver's credential file (AIRLOCK_CREDENTIAL; default
 	// <user config dir>/airlock/credential.json), created by `airlock approvers add`.
 	Credential string
+	// ClientsFile lists the client credentials that may start turns and the principals each
+	// may speak for (AIRLOCK_CLIENTS, default <Home>/clients.json; internal/clients). Workers
+	// authenticate every turn request against it (issue 21).
+	ClientsFile string
+	// ClientCredential is the credential this machine's CLI starts turns with
+	// (AIRLOCK_CLIENT_CREDENTIAL; default <user config dir>/airlock/client.json), created by
+	// `airlock clients add`.
+	ClientCredential string
 	// WebAddr is the approver page's listen address, host:port (AIRLOCK_WEB_ADDR, default
 	// 127.0.0.1:8780); web.fetch never connects to it.
 	WebAddr string
@@ -89,21 +97,23 @@ var ErrFetchAllowPrivateRemoved = errors.New("config: AIRLOCK_FETCH_ALLOW_PRIVAT
 // FromEnv reads the Config from the environment.
 func FromEnv() Config {
 	c := Config{
-		Home:            env("AIRLOCK_HOME", ".airlock"),
-		DatabaseURL:     os.Getenv("AIRLOCK_DATABASE_URL"),
-		CorpusDir:       os.Getenv("AIRLOCK_CORPUS"),
-		RegistryFile:    os.Getenv("AIRLOCK_REGISTRY"),
-		PolicyFile:      os.Getenv("AIRLOCK_POLICY"),
-		GuidanceFile:    os.Getenv("AIRLOCK_GUIDANCE"),
-		Layers:          SplitList(os.Getenv("AIRLOCK_REGISTRY_LAYERS")),
-		SecretsDir:      os.Getenv("AIRLOCK_SECRETS_DIR"),
-		ApproverKeyFile: os.Getenv("AIRLOCK_APPROVER_KEY_FILE"),
-		TemporalUI:      env("AIRLOCK_TEMPORAL_UI", "http://localhost:8233"),
-		FetchAllow:      SplitList(os.Getenv("AIRLOCK_FETCH_ALLOW")),
-		WebAddr:         env("AIRLOCK_WEB_ADDR", "127.0.0.1:8780"),
-		ApproversFile:   os.Getenv("AIRLOCK_APPROVERS"),
-		Credential:      os.Getenv("AIRLOCK_CREDENTIAL"),
-		TaskQueue:       env("AIRLOCK_TASK_QUEUE", "airlock-turns"),
+		Home:             env("AIRLOCK_HOME", ".airlock"),
+		DatabaseURL:      os.Getenv("AIRLOCK_DATABASE_URL"),
+		CorpusDir:        os.Getenv("AIRLOCK_CORPUS"),
+		RegistryFile:     os.Getenv("AIRLOCK_REGISTRY"),
+		PolicyFile:       os.Getenv("AIRLOCK_POLICY"),
+		GuidanceFile:     os.Getenv("AIRLOCK_GUIDANCE"),
+		Layers:           SplitList(os.Getenv("AIRLOCK_REGISTRY_LAYERS")),
+		SecretsDir:       os.Getenv("AIRLOCK_SECRETS_DIR"),
+		ApproverKeyFile:  os.Getenv("AIRLOCK_APPROVER_KEY_FILE"),
+		TemporalUI:       env("AIRLOCK_TEMPORAL_UI", "http://localhost:8233"),
+		FetchAllow:       SplitList(os.Getenv("AIRLOCK_FETCH_ALLOW")),
+		WebAddr:          env("AIRLOCK_WEB_ADDR", "127.0.0.1:8780"),
+		ApproversFile:    os.Getenv("AIRLOCK_APPROVERS"),
+		Credential:       os.Getenv("AIRLOCK_CREDENTIAL"),
+		ClientsFile:      os.Getenv("AIRLOCK_CLIENTS"),
+		ClientCredential: os.Getenv("AIRLOCK_CLIENT_CREDENTIAL"),
+		TaskQueue:        env("AIRLOCK_TASK_QUEUE", "airlock-turns"),
 	}
 	if c.CorpusDir == "" {
 		c.CorpusDir = DefaultCorpusDir()
@@ -163,6 +173,27 @@ func (c Config) CredentialPath() string {
 		dir = filepath.Join(c.Home, "config")
 	}
 	return filepath.Join(dir, "airlock", "credential.json")
+}
+
+// ClientsPath is the clients file path: ClientsFile, else <Home>/clients.json.
+func (c Config) ClientsPath() string {
+	if c.ClientsFile != "" {
+		return c.ClientsFile
+	}
+	return filepath.Join(c.Home, "clients.json")
+}
+
+// ClientCredentialPath is the CLI's client credential path: ClientCredential, else
+// <user config dir>/airlock/client.json.
+func (c Config) ClientCredentialPath() string {
+	if c.ClientCredential != "" {
+		return c.ClientCredential
+	}
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		dir = filepath.Join(c.Home, "config")
+	}
+	return filepath.Join(dir, "airlock", "client.json")
 }
 
 // CredentialsDir is where `airlock approvers add` writes new credentials (<Home>/credentials,

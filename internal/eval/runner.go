@@ -18,6 +18,7 @@ import (
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/approvers"
+	"github.com/airlock-dev/airlock/internal/clients"
 	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/store"
@@ -51,11 +52,15 @@ func ParsePolicy(s string) (Policy, error) {
 // approver signs decisions with. They differ, so the four-eyes rule holds.
 const (
 	Principal = "eval-user"
-	Approver  = "eval-approver"
+	// Client is the in-memory client credential that starts evaluation turns.
+	Client   = "eval-client"
+	Approver = "eval-approver"
 )
 
 // Options configure Run.
 type Options struct {
+	// starter is the in-memory client credential Run attests its turns with.
+	starter clients.Credential
 	// Client is a connected Temporal client (the namespace must have Airlock's search
 	// attributes); Store is the store the workers and the approver use.
 	Client client.Client
@@ -143,6 +148,13 @@ func Run(ctx context.Context, opts Options, cases []*Case) (results []CaseResult
 	}
 	// The evaluation's approver is in-process: an approvers set of its own, with one
 	// credential, that only the evaluation's workers authenticate against.
+	// The evaluation starts its turns as an in-memory client allowed to speak for Principal
+	// only: its turns are attested like any other (issue 21).
+	clientSet, starter, err := clients.Ephemeral(Client, Principal)
+	if err != nil {
+		return nil, 0, err
+	}
+	opts.starter = starter
 	approverSet, creds, err := approvers.Ephemeral(Approver)
 	if err != nil {
 		return nil, 0, fmt.Errorf("eval: approver credential: %w", err)
@@ -182,7 +194,7 @@ func Run(ctx context.Context, opts Options, cases []*Case) (results []CaseResult
 			scopes[k] = append(scopes[k], c.ID)
 		}
 		acts := &activities.Activities{Registry: reg, Store: opts.Store, ApproverKey: key, Replay: replay,
-			Approvers: approvers.Static(approverSet)}
+			Approvers: approvers.Static(approverSet), Clients: clients.Static(clientSet)}
 		w := workers.New(opts.Client, acts, queues[k])
 		if err := w.Start(); err != nil {
 			return nil, 0, fmt.Errorf("eval: start worker for %s: %w", k, err)
@@ -294,6 +306,7 @@ func replayTurn(ctx context.Context, opts Options, req workflows.TurnRequest, qu
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	start := time.Now()
+	workflows.SignRequest(opts.starter, &req, seq, start)
 	so := workflows.StartOptions(id, queue, req)
 	so.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
 	so.EnableEagerStart = true

@@ -45,6 +45,10 @@ func Session(corpusDir, trace string) (string, error) {
 }
 
 // Request builds the TurnRequest replaying trace (see Session). The conversation id is
+// Principal is the principal of replayed turns (`airlock replay`, `airlock dev`): the client
+// credential that starts them must be allowed to speak for it (internal/clients).
+const Principal = "replay"
+
 // "replay-" plus the session name with separators replaced.
 func Request(corpusDir, trace string) (workflows.TurnRequest, error) {
 	var req workflows.TurnRequest
@@ -68,7 +72,7 @@ func Request(corpusDir, trace string) (workflows.TurnRequest, error) {
 		req.Scope = append(req.Scope, e.ID)
 	}
 	req.Conversation = "replay-" + strings.NewReplacer("/", "-", ".", "-").Replace(session)
-	req.Principal = "replay"
+	req.Principal = Principal
 	req.Session = session
 	req.SystemPrompt = t.SystemPrompt()
 	req.Message = t.UserPrompt()

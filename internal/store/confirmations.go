@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -67,6 +68,12 @@ type Confirmation struct {
 	// Provenance is the JSON provenance.Report of the arguments (issue 24): where each value
 	// came from. Empty for confirmations issued before it was computed.
 	Provenance json.RawMessage
+	// ApproverGroups are the approver groups that may decide it (its capability's policy
+	// "approval/groups" when issued; issue 21); empty: every approver.
+	ApproverGroups []string
+	// ApproverProof says how the deciding approver proved who they were (SetApproverProof);
+	// "" for undecided confirmations and those decided before it was recorded.
+	ApproverProof string
 }
 
 type confirmationRow struct {
@@ -95,6 +102,8 @@ type confirmationRow struct {
 	EditedDigest string `db:"edited_digest"`
 	Provenance   string `db:"provenance"`
 	Disclosure   string `db:"disclosure"`
+	Groups       string `db:"approver_groups"`
+	Proof        string `db:"approver_proof"`
 }
 
 func (r confirmationRow) confirmation() Confirmation {
@@ -106,7 +115,7 @@ func (r confirmationRow) confirmation() Confirmation {
 		CreatedAt: r.CreatedAt.Time, ExpiresAt: r.ExpiresAt.Time, ConsumedAt: r.ConsumedAt.ptr(),
 		Decision: r.Decision, Approver: r.Approver, Reason: r.Reason, DecidedAt: r.DecidedAt.ptr(),
 		Generation: r.Generation, ConsumedBy: r.ConsumedBy, EditedDigest: r.EditedDigest,
-		Provenance: optionalJSON(r.Provenance),
+		Provenance: optionalJSON(r.Provenance), ApproverGroups: splitGroups(r.Groups), ApproverProof: r.Proof,
 		Disclosure: disclosureJSON(r.Disclosure),
 	}
 }
@@ -114,7 +123,7 @@ func (r confirmationRow) confirmation() Confirmation {
 const confirmationCols = `id, token_hash, sealed_token, workflow_id, run_id, seq, call_id,
 	capability_id, version, args_digest, arguments, display, created_at, expires_at,
 	consumed_at, decision, approver, reason, decided_at, registry_revision, consumed_by, generation,
-	edited_digest, provenance, disclosure`
+	edited_digest, provenance, disclosure, approver_groups, approver_proof`
 
 // CreateConfirmation stores a new pending, unconsumed confirmation and returns
 // it as stored. It is idempotent by c.ID: if a confirmation with this ID
@@ -134,12 +143,12 @@ func (s *Store) CreateConfirmation(ctx context.Context, c Confirmation) (Confirm
 	}
 	_, err = s.db.ExecContext(ctx, s.q(`INSERT INTO confirmations
 		(id, token_hash, sealed_token, workflow_id, run_id, seq, call_id, capability_id,
-		 version, args_digest, arguments, display, created_at, expires_at, registry_revision, provenance, disclosure)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		 version, args_digest, arguments, display, created_at, expires_at, registry_revision, provenance, disclosure, approver_groups)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`),
 		c.ID, c.TokenHash, bytesArg(c.SealedToken), c.WorkflowID, c.RunID, c.Seq, c.CallID,
 		c.CapabilityID, c.Version, c.ArgsDigest, args, c.Display,
-		tsArg(orNow(c.CreatedAt)), tsArg(c.ExpiresAt), c.RegistryRevision, string(c.Provenance), string(c.Disclosure))
+		tsArg(orNow(c.CreatedAt)), tsArg(c.ExpiresAt), c.RegistryRevision, string(c.Provenance), string(c.Disclosure), joinGroups(c.ApproverGroups))
 	if err != nil {
 		return Confirmation{}, fmt.Errorf("store: create confirmation %q: %w", c.ID, err)
 	}
@@ -195,6 +204,16 @@ func (s *Store) DecideConfirmation(ctx context.Context, id, decision, approver, 
 		return fmt.Errorf("store: confirmation %q: decision %q is not approved, denied or expired", id, decision)
 	}
 	return s.decideConfirmation(ctx, s.db, id, decision, approver, reason, at)
+}
+
+// SetApproverProof records how the approver of decided confirmation id proved who they were
+// (issue 21): written once, after DecideConfirmation or EditConfirmation; a second call with
+// another proof leaves the first.
+func (s *Store) SetApproverProof(ctx context.Context, id, proof string) error {
+	if _, err := s.db.ExecContext(ctx, s.q(`UPDATE confirmations SET approver_proof = ? WHERE id = ? AND decision <> '' AND approver_proof = ''`), proof, id); err != nil {
+		return fmt.Errorf("store: record approver proof of %q: %w", id, err)
+	}
+	return nil
 }
 
 // decideConfirmation is DecideConfirmation through x (the store or a transaction).
@@ -385,4 +404,21 @@ func disclosureJSON(s string) json.RawMessage {
 		return nil
 	}
 	return json.RawMessage(s)
+}
+
+// joinGroups is the approver_groups column of groups: "" for none, else ",g1,g2," (so a
+// group is found with a LIKE on ",g,", and group names cannot hold a comma).
+func joinGroups(groups []string) string {
+	if len(groups) == 0 {
+		return ""
+	}
+	return "," + strings.Join(groups, ",") + ","
+}
+
+func splitGroups(col string) []string {
+	col = strings.Trim(col, ",")
+	if col == "" {
+		return nil
+	}
+	return strings.Split(col, ",")
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -64,6 +65,23 @@ type UndecidedFilter struct {
 	Conversation string
 	// CapabilityID keeps the confirmations of this capability.
 	CapabilityID string
+	// EligibleGroups, when set, keeps the confirmations an approver of these groups may decide
+	// (Confirmation.ApproverGroups empty, or sharing one of them); a "|"-joined list, so the
+	// filter stays comparable (issue 21). Use Eligible to build it; NoGroups for an approver
+	// in no group.
+	EligibleGroups string
+}
+
+// NoGroups is EligibleGroups for an approver in no group: only confirmations every approver
+// may decide.
+const NoGroups = "|"
+
+// Eligible returns the EligibleGroups value for an approver in groups.
+func Eligible(groups []string) string {
+	if len(groups) == 0 {
+		return NoGroups
+	}
+	return strings.Join(groups, "|")
 }
 
 // where is f as SQL conditions (appended to the undecided test) and their arguments. The conversation
@@ -81,6 +99,17 @@ func (f UndecidedFilter) where() (string, []any) {
 	if f.CapabilityID != "" {
 		sql += ` AND capability_id = ?`
 		args = append(args, f.CapabilityID)
+	}
+	if f.EligibleGroups != "" {
+		cond := `approver_groups = ''`
+		for _, g := range strings.Split(f.EligibleGroups, "|") {
+			if g == "" || strings.Contains(g, ",") {
+				continue // not a group name (NamePattern has no comma)
+			}
+			cond += ` OR approver_groups LIKE ? ESCAPE '\'`
+			args = append(args, "%,"+likeEscaper.Replace(g)+",%")
+		}
+		sql += ` AND (` + cond + `)`
 	}
 	return sql, args
 }
@@ -114,3 +143,6 @@ func (s *Store) CountUndecided(ctx context.Context, f UndecidedFilter) (int, err
 	}
 	return n, nil
 }
+
+// likeEscaper escapes LIKE's wildcards (and its escape character) in a group name.
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)

@@ -38,7 +38,9 @@ type answer struct {
 }
 
 type session struct {
-	approver   string
+	approver string
+	// stamp is the approver's PasswordStamp at sign-in: a password change ends the session.
+	stamp      string
 	csrf       string
 	created    time.Time
 	lastSeen   time.Time
@@ -67,7 +69,7 @@ func randomID() (string, error) {
 }
 
 // create starts a session for approver and returns its id.
-func (s *sessions) create(approver string) (string, error) {
+func (s *sessions) create(approver, stamp string) (string, error) {
 	id, err := randomID()
 	if err != nil {
 		return "", err
@@ -84,7 +86,7 @@ func (s *sessions) create(approver string) (string, error) {
 			delete(s.byID, k)
 		}
 	}
-	s.byID[id] = &session{approver: approver, csrf: csrf, created: now, lastSeen: now}
+	s.byID[id] = &session{approver: approver, stamp: stamp, csrf: csrf, created: now, lastSeen: now}
 	return id, nil
 }
 
@@ -234,3 +236,18 @@ func clientIP(r *http.Request) string {
 // userKey and ipKey keep the two namespaces of limiter keys apart.
 func userKey(name string) string { return "user:" + strings.ToLower(name) }
 func ipKey(ip string) string     { return "ip:" + ip }
+
+// PasswordStamper is what an Authenticator may also offer (approvers.Set does): a value that
+// changes whenever the approver's password does, so the page ends the sessions signed in with
+// the old one (issue 21, item 4).
+type PasswordStamper interface {
+	PasswordStamp(approver string) string
+}
+
+// stampOf is auth's PasswordStamp of approver ("" when auth offers none).
+func stampOf(auth Authenticator, approver string) string {
+	if ps, ok := auth.(PasswordStamper); ok {
+		return ps.PasswordStamp(approver)
+	}
+	return ""
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/airlock-dev/airlock/activities"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -59,7 +60,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.limiter.forgive(at, keys...)
-	id, err := s.sessions.create(approver)
+	id, err := s.sessions.create(approver, stampOf(set, approver))
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, "could not start a session", err)
 		return
@@ -147,8 +148,16 @@ func (s *Server) card(r *http.Request, c store.Confirmation, principal string, n
 		Version: c.Version, Seq: c.Seq, Fields: fields(c.Arguments), Literal: show(string(c.Arguments), literalLimit),
 		Leaves: leaves(c.Arguments), Disclosure: disclosure(c.Disclosure), Origins: origins(c.Provenance), ArgsDigest: c.ArgsDigest, Edit: editable(c.Arguments),
 		CreatedAt: c.CreatedAt, ExpiresAt: c.ExpiresAt, Expired: c.Decision == "" && !now.Before(c.ExpiresAt),
-		Decision: c.Decision, Approver: show(c.Approver, fieldLimit), Reason: show(c.Reason, fieldLimit),
+		Decision: c.Decision, Approver: show(approverLine(c), fieldLimit), Reason: show(c.Reason, fieldLimit),
 	}
+}
+
+// approverLine is who decided c and how they proved it (issue 21: "alice · CLI credential").
+func approverLine(c store.Confirmation) string {
+	if c.ApproverProof == "" || c.Approver == "" {
+		return c.Approver
+	}
+	return c.Approver + " · " + c.ApproverProof
 }
 
 func (s *Server) event(e store.AuditEvent) event {
@@ -161,6 +170,20 @@ func (s *Server) event(e store.AuditEvent) event {
 type turnInfo struct{ Principal, Status string }
 
 func (s *Server) turnInfo(ctx context.Context, workflowID string) turnInfo {
+	ti := s.temporalInfo(ctx, workflowID)
+	// The requester the worker proved from the turn's attestation (issue 21); the search
+	// attribute is only what the starter wrote, so it is shown as a claim.
+	if rq, err := s.opt.Store.GetRequester(ctx, workflowID, ""); err == nil {
+		ti.Principal = rq.Principal + " · attested by client " + rq.Client
+	} else if ti.Principal != "" {
+		ti.Principal += " · NOT attested (the turn's request did not prove it)"
+	}
+	return ti
+}
+
+// temporalInfo is what Temporal says about a turn: the principal its starter named, and its
+// status.
+func (s *Server) temporalInfo(ctx context.Context, workflowID string) turnInfo {
 	if s.opt.Temporal == nil {
 		return turnInfo{}
 	}
@@ -172,6 +195,7 @@ func (s *Server) turnInfo(ctx context.Context, workflowID string) turnInfo {
 	}
 	var ti turnInfo
 	ti.Principal, _ = d.TypedSearchAttributes.GetKeyword(workflows.AttrPrincipal)
+	ti.Principal = strings.TrimSpace(ti.Principal)
 	ti.Status, _ = d.TypedSearchAttributes.GetKeyword(workflows.AttrStatus)
 	if ti.Status == "" {
 		ti.Status = strings.ToLower(d.Status.String())
@@ -232,6 +256,26 @@ func inboxLink(conversation, capability string, n int) string {
 	return "/?" + v.Encode()
 }
 
+// GroupsOf is what an Authenticator may also offer: the approver groups of an approver
+// (approvers.Set does), which limit the inbox to what they may decide.
+type GroupsOf interface {
+	GroupsOf(approver string) []string
+}
+
+// eligibleGroups is the inbox's store.UndecidedFilter.EligibleGroups for approver: "" (no
+// narrowing) when the approvers file offers no groups, else their groups.
+func (s *Server) eligibleGroups(approver string) string {
+	set, err := s.opt.Approvers()
+	if err != nil {
+		return store.NoGroups
+	}
+	g, ok := set.(GroupsOf)
+	if !ok {
+		return ""
+	}
+	return store.Eligible(g.GroupsOf(approver))
+}
+
 // inbox lists undecided confirmations across turns, newest first, filtered by conversation
 // and capability, InboxPageSize at a time; the calls of one turn are grouped with the turn's
 // earlier outcomes.
@@ -239,12 +283,16 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q := r.URL.Query()
 	data := inboxData{Conversation: q.Get("conversation"), Capability: q.Get("capability")}
-	f := store.UndecidedFilter{Conversation: data.Conversation, CapabilityID: data.Capability}
+	// Only what the signed-in approver may decide (issue 21): their groups against each
+	// confirmation's approver groups.
+	all := store.UndecidedFilter{EligibleGroups: s.eligibleGroups(current(r).session.approver)}
+	f := all
+	f.Conversation, f.CapabilityID = data.Conversation, data.Capability
 	page := inboxPage(q)
 	var err error
-	if data.Total, err = s.opt.Store.CountUndecided(ctx, store.UndecidedFilter{}); err == nil {
+	if data.Total, err = s.opt.Store.CountUndecided(ctx, all); err == nil {
 		data.Matching = data.Total
-		if f != (store.UndecidedFilter{}) {
+		if f != all {
 			data.Matching, err = s.opt.Store.CountUndecided(ctx, f)
 		}
 	}
@@ -527,6 +575,9 @@ func verdictText(id string, req approval.Request, err error) (bool, string) {
 		return false, fmt.Sprintf("Not sent: %s expired before your decision; the call never runs.", id)
 	case errors.As(err, &np):
 		return false, "Not decided: " + np.Error()
+	case errors.As(err, &ref) && ref.Code == activities.QuorumPending:
+		// Counted towards the capability's quorum (issue 21): the call waits for others.
+		return true, fmt.Sprintf("Approval of %s by %s recorded: %s", id, req.Approver, ref.Detail)
 	case errors.As(err, &ref):
 		msg := "Refused by the turn: " + ref.Code
 		if ref.Detail != "" {

@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -61,6 +62,10 @@ type Options struct {
 	// Log receives one line per refused or failed request (default slog.Default()); never a
 	// password, a session id or a CSRF token.
 	Log *slog.Logger
+	// Hosts, when set, are the host names (without port, any case) the page answers to; a
+	// request for any other Host is refused 421 (issue 21, item 4: a DNS-rebinding page on
+	// another name never reaches the approver's session). Empty: every host (tests).
+	Hosts []string
 }
 
 // Server is the approver page's HTTP handler.
@@ -144,6 +149,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	if !s.hostAllowed(r.Host) {
+		s.opt.Log.Warn("web: refused a request for a host name the page does not serve", "client", clientIP(r))
+		http.Error(w, "refused: this approver page does not serve that host name (airlock web --host)", http.StatusMisdirectedRequest)
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && !sameOrigin(r) {
 		s.opt.Log.Warn("web: refused a cross-origin or origin-less state change", "path", r.URL.Path, "client", clientIP(r))
 		http.Error(w, "refused: this request does not come from the approver page (Origin check)", http.StatusForbidden)
@@ -181,6 +191,11 @@ func (s *Server) authed(next http.HandlerFunc) http.HandlerFunc {
 			}
 			if !set.Has(sess.approver) { // removed from the approvers file since signing in
 				s.opt.Log.Warn("web: ended the session of an approver no longer in the approvers file", "approver", sess.approver)
+				s.sessions.remove(id)
+				http.SetCookie(w, sessionCookie("", -1))
+				ok = false
+			} else if stampOf(set, sess.approver) != sess.stamp { // password changed since signing in
+				s.opt.Log.Warn("web: ended a session signed in with a password that has changed since", "approver", sess.approver)
 				s.sessions.remove(id)
 				http.SetCookie(w, sessionCookie("", -1))
 				ok = false
@@ -237,4 +252,33 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, msg st
 		s.opt.Log.Error("web: "+msg, "err", err)
 	}
 	s.render(w, r, status, "error", "Error", msg)
+}
+
+// hostAllowed reports whether the page serves host (a Host header, with or without port).
+func (s *Server) hostAllowed(host string) bool {
+	if len(s.opt.Hosts) == 0 {
+		return true
+	}
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	for _, h := range s.opt.Hosts {
+		if strings.EqualFold(strings.Trim(h, "[]"), host) {
+			return true
+		}
+	}
+	return false
+}
+
+// DefaultHosts are the host names a page listening on addr answers when none are configured:
+// the loopback names, and addr's own host when it names one (not a wildcard address).
+func DefaultHosts(addr string) []string {
+	hosts := []string{"localhost", "127.0.0.1", "::1"}
+	if h, _, err := net.SplitHostPort(addr); err == nil && h != "" {
+		if ip := net.ParseIP(h); ip == nil || !ip.IsUnspecified() {
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts
 }

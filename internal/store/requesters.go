@@ -1,0 +1,106 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// TurnRequester is the authenticated requester of one turn run (issue 21): the principal its
+// request was attested for, the client credential that attested it, the attestation's
+// signature (one attestation starts one run chain: FirstRunID, the run Temporal started,
+// and its retries) and the turn's start time (the server's, against which the attestation's
+// age was checked).
+type TurnRequester struct {
+	WorkflowID string    `db:"workflow_id"`
+	RunID      string    `db:"run_id"`
+	FirstRunID string    `db:"first_run_id"`
+	Principal  string    `db:"principal"`
+	Client     string    `db:"client"`
+	Signature  string    `db:"signature"`
+	At         time.Time `db:"-"`
+}
+
+type requesterRow struct {
+	TurnRequester
+	AtCol dbTime `db:"at"`
+}
+
+const requesterCols = `workflow_id, run_id, first_run_id, principal, client, signature, at`
+
+// ErrAttestationUsed: RecordRequester for an attestation another run chain already recorded.
+var ErrAttestationUsed = errors.New("store: the attestation already started another turn run")
+
+// RecordRequester records r unless its run has a requester already (a retried first round:
+// the stored row is returned unchanged). Errors: ErrAttestationUsed when a run of another
+// chain (another FirstRunID: a second start of the workflow id) recorded the same signature,
+// or r's run recorded another one. Runs of one workflow id never run at once, so the check
+// and the insert need no transaction.
+func (s *Store) RecordRequester(ctx context.Context, r TurnRequester) (TurnRequester, error) {
+	if r.WorkflowID == "" || r.Signature == "" || r.Client == "" {
+		return TurnRequester{}, errors.New("store: a turn requester needs a workflow id, a client and a signature")
+	}
+	if r.FirstRunID == "" {
+		r.FirstRunID = r.RunID
+	}
+	var chains []string
+	if err := s.db.SelectContext(ctx, &chains, s.q(`SELECT first_run_id FROM turn_requesters WHERE signature = ?`), r.Signature); err != nil {
+		return TurnRequester{}, fmt.Errorf("store: record turn requester: %w", err)
+	}
+	for _, c := range chains {
+		if c != r.FirstRunID {
+			return TurnRequester{}, ErrAttestationUsed
+		}
+	}
+	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO turn_requesters (`+requesterCols+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
+		r.WorkflowID, r.RunID, r.FirstRunID, r.Principal, r.Client, r.Signature, tsArg(orNow(r.At)))
+	if err != nil {
+		return TurnRequester{}, fmt.Errorf("store: record turn requester: %w", err)
+	}
+	got, err := s.GetRequester(ctx, r.WorkflowID, r.RunID)
+	if errors.Is(err, ErrNotFound) {
+		return TurnRequester{}, ErrAttestationUsed
+	}
+	if err != nil {
+		return TurnRequester{}, err
+	}
+	if got.Signature != r.Signature {
+		return got, ErrAttestationUsed
+	}
+	return got, nil
+}
+
+// GetRequester returns the requester of run runID of workflowID ("" = its latest recorded
+// run), or an error wrapping ErrNotFound (a turn from before requesters were recorded, or one
+// whose request was refused).
+func (s *Store) GetRequester(ctx context.Context, workflowID, runID string) (TurnRequester, error) {
+	var r requesterRow
+	var err error
+	if runID == "" {
+		err = s.db.GetContext(ctx, &r, s.q(`SELECT `+requesterCols+` FROM turn_requesters WHERE workflow_id = ? ORDER BY at DESC LIMIT 1`), workflowID)
+	} else {
+		err = s.db.GetContext(ctx, &r, s.q(`SELECT `+requesterCols+` FROM turn_requesters WHERE workflow_id = ? AND run_id = ?`), workflowID, runID)
+	}
+	if err != nil {
+		return TurnRequester{}, notFound(err, "turn requester")
+	}
+	r.TurnRequester.At = r.AtCol.Time
+	return r.TurnRequester, nil
+}
+
+// ChainStart returns when the run chain firstRunID of workflowID started, as its first
+// recorded requester says (TurnRequester.At is the turn's start), and whether it has one: a
+// workflow retry checks its attestation's age against the chain's start, not its own.
+func (s *Store) ChainStart(ctx context.Context, workflowID, firstRunID string) (time.Time, bool, error) {
+	var r requesterRow
+	err := s.db.GetContext(ctx, &r, s.q(`SELECT `+requesterCols+` FROM turn_requesters WHERE workflow_id = ? AND first_run_id = ? ORDER BY at LIMIT 1`), workflowID, firstRunID)
+	if errors.Is(notFound(err, "turn requester"), ErrNotFound) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("store: chain start: %w", err)
+	}
+	return r.AtCol.Time, true, nil
+}
