@@ -44,6 +44,14 @@ type Options struct {
 	ApproverKeyFile string
 	// Credential is the CLI approver credential (AIRLOCK_CREDENTIAL); a worker does not use it.
 	Credential string
+	// ClientsFile lists the client credentials that may start turns and the principals each may
+	// speak for (AIRLOCK_CLIENTS, default <Home>/clients.json): the worker verifies every turn's
+	// requester attestation against it and ends an unattested turn before the model is asked
+	// (issue 21).
+	ClientsFile string
+	// ClientCredential is the client credential a process attests the turns it starts with
+	// (AIRLOCK_CLIENT_CREDENTIAL); a worker does not use it.
+	ClientCredential string
 	// WebAddr is the approver page's address (AIRLOCK_WEB_ADDR): never reachable by web.fetch or
 	// HTTP capabilities.
 	WebAddr string
@@ -92,6 +100,7 @@ func fromConfig(c config.Config) Options {
 	return Options{Home: c.Home, DatabaseURL: c.DatabaseURL, TaskQueue: c.TaskQueue, RegistryFile: c.RegistryFile,
 		PolicyFile: c.PolicyFile, GuidanceFile: c.GuidanceFile, Layers: c.Layers, SecretsDir: c.SecretsDir,
 		FetchAllow: c.FetchAllow, ApproversFile: c.ApproversFile, ApproverKeyFile: c.ApproverKeyFile, Credential: c.Credential,
+		ClientsFile: c.ClientsFile, ClientCredential: c.ClientCredential,
 		WebAddr: c.WebAddr, TemporalUI: c.TemporalUI, CorpusDir: c.CorpusDir, retiredFetchAllowPrivate: c.RetiredFetchAllowPrivate}
 }
 
@@ -102,6 +111,7 @@ func (o Options) config() config.Config {
 	c := config.Config{Home: o.Home, DatabaseURL: o.DatabaseURL, TaskQueue: o.TaskQueue, RegistryFile: o.RegistryFile,
 		PolicyFile: o.PolicyFile, GuidanceFile: o.GuidanceFile, Layers: o.Layers, SecretsDir: o.SecretsDir,
 		FetchAllow: o.FetchAllow, ApproversFile: o.ApproversFile, ApproverKeyFile: o.ApproverKeyFile, Credential: o.Credential,
+		ClientsFile: o.ClientsFile, ClientCredential: o.ClientCredential,
 		WebAddr: o.WebAddr, TemporalUI: o.TemporalUI, CorpusDir: o.CorpusDir, RetiredFetchAllowPrivate: o.retiredFetchAllowPrivate}
 	if c.Home == "" {
 		c.Home = ".airlock"

@@ -45,7 +45,7 @@ func TestHistoryPayloadsCarryHiddenCharactersEscaped(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for cl == nil {
 		// The store exists once the worker created it.
-		if cl, err = client.Dial(ctx, client.Options{HostPort: devServer.Address, Namespace: devServer.Namespace, TaskQueue: cfg.TaskQueue, DatabaseURL: cfg.StoreURL()}); err != nil {
+		if cl, err = client.Dial(ctx, client.Options{HostPort: devServer.Address, Namespace: devServer.Namespace, TaskQueue: cfg.TaskQueue, DatabaseURL: cfg.StoreURL(), ClientCredentialFile: itStarterFile}); err != nil {
 			if time.Now().After(deadline) {
 				t.Fatal(err)
 			}

@@ -382,7 +382,7 @@ func TestStreamConfirmationSurvivesReconnect(t *testing.T) {
 	startWorker(t, c, cfg)
 	st := openStore(t, cfg)
 	base, token := streamEndpointOf(t, st)
-	run := startTurn(t, c, cfg, workflows.TurnRequest{Conversation: "stream-confirm", Message: "fetch the page", Principal: "user:alice"})
+	run := startTurn(t, c, cfg, workflows.TurnRequest{Conversation: "stream-confirm", Message: "fetch the page", Principal: "alice"})
 
 	ctx1, cancel1 := context.WithCancel(context.Background())
 	first := make(chan sseEvent, 256)

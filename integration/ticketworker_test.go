@@ -166,7 +166,7 @@ func TestTicketWorkerExample(t *testing.T) {
 	web.url = web.startWeb()
 
 	c := dial(t)
-	cl, err := client.New(ctx, c, client.Options{TaskQueue: queue, DatabaseURL: dbURL})
+	cl, err := client.New(ctx, c, client.Options{TaskQueue: queue, DatabaseURL: dbURL, ClientCredentialFile: itStarterFile})
 	if err != nil {
 		t.Fatal(err)
 	}
