@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/airlock-dev/airlock/internal/notify"
 	"github.com/airlock-dev/airlock/internal/notify/channels"
@@ -43,5 +44,14 @@ func RunNotices(ctx context.Context, deps *Deps, log *slog.Logger, metrics *noti
 		return
 	}
 	d := &notify.Dispatcher{Store: deps.Store, Source: deps.Notify, Open: channels.Open, Log: log, Metrics: metrics}
+	if v := os.Getenv("AIRLOCK_NOTIFY_LEASE"); v != "" {
+		// How long a claimed delivery is held: a worker killed mid-send has its deliveries
+		// sent again (same delivery id) by another worker once it runs out.
+		if l, err := time.ParseDuration(v); err == nil && l >= time.Second {
+			d.Lease = l
+		} else {
+			log.Warn("AIRLOCK_NOTIFY_LEASE is not a duration of at least 1s; using the default 2m", "value", v)
+		}
+	}
 	_ = d.Run(ctx)
 }
