@@ -70,6 +70,7 @@ type Server struct {
 	limiter  *limiter
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
+	live     liveHub // the live inbox's store watcher (live.go)
 }
 
 // New builds the Server. Store, Approvers and Decide are required.
@@ -108,6 +109,7 @@ func New(opt Options) (*Server, error) {
 	m.HandleFunc("POST /login", s.login)
 	m.HandleFunc("POST /logout", s.authed(s.logout))
 	m.HandleFunc("GET /{$}", s.authed(s.inbox))
+	m.HandleFunc("GET /events", s.authed(s.events)) // the live inbox (live.go)
 	m.HandleFunc("GET /turn", s.authed(s.turn))
 	m.HandleFunc("GET /history", s.authed(s.history))
 	m.HandleFunc("POST /decide", s.authed(s.decide))
