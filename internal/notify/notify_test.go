@@ -130,7 +130,6 @@ type mailBackend struct {
 	mu    sync.Mutex
 	mails []string
 	tls   []bool
-	users []string
 }
 
 type mailSession struct {
