@@ -31,6 +31,31 @@ type File struct {
 	// Routes pick channels for a confirmation: every route whose capabilities match adds its
 	// channels (each channel is told once per notice kind).
 	Routes []Route `yaml:"routes"`
+	// SlackInteractive, when set, lets Slack's Approve and Deny buttons decide the
+	// confirmations of routes with slack_decide (served by `airlock web` at
+	// /slack/interactions).
+	SlackInteractive *SlackInteractive `yaml:"slack_interactive"`
+}
+
+// SlackInteractive configures deciding from Slack: the app's signing secret and the map from
+// Slack user ids to approver names of the approvers file (an unmapped user decides nothing).
+type SlackInteractive struct {
+	SigningSecret Secret            `yaml:"signing_secret"`
+	Users         map[string]string `yaml:"users"`
+}
+
+// SlackDecides reports whether a confirmation of capability id may be decided from Slack: a
+// matching route sets slack_decide and slack_interactive is configured.
+func (f *File) SlackDecides(id string) bool {
+	if f == nil || f.SlackInteractive == nil {
+		return false
+	}
+	for _, r := range f.Routes {
+		if r.SlackDecide && r.Matches(id) {
+			return true
+		}
+	}
+	return false
 }
 
 // ChannelConfig is one channel. Type is webhook, slack or email; the other fields are the
@@ -99,6 +124,9 @@ type Route struct {
 	RemindAt     float64  `yaml:"remind_at"`
 	EscalateAt   float64  `yaml:"escalate_at"`
 	EscalateTo   []string `yaml:"escalate_to"`
+	// SlackDecide puts Approve and Deny buttons on this route's Slack notices (needs
+	// slack_interactive). Never set it for a capability that needs a passkey.
+	SlackDecide bool `yaml:"slack_decide"`
 }
 
 // Matches reports whether r applies to capability id.
@@ -138,7 +166,18 @@ func Parse(b []byte) (*File, error) {
 			return nil, fmt.Errorf("notify file: channel %q: type %q: want webhook, slack or email", c.Name, c.Type)
 		}
 	}
+	if si := f.SlackInteractive; si != nil {
+		if !si.SigningSecret.Set() {
+			return nil, errors.New("notify file: slack_interactive needs signing_secret ({file: …} or {env: …})")
+		}
+		if len(si.Users) == 0 {
+			return nil, errors.New("notify file: slack_interactive needs users (Slack user id: approver name)")
+		}
+	}
 	for i, r := range f.Routes {
+		if r.SlackDecide && f.SlackInteractive == nil {
+			return nil, fmt.Errorf("notify file: route %d: slack_decide needs slack_interactive", i+1)
+		}
 		if len(r.Channels) == 0 {
 			return nil, fmt.Errorf("notify file: route %d names no channels", i+1)
 		}

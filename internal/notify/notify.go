@@ -81,6 +81,11 @@ type Notice struct {
 	ExpiresAt  time.Time `json:"expires_at"`
 	// Link opens the card on the signed-in approver page ("" when the notify file sets no base_url).
 	Link string `json:"link,omitempty"`
+	// Decide, set on Slack notices of capabilities the notify file lets Slack decide, is the
+	// value of the Approve and Deny buttons: the confirmation id and the argument digest this
+	// message shows, so a click decides only those arguments. Not a token: the click is
+	// checked by Slack's signature and the user map.
+	Decide string `json:"decide,omitempty"`
 }
 
 // Leaves says where the call sends what, from the registry.Disclosure stored with the

@@ -535,3 +535,54 @@ func TestNotifyFileErrorsAndLiveReload(t *testing.T) {
 		t.Fatalf("broken edit: %+v %v", f, err)
 	}
 }
+
+// TestSlackButtonsOnlyWhereThePolicyLetsSlackDecide: a route with slack_decide puts Approve and
+// Deny buttons bound to the confirmation id and the argument digest on Slack notices only; other
+// capabilities and other channels get none; slack_decide without slack_interactive is refused.
+func TestSlackButtonsOnlyWhereThePolicyLetsSlackDecide(t *testing.T) {
+	if _, err := notify.Parse([]byte("channels: [{name: s, type: slack}]\nroutes: [{channels: [s], slack_decide: true}]")); err == nil || !strings.Contains(err.Error(), "slack_interactive") {
+		t.Fatalf("slack_decide without slack_interactive: %v", err)
+	}
+	f, err := notify.Parse([]byte(`slack_interactive: {signing_secret: {env: X}, users: {U1: alice}}
+channels: [{name: s, type: slack}, {name: w, type: webhook}]
+routes:
+  - {capabilities: [send_email], channels: [s, w], slack_decide: true}
+  - {capabilities: [files.*], channels: [s]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := openStore(t)
+	c := confirmation(t, st, "cf-0003", time.Now())
+	ds, err := notify.Deliveries(f, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		var n notify.Notice
+		_ = json.Unmarshal(d.Payload, &n)
+		want := ""
+		if d.Channel == "s" {
+			want = "cf-0003|sha256:abcd"
+		}
+		if n.Decide != want {
+			t.Errorf("%s: decide %q, want %q", d.Channel, n.Decide, want)
+		}
+		if d.Channel == "s" {
+			m := slack.Render(n)
+			last := m.Blocks[len(m.Blocks)-1]
+			if len(last.Elements) != 2 || last.Elements[0].ActionID != slack.ActionApprove || last.Elements[1].ActionID != slack.ActionDeny || last.Elements[0].Value != want {
+				t.Errorf("buttons: %+v", last)
+			}
+		}
+	}
+	c.CapabilityID = "files.write"
+	ds, _ = notify.Deliveries(f, c)
+	for _, d := range ds {
+		var n notify.Notice
+		_ = json.Unmarshal(d.Payload, &n)
+		if n.Decide != "" {
+			t.Errorf("files.write may not be decided from Slack: %+v", n)
+		}
+	}
+}

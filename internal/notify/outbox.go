@@ -54,6 +54,9 @@ func Deliveries(f *File, c store.Confirmation) ([]store.Delivery, error) {
 	var out []store.Delivery
 	add := func(kind, ch string, due time.Time) error {
 		n := Build(c, kind, ch, f.BaseURL)
+		if cc, ok := f.Channel(ch); ok && cc.Type == "slack" && f.SlackDecides(c.CapabilityID) {
+			n.Decide = c.ID + "|" + c.ArgsDigest
+		}
 		b, err := json.Marshal(n)
 		if err != nil {
 			return fmt.Errorf("notify: encode notice: %w", err)

@@ -99,10 +99,19 @@ type Text struct {
 
 // Element is a context or actions element (a text object or a link button).
 type Element struct {
-	Type string `json:"type"`
-	Text any    `json:"text,omitempty"`
-	URL  string `json:"url,omitempty"`
+	Type     string `json:"type"`
+	Text     any    `json:"text,omitempty"`
+	URL      string `json:"url,omitempty"`
+	ActionID string `json:"action_id,omitempty"`
+	Value    string `json:"value,omitempty"`
+	Style    string `json:"style,omitempty"`
 }
+
+// Action ids of the decision buttons (web.SlackActionApprove, web.SlackActionDeny).
+const (
+	ActionApprove = "airlock_approve"
+	ActionDeny    = "airlock_deny"
+)
 
 // plain is a plain_text object of s cut to Slack's limit, emoji shortcodes off.
 func plain(s string, limit int) *Text {
@@ -142,8 +151,16 @@ func Render(n notify.Notice) Message {
 	if len(n.Flags) > 0 {
 		section("Look twice", []string{strings.Join(n.Flags, ", ")})
 	}
+	var els []Element
+	if n.Decide != "" {
+		els = append(els, Element{Type: "button", Text: plain("Approve", 75), ActionID: ActionApprove, Value: n.Decide, Style: "primary"},
+			Element{Type: "button", Text: plain("Deny", 75), ActionID: ActionDeny, Value: n.Decide, Style: "danger"})
+	}
 	if n.Link != "" {
-		m.Blocks = append(m.Blocks, Block{Type: "actions", Elements: []Element{{Type: "button", Text: plain("Open the card to decide", 75), URL: n.Link}}})
+		els = append(els, Element{Type: "button", Text: plain("Open the card", 75), URL: n.Link})
+	}
+	if len(els) > 0 {
+		m.Blocks = append(m.Blocks, Block{Type: "actions", Elements: els})
 	}
 	return m
 }
