@@ -13,3 +13,9 @@ import (
 type Notifier interface {
 	Pending(ctx context.Context, c store.Confirmation) error
 }
+
+// ProposalNotifier, when the Notifier implements it, owes approvers a notice of the agent
+// proposals SettleProposals just stored (notify.Outbox), on every attempt, idempotently.
+type ProposalNotifier interface {
+	Proposals(ctx context.Context, ps []store.ProposalRow) error
+}

@@ -191,21 +191,25 @@ func (d *Dispatcher) reopen(f *File, rev string) {
 	}
 }
 
-func (d *Dispatcher) channel(name string) (Channel, time.Duration, error) {
+func (d *Dispatcher) channel(name string) (Channel, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.openErr[name]; err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	ch, ok := d.chans[name]
 	if !ok {
-		return nil, 0, fmt.Errorf("no channel %q in the notify file in force", name)
+		return nil, fmt.Errorf("no channel %q in the notify file in force", name)
 	}
-	return ch, 0, nil
+	return ch, nil
 }
 
 // deliver sends one claimed delivery and records its end.
 func (d *Dispatcher) deliver(ctx context.Context, del store.Delivery) {
+	if del.Kind == KindProposal {
+		d.deliverProposal(ctx, del)
+		return
+	}
 	c, err := d.Store.GetConfirmation(ctx, del.ConfirmationID)
 	now := d.now()
 	switch {
@@ -227,7 +231,12 @@ func (d *Dispatcher) deliver(ctx context.Context, del store.Delivery) {
 		d.finish(ctx, del, c, store.NoticeFailed, "stored notice unreadable: "+err.Error())
 		return
 	}
-	ch, _, err := d.channel(del.Channel)
+	d.send(ctx, del, c, n)
+}
+
+// send hands n to its channel and records the end.
+func (d *Dispatcher) send(ctx context.Context, del store.Delivery, c store.Confirmation, n Notice) {
+	ch, err := d.channel(del.Channel)
 	if err != nil {
 		d.retry(ctx, del, c, err)
 		return
@@ -239,6 +248,34 @@ func (d *Dispatcher) deliver(ctx context.Context, del store.Delivery) {
 		return
 	}
 	d.finish(ctx, del, c, store.NoticeSent, "")
+}
+
+// deliverProposal sends an agent proposal's notice unless it was decided first. Its audit rows
+// name the proposal's turn (c carries only the workflow id).
+func (d *Dispatcher) deliverProposal(ctx context.Context, del store.Delivery) {
+	var c store.Confirmation
+	p, err := d.Store.GetProposal(ctx, del.ConfirmationID)
+	if errors.Is(err, store.ErrNotFound) {
+		d.finish(ctx, del, c, store.NoticeSkipped, "the proposal no longer exists")
+		return
+	} else if err != nil {
+		d.retry(ctx, del, c, fmt.Errorf("read proposal: %w", err))
+		return
+	}
+	c.WorkflowID = p.WorkflowID
+	if dec, err := d.Store.GetProposalDecision(ctx, p.ID); err == nil {
+		d.finish(ctx, del, c, store.NoticeSkipped, "the proposal was decided first ("+dec.Disposition+")")
+		return
+	} else if !errors.Is(err, store.ErrNotFound) {
+		d.retry(ctx, del, c, fmt.Errorf("read proposal decision: %w", err))
+		return
+	}
+	var n Notice
+	if err := json.Unmarshal(del.Payload, &n); err != nil {
+		d.finish(ctx, del, c, store.NoticeFailed, "stored notice unreadable: "+err.Error())
+		return
+	}
+	d.send(ctx, del, c, n)
 }
 
 // retry records a failed attempt: queued again after the backoff, or failed after the last.

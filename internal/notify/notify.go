@@ -37,6 +37,9 @@ const (
 	// KindEscalation: still undecided at the route's escalate_at fraction; sent to the route's
 	// escalate_to channels.
 	KindEscalation = "escalation"
+	// KindProposal: a new agent proposal (memory change, self-correction, focus) waits for a
+	// decision on the proposals page; ConfirmationID then holds the proposal id.
+	KindProposal = "proposal"
 )
 
 // valueLimit bounds each model-written value a notice shows (runes of visible text); the card
@@ -201,9 +204,41 @@ func (n Notice) Title() string {
 		return "Reminder: approval still waiting: " + n.Capability
 	case KindEscalation:
 		return "Escalation: approval undecided: " + n.Capability
+	case KindProposal:
+		return "Agent proposal waiting: " + n.Capability
 	default:
 		return "Approval waiting: " + n.Capability
 	}
 }
 
 func sortStrings(s []string) { sort.Strings(s) }
+
+// BuildProposal makes the Notice of agent proposal p for channel: its kind, the turn that made
+// it, its content's leaves (model-written: made visible and bounded like arguments) and a link
+// to the proposals page. It never carries a decision or a receipt.
+func BuildProposal(p store.ProposalRow, channel, baseURL string) Notice {
+	n := Notice{DeliveryID: DeliveryID(p.ID, KindProposal, channel), Kind: KindProposal, Channel: channel, ConfirmationID: p.ID,
+		Capability: display.OneLine(display.Line(p.Kind)), AskedBy: display.Show(display.OneLine(p.WorkflowID), 120).Line(),
+		CreatedAt: p.CreatedAt.UTC(), Leaves: Leaves{Destination: "none (a proposal changes nothing until an approver accepts it)"}}
+	flags := map[string]bool{}
+	if fields, err := display.Arguments(p.Payload, valueLimit); err == nil {
+		for i, f := range fields {
+			if i >= maxFields {
+				n.ArgumentsOmitted = len(fields) - maxFields
+				break
+			}
+			n.Arguments = append(n.Arguments, display.OneLine(f.Line()))
+			for _, fl := range f.Flags {
+				flags[string(fl)] = true
+			}
+		}
+	}
+	for f := range flags {
+		n.Flags = append(n.Flags, f)
+	}
+	sort.Strings(n.Flags)
+	if baseURL != "" {
+		n.Link = strings.TrimRight(baseURL, "/") + "/proposals#" + url.PathEscape(p.ID)
+	}
+	return n
+}

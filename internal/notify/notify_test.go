@@ -586,3 +586,63 @@ routes:
 		}
 	}
 }
+
+// TestAgentProposalNotice: a stored agent proposal is owed a notice on the routes for all
+// capabilities (or "proposal.<kind>"), sent once with its content inert and a link to the
+// proposals page, and skipped once it is decided.
+func TestAgentProposalNotice(t *testing.T) {
+	st := openStore(t)
+	dir := t.TempDir()
+	hook := &webhookReceiver{secret: []byte("s"), got: map[string]int{}}
+	hs := httptest.NewServer(hook)
+	defer hs.Close()
+	t.Setenv("TEST_HOOK_SECRET", "s")
+	cfgPath := filepath.Join(dir, "notify.yaml")
+	writeFile(t, cfgPath, `base_url: https://airlock.example
+channels: [{name: hook, type: webhook, url: `+hs.URL+`, secret: {env: TEST_HOOK_SECRET}}]
+routes: [{capabilities: ["proposal.*"], channels: [hook]}]
+`)
+	src := notify.NewSource(cfgPath)
+	ctx := context.Background()
+	mk := func(id string) store.ProposalRow {
+		return store.ProposalRow{ID: id, Kind: "memory-change", WorkflowID: "turn/p/" + id, Conversation: "p", OutputID: "o-" + id, SnapshotID: "snap-" + id,
+			Payload: json.RawMessage(`{"memory":"remember \u202e<!channel> forever"}`)}
+	}
+	for _, id := range []string{"pr-1", "pr-2"} {
+		p := mk(id)
+		if _, err := st.PutSnapshot(ctx, p.SnapshotID, p.WorkflowID, 1, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Settle(ctx, store.Settlement{WorkflowID: p.WorkflowID, Conversation: "p", Proposals: []store.ProposalRow{p}, Result: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if err := (&notify.Outbox{Store: st, Source: src}).Proposals(ctx, []store.ProposalRow{p}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, _, err := st.AppendProposalDecision(ctx, store.ProposalDecision{ID: "d-2", ProposalID: "pr-2", Disposition: "reject", Actor: "alice", SubmissionID: "s", Digest: "x", Attestation: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	d := &notify.Dispatcher{Store: st, Source: src, Open: channels.Open}
+	for range 2 {
+		if err := d.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d.Wait()
+	}
+	if len(hook.got) != 1 || hook.got[notify.DeliveryID("pr-1", notify.KindProposal, "hook")] != 1 {
+		t.Fatalf("deliveries: %v", hook.got)
+	}
+	var n notify.Notice
+	_ = json.Unmarshal(hook.bodies[0], &n)
+	if n.Kind != notify.KindProposal || n.Link != "https://airlock.example/proposals#pr-1" || len(n.Arguments) != 1 || !strings.Contains(n.Arguments[0], "U+202E") {
+		t.Fatalf("notice: %+v", n)
+	}
+	inert(t, "proposal notice", string(hook.bodies[0]))
+	del, _ := st.GetDelivery(ctx, notify.DeliveryID("pr-2", notify.KindProposal, "hook"))
+	if del.State != store.NoticeSkipped {
+		t.Fatalf("decided proposal's notice: %+v", del)
+	}
+}

@@ -43,6 +43,38 @@ func (o *Outbox) Pending(ctx context.Context, c store.Confirmation) error {
 	return nil
 }
 
+// Proposals enqueues a notice of each agent proposal in ps to the channels the routes send
+// everything to (routes without capabilities, or matching "proposal.<kind>"). Idempotent by
+// delivery id.
+func (o *Outbox) Proposals(ctx context.Context, ps []store.ProposalRow) error {
+	f, _, err := o.Source.Current()
+	if err != nil && o.Log != nil {
+		o.Log.Warn("notify file", "error", err)
+	}
+	if f == nil {
+		return nil
+	}
+	var ds []store.Delivery
+	for _, p := range ps {
+		for _, ch := range f.PlanFor("proposal." + p.Kind).Now {
+			n := BuildProposal(p, ch, f.BaseURL)
+			b, err := json.Marshal(n)
+			if err != nil {
+				return fmt.Errorf("notify: encode notice: %w", err)
+			}
+			due := p.CreatedAt
+			if due.IsZero() {
+				due = time.Now().UTC()
+			}
+			ds = append(ds, store.Delivery{ID: n.DeliveryID, ConfirmationID: p.ID, Channel: ch, Kind: KindProposal, Payload: b, DueAt: due})
+		}
+	}
+	if _, err := o.Store.EnqueueDeliveries(ctx, ds); err != nil {
+		return fmt.Errorf("notify: enqueue proposal notices: %w", err)
+	}
+	return nil
+}
+
 // Deliveries are the outbox rows f routes for confirmation c (see Outbox.Pending).
 func Deliveries(f *File, c store.Confirmation) ([]store.Delivery, error) {
 	plan := f.PlanFor(c.CapabilityID)
