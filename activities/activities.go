@@ -69,6 +69,9 @@ type Activities struct {
 	// Events writes the turn's client-stream events (internal/stream; zero: none, and Infer
 	// asks the model unstreamed). Set, Infer consumes the provider's stream.
 	Events stream.Writer
+	// Notices, when set, is told of every confirmation issued (notify.Outbox: webhook, Slack and
+	// e-mail notices through the store's outbox, issue 23); nil sends none.
+	Notices Notifier
 }
 
 func (a *Activities) now() time.Time {
@@ -397,6 +400,13 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
 	}
 	a.emitPending(ctx, in, row)
+	if a.Notices != nil {
+		// Written on every attempt and idempotent by delivery id: a crash between the
+		// confirmation's row and its notices is healed by this activity's retry.
+		if err := a.Notices.Pending(ctx, row); err != nil {
+			return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
+		}
+	}
 	if len(row.Disclosure) > 0 {
 		// A retried issue finds the row its first attempt stored: report what it shows.
 		var stored registry.Disclosure

@@ -310,6 +310,13 @@ func (a *Activities) SettleProposals(ctx context.Context, in SettleInput) error 
 		}
 		return err
 	}
+	if pn, ok := a.Notices.(ProposalNotifier); ok && len(st.Proposals) > 0 {
+		// Approvers are told of the stored proposals (issue 23); idempotent by delivery id, so
+		// a retry of this settlement writes nothing twice.
+		if err := pn.Proposals(ctx, st.Proposals); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

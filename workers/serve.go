@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/notify"
 	"github.com/airlock-dev/airlock/internal/telemetry"
 	"github.com/airlock-dev/airlock/registry"
 )
@@ -124,6 +125,19 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		RunSweeper(wctx, c, deps.Activities, SweepInterval, log)
 	}()
 	defer func() { stopWatch(); <-swept }()
+	if deps.Notify != nil {
+		// Approver notices (issue 23): delivered beside the worker, never inside a turn.
+		nm := notify.NewMetrics(deps.Store)
+		for _, c := range nm.Collectors() {
+			if err := metrics.Registry.Register(c); err != nil {
+				return fmt.Errorf("notice metrics: %w", err)
+			}
+		}
+		notified := make(chan struct{})
+		go func() { defer close(notified); RunNotices(wctx, deps, log, nm) }()
+		defer func() { stopWatch(); <-notified }()
+		fmt.Fprintf(status, "worker: delivering approver notices of %s\n", deps.Notify.Path())
+	}
 	fmt.Fprintf(status, "worker polling task queue %s as %s (promote %s; registry %s: %d capabilities; store %s; reloads on change of %v and on SIGHUP)\n",
 		cfg.TaskQueue, version, version.Promote, deps.Registry.Revision(), len(deps.Registry.Capabilities()), deps.Store.Driver(), deps.Watched)
 	if exporting {

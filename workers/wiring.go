@@ -19,6 +19,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/mcp"
+	"github.com/airlock-dev/airlock/internal/notify"
 	"github.com/airlock-dev/airlock/internal/proposals"
 	"github.com/airlock-dev/airlock/internal/recording"
 	"github.com/airlock-dev/airlock/internal/store"
@@ -40,6 +41,8 @@ type Deps struct {
 	// Watched are the files a reload reads (the registry and policy files; none when both are
 	// embedded).
 	Watched []string
+	// Notify is the notify file in force (AIRLOCK_NOTIFY_FILE; nil: no notices, issue 23).
+	Notify *notify.Source
 }
 
 // Close releases the store.
@@ -100,7 +103,15 @@ func BuildWith(ctx context.Context, cfg config.Config, temporalProbe capabilitie
 		// step writes its AG-UI event to the store, outside Temporal history.
 		acts.Events = stream.Writer{Store: st}
 	}
-	return &Deps{Activities: acts, Store: st, Registry: reg, Served: served, Reload: load, Watched: WatchedFiles(cfg)}, nil
+	notices, err := NotifyFromEnv()
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("workers: %w", err)
+	}
+	if notices != nil {
+		acts.Notices = wireNotify(notices, st, slog.Default())
+	}
+	return &Deps{Activities: acts, Store: st, Registry: reg, Served: served, Reload: load, Watched: WatchedFiles(cfg), Notify: notices}, nil
 }
 
 // LiveProvider is the live model the environment configures (nil when none is): Anthropic

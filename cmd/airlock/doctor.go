@@ -79,7 +79,8 @@ func runDoctor(ctx context.Context) []doctorCheck {
 	var out []doctorCheck
 	out = append(out, doctorTemporal(ctx)...)
 	out = append(out, doctorStore(ctx), doctorApprovers(), doctorClients(), doctorKey(), doctorSecrets(), doctorRegistry(), doctorEligibility())
-	out = append(out, doctorMCP(ctx)...) // the MCP servers the registry just bound (cmd/airlock/mcp.go)
+	out = append(out, doctorMCP(ctx)...)    // the MCP servers the registry just bound (cmd/airlock/mcp.go)
+	out = append(out, doctorNotify(ctx)...) // approver notices (cmd/airlock/doctor_notify.go)
 	return out
 }
 

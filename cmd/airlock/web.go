@@ -112,11 +112,16 @@ func runWeb(ctx context.Context, out, errOut io.Writer, addr, certFile, keyFile 
 	}
 	src := approvers.NewSource(cfg.ApproversPath())
 	opts, _ := config.TemporalOptions()
+	slack, err := slackInteractions()
+	if err != nil {
+		return err
+	}
 	srv, err := web.New(web.Options{Store: st, Temporal: c, Approvers: web.FileApprovers(src),
 		Decide:         web.Decider(c, st, key, cred),
 		DecideProposal: web.ProposalDecider(c, st, cred, src, cfg.TaskQueue),
 		WorkflowURL:    func(id string) string { return cfg.WorkflowURL(opts.Namespace, id) },
-		Hosts:          webHosts(addr)})
+		Hosts:          webHosts(addr),
+		Slack:          slack})
 	if err != nil {
 		return err
 	}

@@ -152,6 +152,7 @@ func (s *Store) CreateConfirmation(ctx context.Context, c Confirmation) (Confirm
 	if err != nil {
 		return Confirmation{}, fmt.Errorf("store: create confirmation %q: %w", c.ID, err)
 	}
+	s.touch(ctx, s.db)
 	return s.GetConfirmation(ctx, c.ID)
 }
 
@@ -227,6 +228,7 @@ func (s *Store) decideConfirmation(ctx context.Context, x sqlx.ExtContext, id, d
 	if n, err := res.RowsAffected(); err != nil {
 		return fmt.Errorf("store: decide confirmation %q: %w", id, err)
 	} else if n == 1 {
+		s.touch(ctx, x)
 		return nil
 	}
 	var existing string
@@ -262,6 +264,7 @@ func (s *Store) EditConfirmation(ctx context.Context, id, approver, editedDigest
 	if n, err := res.RowsAffected(); err != nil {
 		return fmt.Errorf("store: edit confirmation %q: %w", id, err)
 	} else if n == 1 {
+		s.touch(ctx, s.db)
 		return nil
 	}
 	got, err := s.GetConfirmation(ctx, id)
@@ -394,6 +397,9 @@ func (s *Store) ReissueToken(ctx context.Context, id, presentation string, gen i
 	n, err := res.RowsAffected()
 	if err != nil {
 		return false, fmt.Errorf("store: reissue token of %q: %w", id, err)
+	}
+	if n == 1 {
+		s.touch(ctx, s.db)
 	}
 	return n == 1, nil
 }

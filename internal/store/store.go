@@ -110,6 +110,7 @@ var migrationsFS embed.FS
 type Store struct {
 	db     *sqlx.DB
 	driver string
+	dsn    string // the driver's connection string, for a PostgreSQL LISTEN connection (changes.go)
 }
 
 // Open connects to the database named by url, creating it when it does not exist, applies
@@ -182,7 +183,7 @@ func open(ctx context.Context, rawURL string, create bool) (*Store, error) {
 		db.Close()
 		return nil, redact.Error(fmt.Errorf("store: connect to %s %s: %w", driver, where, err), secrets...)
 	}
-	s := &Store{db: db, driver: driver}
+	s := &Store{db: db, driver: driver, dsn: dsn}
 	if create {
 		err = s.migrate(ctx)
 	} else {

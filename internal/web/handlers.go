@@ -220,6 +220,9 @@ type inboxData struct {
 	Total, Matching, From, To int
 	// Prev and Next link the neighbouring pages ("" at either end).
 	Prev, Next string
+	// Version is store.ConfirmationsVersion read before the rows: the live inbox (live.go)
+	// fetches the page again only when the stream reports another one.
+	Version string
 }
 
 // InboxPageSize is how many confirmations one inbox page shows: the page reads and renders
@@ -290,6 +293,7 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 	f.Conversation, f.CapabilityID = data.Conversation, data.Capability
 	page := inboxPage(q)
 	var err error
+	data.Version, _ = s.opt.Store.ConfirmationsVersion(ctx) // "" on error: the stream's first event refreshes
 	if data.Total, err = s.opt.Store.CountUndecided(ctx, all); err == nil {
 		data.Matching = data.Total
 		if f != all {

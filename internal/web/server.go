@@ -57,6 +57,8 @@ type Options struct {
 	WorkflowURL func(workflowID string) string
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Slack, when set, lets Slack's Approve and Deny buttons decide (slack.go).
+	Slack *SlackInteractions
 	// DecideTimeout bounds one decision's round trip to the turn (default 30 s).
 	DecideTimeout time.Duration
 	// Log receives one line per refused or failed request (default slog.Default()); never a
@@ -75,6 +77,9 @@ type Server struct {
 	limiter  *limiter
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
+	live     liveHub // the live inbox's store watcher (live.go)
+	// slackSeen refuses a replayed Slack interaction (slack.go).
+	slackSeen slackReplays
 }
 
 // New builds the Server. Store, Approvers and Decide are required.
@@ -113,6 +118,8 @@ func New(opt Options) (*Server, error) {
 	m.HandleFunc("POST /login", s.login)
 	m.HandleFunc("POST /logout", s.authed(s.logout))
 	m.HandleFunc("GET /{$}", s.authed(s.inbox))
+	m.HandleFunc("GET /events", s.authed(s.events))              // the live inbox (live.go)
+	m.HandleFunc("POST /slack/interactions", s.slackInteraction) // Slack buttons, signed by Slack (slack.go)
 	m.HandleFunc("GET /turn", s.authed(s.turn))
 	m.HandleFunc("GET /history", s.authed(s.history))
 	m.HandleFunc("POST /decide", s.authed(s.decide))
@@ -154,7 +161,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "refused: this approver page does not serve that host name (airlock web --host)", http.StatusMisdirectedRequest)
 		return
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && !sameOrigin(r) {
+	// Slack's interaction requests come from Slack, with no Origin: slack.go verifies Slack's
+	// signature instead.
+	slackPost := r.Method == http.MethodPost && r.URL.Path == "/slack/interactions"
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && !slackPost && !sameOrigin(r) {
 		s.opt.Log.Warn("web: refused a cross-origin or origin-less state change", "path", r.URL.Path, "client", clientIP(r))
 		http.Error(w, "refused: this request does not come from the approver page (Origin check)", http.StatusForbidden)
 		return

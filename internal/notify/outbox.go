@@ -1,0 +1,128 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/store"
+)
+
+// Outbox writes the notices a new confirmation is owed into the store's outbox. The activity
+// that issues the confirmation calls Pending after storing it, on every attempt: delivery ids
+// are deterministic, so a retry (after a crash between issuing and enqueuing) writes the rows
+// the first attempt did not and nothing twice.
+type Outbox struct {
+	Store  *store.Store
+	Source *Source
+	// Log receives reload errors of the notify file (never a secret: the file holds none).
+	Log *slog.Logger
+}
+
+// Pending enqueues the notices owed for confirmation c under the notify file in force: a
+// pending notice to each routed channel now, reminders and escalations at their fractions of
+// c's time to expiry. With no readable notify file it enqueues nothing and logs why. Errors
+// are the store's (the caller retries).
+func (o *Outbox) Pending(ctx context.Context, c store.Confirmation) error {
+	f, _, err := o.Source.Current()
+	if err != nil && o.Log != nil {
+		o.Log.Warn("notify file", "error", err)
+	}
+	if f == nil {
+		return nil
+	}
+	ds, err := Deliveries(f, c)
+	if err != nil {
+		return err
+	}
+	if _, err := o.Store.EnqueueDeliveries(ctx, ds); err != nil {
+		return fmt.Errorf("notify: enqueue notices of %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// Proposals enqueues a notice of each agent proposal in ps to the channels the routes send
+// everything to (routes without capabilities, or matching "proposal.<kind>"). Idempotent by
+// delivery id.
+func (o *Outbox) Proposals(ctx context.Context, ps []store.ProposalRow) error {
+	f, _, err := o.Source.Current()
+	if err != nil && o.Log != nil {
+		o.Log.Warn("notify file", "error", err)
+	}
+	if f == nil {
+		return nil
+	}
+	var ds []store.Delivery
+	for _, p := range ps {
+		for _, ch := range f.PlanFor("proposal." + p.Kind).Now {
+			n := BuildProposal(p, ch, f.BaseURL)
+			b, err := json.Marshal(n)
+			if err != nil {
+				return fmt.Errorf("notify: encode notice: %w", err)
+			}
+			due := p.CreatedAt
+			if due.IsZero() {
+				due = time.Now().UTC()
+			}
+			ds = append(ds, store.Delivery{ID: n.DeliveryID, ConfirmationID: p.ID, Channel: ch, Kind: KindProposal, Payload: b, DueAt: due})
+		}
+	}
+	if _, err := o.Store.EnqueueDeliveries(ctx, ds); err != nil {
+		return fmt.Errorf("notify: enqueue proposal notices: %w", err)
+	}
+	return nil
+}
+
+// Deliveries are the outbox rows f routes for confirmation c (see Outbox.Pending).
+func Deliveries(f *File, c store.Confirmation) ([]store.Delivery, error) {
+	plan := f.PlanFor(c.CapabilityID)
+	created := c.CreatedAt
+	if created.IsZero() {
+		created = time.Now().UTC()
+	}
+	ttl := c.ExpiresAt.Sub(created)
+	var out []store.Delivery
+	add := func(kind, ch string, due time.Time) error {
+		n := Build(c, kind, ch, f.BaseURL)
+		if cc, ok := f.Channel(ch); ok && cc.Type == "slack" && f.SlackDecides(c.CapabilityID) {
+			n.Decide = c.ID + "|" + c.ArgsDigest
+		}
+		b, err := json.Marshal(n)
+		if err != nil {
+			return fmt.Errorf("notify: encode notice: %w", err)
+		}
+		out = append(out, store.Delivery{ID: n.DeliveryID, ConfirmationID: c.ID, Channel: ch, Kind: kind, Payload: b, DueAt: due})
+		return nil
+	}
+	for _, ch := range plan.Now {
+		if err := add(KindPending, ch, created); err != nil {
+			return nil, err
+		}
+	}
+	for _, kind := range []string{KindReminder, KindEscalation} {
+		m := plan.Remind
+		if kind == KindEscalation {
+			m = plan.Escalate
+		}
+		for _, ch := range sortedKeys(m) {
+			if ttl <= 0 {
+				continue
+			}
+			if err := add(kind, ch, created.Add(time.Duration(float64(ttl)*m[ch]))); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+func sortedKeys(m map[string]float64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sortStrings(out)
+	return out
+}

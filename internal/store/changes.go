@@ -1,0 +1,86 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+)
+
+// ConfirmationsChannel is the PostgreSQL NOTIFY channel the store signals on each change to
+// the undecided confirmations (a new one, a decision, a reissued token): the approver page's
+// live inbox listens on it (issue 23). The payload is empty; listeners re-read.
+const ConfirmationsChannel = "airlock_confirmations"
+
+// touch signals ConfirmationsChannel through x (inside a transaction, PostgreSQL delivers it at
+// commit). Best effort: a listener that misses it still polls.
+func (s *Store) touch(ctx context.Context, x sqlx.ExecerContext) {
+	if s.driver == DriverPostgres {
+		_, _ = x.ExecContext(ctx, `SELECT pg_notify('`+ConfirmationsChannel+`', '')`)
+	}
+}
+
+// ConfirmationsVersion is a fingerprint of the undecided confirmations and the decisions made:
+// it changes whenever a card of the approver inbox appears, changes (a reissued token) or goes.
+func (s *Store) ConfirmationsVersion(ctx context.Context) (string, error) {
+	var v struct {
+		N   int    `db:"n"`
+		Gen int    `db:"g"`
+		Max string `db:"mx"`
+		Dec int    `db:"d"`
+	}
+	err := s.db.GetContext(ctx, &v, `SELECT count(*) AS n, COALESCE(SUM(generation), 0) AS g, COALESCE(MAX(id), '') AS mx,
+		(SELECT count(*) FROM confirmations WHERE decision <> '') AS d FROM confirmations WHERE decision = ''`)
+	if err != nil {
+		return "", fmt.Errorf("store: confirmations version: %w", err)
+	}
+	return fmt.Sprintf("%d.%d.%s.%d", v.N, v.Gen, v.Max, v.Dec), nil
+}
+
+// WatchConfirmations sends on the returned channel (capacity 1, never blocking the sender)
+// whenever the undecided confirmations may have changed, until ctx ends: on PostgreSQL at each
+// NOTIFY on ConfirmationsChannel from any process, and every fallback interval (2s) in case a
+// notification was lost while the listener reconnected; on SQLite, which has no notifications,
+// every poll interval (200ms). Callers compare ConfirmationsVersion to tell a real change.
+func (s *Store) WatchConfirmations(ctx context.Context) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	wake := func() {
+		select {
+		case out <- struct{}{}:
+		default:
+		}
+	}
+	poll := 200 * time.Millisecond
+	var notes <-chan *pq.Notification
+	var l *pq.Listener
+	if s.driver == DriverPostgres {
+		poll = 2 * time.Second
+		l = pq.NewListener(s.dsn, 100*time.Millisecond, 10*time.Second, nil)
+		if err := l.Listen(ConfirmationsChannel); err == nil {
+			notes = l.Notify
+		} else {
+			_ = l.Close()
+			l, poll = nil, 200*time.Millisecond // no LISTEN: poll as on SQLite
+		}
+	}
+	go func() {
+		t := time.NewTicker(poll)
+		defer t.Stop()
+		if l != nil {
+			defer l.Close()
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-notes:
+				wake()
+			case <-t.C:
+				wake()
+			}
+		}
+	}()
+	return out
+}

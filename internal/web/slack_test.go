@@ -1,0 +1,109 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/store"
+	"github.com/airlock-dev/airlock/workflows"
+)
+
+// TestSlackInteractionsDecideOnlyWhenEverythingChecks: a Slack Approve click signed by Slack,
+// from a mapped user, for a capability Slack may decide, with the digest the message showed,
+// decides as that approver with that digest bound; a bad signature, an old timestamp, a
+// replayed request, an unknown user, a removed approver, a stale digest and a capability
+// decided on the page only decide nothing.
+func TestSlackInteractionsDecideOnlyWhenEverythingChecks(t *testing.T) {
+	e := newEnv(t)
+	e.confirmation("cf-sl1", "turn/s/1", "pay", `{"amount":5}`, time.Hour)
+	e.confirmation("cf-sl2", "turn/s/2", "pay", `{"amount":6}`, time.Hour)
+	secret := []byte("slack-signing-secret")
+	s, err := New(Options{Store: e.st, Approvers: func() (Authenticator, error) { return users{"alice": "correct horse"}, nil },
+		Decide: e.rec.decide, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Slack: &SlackInteractions{SigningSecret: secret, Users: map[string]string{"UALICE": "alice", "UGONE": "mallory"},
+			Allows: func(c string) bool { return c == "test.cap" }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	post := func(user, action, value string, at time.Time, sign func(ts string, body []byte) string, raw []byte) (int, string) {
+		body := raw
+		if body == nil {
+			p, _ := json.Marshal(map[string]any{"type": "block_actions", "user": map[string]string{"id": user},
+				"actions": []map[string]string{{"action_id": action, "value": value}}})
+			body = []byte(url.Values{"payload": {string(p)}}.Encode())
+		}
+		ts := strconv.FormatInt(at.Unix(), 10)
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/slack/interactions", strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-Slack-Request-Timestamp", ts)
+		req.Header.Set("X-Slack-Signature", sign(ts, body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	good := func(ts string, body []byte) string { return SlackSignature(secret, ts, body) }
+	now := time.Now()
+	decided := func() int { e.rec.mu.Lock(); defer e.rec.mu.Unlock(); return len(e.rec.reqs) }
+	for _, tc := range []struct {
+		name, user, action, value string
+		at                        time.Time
+		sign                      func(string, []byte) string
+		status                    int
+		text                      string
+	}{
+		{"bad signature", "UALICE", SlackActionApprove, "cf-sl1|sha256:cf-sl1", now, func(ts string, b []byte) string { return SlackSignature([]byte("other"), ts, b) }, 401, "bad or expired"},
+		{"old timestamp", "UALICE", SlackActionApprove, "cf-sl1|sha256:cf-sl1", now.Add(-10 * time.Minute), good, 401, "bad or expired"},
+		{"unknown user", "UEVE", SlackActionApprove, "cf-sl1|sha256:cf-sl1", now, good, 200, "not mapped"},
+		{"approver removed", "UGONE", SlackActionApprove, "cf-sl1|sha256:cf-sl1", now.Add(time.Second), good, 200, "not mapped"},
+		{"stale digest", "UALICE", SlackActionApprove, "cf-sl1|sha256:old", now.Add(2 * time.Second), good, 200, "no longer the ones waiting"},
+		{"unknown button", "UALICE", "other", "cf-sl1|sha256:cf-sl1", now.Add(3 * time.Second), good, 400, "Not an Airlock"},
+	} {
+		status, body := post(tc.user, tc.action, tc.value, tc.at, tc.sign, nil)
+		if status != tc.status || !strings.Contains(body, tc.text) || decided() != 0 {
+			t.Errorf("%s: %d %q, %d decided", tc.name, status, body, decided())
+		}
+	}
+	status, body := post("UALICE", SlackActionApprove, "cf-sl1|sha256:cf-sl1", now.Add(4*time.Second), good, nil)
+	if status != 200 || decided() != 1 {
+		t.Fatalf("a good click: %d %s (%d decided)", status, body, decided())
+	}
+	r := e.rec.reqs[0]
+	if r.ConfirmationID != "cf-sl1" || r.Decision != workflows.DecisionApprove || r.Approver != "alice" || r.ArgsDigest != "sha256:cf-sl1" {
+		t.Fatalf("decision sent: %+v", r)
+	}
+	// The same signed request again: a replay.
+	p, _ := json.Marshal(map[string]any{"type": "block_actions", "user": map[string]string{"id": "UALICE"},
+		"actions": []map[string]string{{"action_id": SlackActionDeny, "value": "cf-sl2|sha256:cf-sl2"}}})
+	raw := []byte(url.Values{"payload": {string(p)}}.Encode())
+	at := now.Add(5 * time.Second)
+	if status, body := post("", "", "", at, good, raw); status != 200 || decided() != 2 || e.rec.reqs[1].Reason == "" {
+		t.Fatalf("a deny click: %d %s", status, body)
+	}
+	if status, body := post("", "", "", at, good, raw); status != http.StatusConflict || decided() != 2 {
+		t.Fatalf("replayed: %d %s (%d decided)", status, body, decided())
+	}
+	// A capability decided on the page only.
+	if _, err := e.st.CreateConfirmation(context.Background(), store.Confirmation{ID: "cf-sl3", TokenHash: []byte("h-sl3"), WorkflowID: "turn/s/3",
+		RunID: "r", Seq: 1, CallID: "c3", CapabilityID: "other.cap", Version: 1, ArgsDigest: "sha256:cf-sl3", Arguments: json.RawMessage(`{}`),
+		Display: "x", ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := post("UALICE", SlackActionApprove, "cf-sl3|sha256:cf-sl3", now.Add(6*time.Second), good, nil); status != 200 || !strings.Contains(body, "approver page only") || decided() != 2 {
+		t.Fatalf("not allowed: %d %s", status, body)
+	}
+}
