@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 
@@ -120,13 +121,31 @@ func (s Secret) Value() (string, error) {
 type Route struct {
 	// Capabilities are capability ids or path.Match patterns ("*", "http.*"); empty matches all.
 	Capabilities []string `yaml:"capabilities"`
-	Channels     []string `yaml:"channels"`
-	RemindAt     float64  `yaml:"remind_at"`
-	EscalateAt   float64  `yaml:"escalate_at"`
-	EscalateTo   []string `yaml:"escalate_to"`
+	// Groups, when set, narrow the route to confirmations that approvers of one of these
+	// approver groups may decide (the capability's policy approval/groups, issue 21); a
+	// confirmation any approver may decide matches no group route.
+	Groups     []string `yaml:"groups"`
+	Channels   []string `yaml:"channels"`
+	RemindAt   float64  `yaml:"remind_at"`
+	EscalateAt float64  `yaml:"escalate_at"`
+	EscalateTo []string `yaml:"escalate_to"`
 	// SlackDecide puts Approve and Deny buttons on this route's Slack notices (needs
 	// slack_interactive). Never set it for a capability that needs a passkey.
 	SlackDecide bool `yaml:"slack_decide"`
+}
+
+// MatchesGroups reports whether r applies to a confirmation that approvers of groups may
+// decide: always when r names no groups, else when the two share one.
+func (r Route) MatchesGroups(groups []string) bool {
+	if len(r.Groups) == 0 {
+		return true
+	}
+	for _, g := range r.Groups {
+		if slices.Contains(groups, g) {
+			return true
+		}
+	}
+	return false
 }
 
 // Matches reports whether r applies to capability id.
@@ -222,9 +241,10 @@ type Plan struct {
 	Escalate map[string]float64
 }
 
-// PlanFor routes a confirmation of capability id: the union of the matching routes, each
-// channel once per kind (the earliest fraction wins).
-func (f *File) PlanFor(id string) Plan {
+// PlanFor routes a confirmation of capability id that approvers of groups may decide (nil:
+// any approver): the union of the matching routes, each channel once per kind (the earliest
+// fraction wins).
+func (f *File) PlanFor(id string, groups []string) Plan {
 	p := Plan{Remind: map[string]float64{}, Escalate: map[string]float64{}}
 	seen := map[string]bool{}
 	earliest := func(m map[string]float64, ch string, at float64) {
@@ -233,7 +253,7 @@ func (f *File) PlanFor(id string) Plan {
 		}
 	}
 	for _, r := range f.Routes {
-		if !r.Matches(id) {
+		if !r.Matches(id) || !r.MatchesGroups(groups) {
 			continue
 		}
 		for _, ch := range r.Channels {

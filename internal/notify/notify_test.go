@@ -646,3 +646,31 @@ routes: [{capabilities: ["proposal.*"], channels: [hook]}]
 		t.Fatalf("decided proposal's notice: %+v", del)
 	}
 }
+
+// A route may name approver groups (issue 21's policy approval/groups): it then notifies only
+// for confirmations those groups may decide, beside the routes that name none.
+func TestRoutesByApproverGroup(t *testing.T) {
+	f, err := notify.Parse([]byte(`channels:
+  - {name: all, type: webhook, url: "http://127.0.0.1:1/all", secret: {env: X}}
+  - {name: payments, type: webhook, url: "http://127.0.0.1:1/pay", secret: {env: X}}
+routes:
+  - {channels: [all]}
+  - {groups: [payments], channels: [payments]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		groups []string
+		want   string
+	}{
+		{nil, "all"},
+		{[]string{"payments"}, "all payments"},
+		{[]string{"ops", "payments"}, "all payments"},
+		{[]string{"ops"}, "all"},
+	} {
+		if got := strings.Join(f.PlanFor("bank.send", tc.groups).Now, " "); got != tc.want {
+			t.Errorf("groups %v: channels %q, want %q", tc.groups, got, tc.want)
+		}
+	}
+}

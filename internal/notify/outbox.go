@@ -56,7 +56,7 @@ func (o *Outbox) Proposals(ctx context.Context, ps []store.ProposalRow) error {
 	}
 	var ds []store.Delivery
 	for _, p := range ps {
-		for _, ch := range f.PlanFor("proposal." + p.Kind).Now {
+		for _, ch := range f.PlanFor("proposal."+p.Kind, nil).Now {
 			n := BuildProposal(p, ch, f.BaseURL)
 			b, err := json.Marshal(n)
 			if err != nil {
@@ -77,7 +77,7 @@ func (o *Outbox) Proposals(ctx context.Context, ps []store.ProposalRow) error {
 
 // Deliveries are the outbox rows f routes for confirmation c (see Outbox.Pending).
 func Deliveries(f *File, c store.Confirmation) ([]store.Delivery, error) {
-	plan := f.PlanFor(c.CapabilityID)
+	plan := f.PlanFor(c.CapabilityID, c.ApproverGroups)
 	created := c.CreatedAt
 	if created.IsZero() {
 		created = time.Now().UTC()
