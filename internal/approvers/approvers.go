@@ -29,13 +29,14 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/airlock-dev/airlock/internal/privfile"
 )
 
 // File is the approvers file's JSON shape.
@@ -348,9 +349,7 @@ func (s *Source) Current() (*Set, error) {
 		}
 		return nil, fmt.Errorf("approvers: %w", err)
 	}
-	// Same file (WriteFile replaces it by rename, so a new inode), same size, same mtime: the
-	// mtime alone has the kernel's coarse clock, and a rotated key has the same length.
-	if s.set != nil && os.SameFile(fi, s.fi) && fi.ModTime().Equal(s.fi.ModTime()) && fi.Size() == s.fi.Size() {
+	if s.set != nil && privfile.Unchanged(s.fi, fi) {
 		return s.set, nil
 	}
 	set, err := Load(s.path)
@@ -405,14 +404,10 @@ func NewCredential(signer string) (Credential, error) {
 // LoadCredential reads a credential file. Errors: fs.ErrNotExist when missing,
 // ErrCredentialMode when group or others may read or write it, a parse error otherwise.
 func LoadCredential(path string) (Credential, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return Credential{}, fmt.Errorf("approvers: credential %s: %w", path, err)
+	b, err := privfile.ReadOwnerOnly(path)
+	if errors.Is(err, privfile.ErrMode) {
+		return Credential{}, fmt.Errorf("%w (%w)", ErrCredentialMode, err)
 	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return Credential{}, fmt.Errorf("%w: %s has mode %v", ErrCredentialMode, path, fi.Mode().Perm())
-	}
-	b, err := os.ReadFile(path)
 	if err != nil {
 		return Credential{}, fmt.Errorf("approvers: credential %s: %w", path, err)
 	}
@@ -430,22 +425,14 @@ func LoadCredential(path string) (Credential, error) {
 // SaveCredential writes c to path with mode 0600 (its directory 0700), never replacing an
 // existing file (fs.ErrExist).
 func SaveCredential(path string, c Credential) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("approvers: %w", err)
-	}
 	b, err := json.MarshalIndent(credentialFile{Signer: c.Signer, PrivateKey: base64.StdEncoding.EncodeToString(c.key)}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("approvers: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
+	if err := privfile.Create(path, append(b, '\n')); err != nil {
 		return fmt.Errorf("approvers: credential %s: %w", path, err)
 	}
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return fmt.Errorf("approvers: credential %s: %w", path, err)
-	}
-	return f.Close()
+	return nil
 }
 
 // ReadFile returns the approvers file at path as File (an empty File when it is missing), for
@@ -478,26 +465,7 @@ func WriteFile(path string, f File) error {
 	if _, err := Parse(b); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("approvers: %w", err)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".approvers-*.json")
-	if err != nil {
-		return fmt.Errorf("approvers: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("approvers: %w", err)
-	}
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("approvers: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("approvers: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := privfile.Replace(path, ".approvers-*.json", append(b, '\n')); err != nil {
 		return fmt.Errorf("approvers: %w", err)
 	}
 	return nil

@@ -29,11 +29,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/airlock-dev/airlock/internal/privfile"
 )
 
 // File is the clients file's JSON shape.
@@ -220,7 +221,7 @@ func (s *Source) Current() (*Set, error) {
 		}
 		return nil, fmt.Errorf("clients: %w", err)
 	}
-	if s.set != nil && os.SameFile(fi, s.fi) && fi.ModTime().Equal(s.fi.ModTime()) && fi.Size() == s.fi.Size() && fi.Mode() == s.fi.Mode() {
+	if s.set != nil && privfile.Unchanged(s.fi, fi) {
 		return s.set, nil
 	}
 	set, err := Load(s.path)
@@ -299,14 +300,10 @@ func (c Credential) Public() string {
 // LoadCredential reads a client credential file. Errors: fs.ErrNotExist when missing,
 // ErrCredentialMode when group or others may read or write it, a parse error otherwise.
 func LoadCredential(path string) (Credential, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return Credential{}, fmt.Errorf("clients: credential %s: %w", path, err)
+	b, err := privfile.ReadOwnerOnly(path)
+	if errors.Is(err, privfile.ErrMode) {
+		return Credential{}, fmt.Errorf("%w (%w)", ErrCredentialMode, err)
 	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return Credential{}, fmt.Errorf("%w: %s has mode %v", ErrCredentialMode, path, fi.Mode().Perm())
-	}
-	b, err := os.ReadFile(path)
 	if err != nil {
 		return Credential{}, fmt.Errorf("clients: credential %s: %w", path, err)
 	}
@@ -327,22 +324,14 @@ func SaveCredential(path string, c Credential) error {
 	if !c.Valid() {
 		return errors.New("clients: save an empty credential")
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("clients: %w", err)
-	}
 	b, err := json.MarshalIndent(credentialFile{Client: c.Name, PrivateKey: base64.StdEncoding.EncodeToString(c.key)}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("clients: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
+	if err := privfile.Create(path, append(b, '\n')); err != nil {
 		return fmt.Errorf("clients: credential %s: %w", path, err)
 	}
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return fmt.Errorf("clients: credential %s: %w", path, err)
-	}
-	return f.Close()
+	return nil
 }
 
 // ReadFile returns the clients file at path as File (an empty File when it is missing), for
@@ -377,26 +366,7 @@ func WriteFile(path string, f File) error {
 	if _, err := Parse(b); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("clients: %w", err)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".clients-*.json")
-	if err != nil {
-		return fmt.Errorf("clients: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("clients: %w", err)
-	}
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("clients: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("clients: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := privfile.Replace(path, ".clients-*.json", append(b, '\n')); err != nil {
 		return fmt.Errorf("clients: %w", err)
 	}
 	return nil
