@@ -221,16 +221,8 @@ func (p *Anthropic) Stream(ctx context.Context, req Request, sink Sink) (Respons
 	return Response{Format: FormatAnthropic, Raw: json.RawMessage(body), Usage: usage}, nil
 }
 
-func (p *Anthropic) scrub(err error) error {
-	if pe, ok := err.(*ProviderError); ok {
-		pe.Message = redact.String(pe.Message, p.secrets...)
-		if pe.Err != nil {
-			pe.Err = redact.Error(pe.Err, p.secrets...)
-		}
-		return pe
-	}
-	return redact.Error(err, p.secrets...)
-}
+// scrub removes the API key and the base URL's secrets from err (scrubSecrets).
+func (p *Anthropic) scrub(err error) error { return scrubSecrets(err, p.secrets) }
 
 // params maps a Request onto the Messages API: system messages become the system prompt (in
 // order); user text a user message; an assistant message its text block and one tool_use

@@ -168,15 +168,19 @@ func (p *OpenAI) Complete(ctx context.Context, req Request) (Response, error) {
 // scrub removes the API key and the base URL's secrets from err: a provider may echo the
 // key in its error body (a local server often does, in full). A *ProviderError keeps its type,
 // with its Message scrubbed; any other error is wrapped by redact.Error.
-func (p *OpenAI) scrub(err error) error {
+func (p *OpenAI) scrub(err error) error { return scrubSecrets(err, p.secrets) }
+
+// scrubSecrets removes secrets from err, keeping a *ProviderError's type with its Message and
+// cause scrubbed, and wrapping any other error with redact.Error (every provider's errors).
+func scrubSecrets(err error, secrets []string) error {
 	if pe, ok := err.(*ProviderError); ok {
-		pe.Message = redact.String(pe.Message, p.secrets...)
+		pe.Message = redact.String(pe.Message, secrets...)
 		if pe.Err != nil {
-			pe.Err = redact.Error(pe.Err, p.secrets...)
+			pe.Err = redact.Error(pe.Err, secrets...)
 		}
 		return pe
 	}
-	return redact.Error(err, p.secrets...)
+	return redact.Error(err, secrets...)
 }
 
 // params maps a Request onto the SDK's chat-completions parameters.
