@@ -172,8 +172,11 @@ func Build(c store.Confirmation, kind, channel, baseURL string) Notice {
 	}
 	for _, l := range provenance.Lines(c.Provenance) {
 		line := l.Label
+		if l.Untrusted {
+			line = "⚠ " + line // first, as on the page and in the CLI: never lost to a cut
+		}
 		if l.Path != "" {
-			line = l.Path + ": " + l.Label
+			line = l.Path + ": " + line
 		}
 		n.Provenance = append(n.Provenance, display.OneLine(display.Show(line, valueLimit).Line()))
 	}

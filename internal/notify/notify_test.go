@@ -34,6 +34,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/notify/channels"
 	"github.com/airlock-dev/airlock/internal/notify/slack"
 	"github.com/airlock-dev/airlock/internal/notify/webhook"
+	"github.com/airlock-dev/airlock/internal/provenance"
 	"github.com/airlock-dev/airlock/internal/store"
 )
 
@@ -672,5 +673,28 @@ routes:
 		if got := strings.Join(f.PlanFor("bank.send", tc.groups).Now, " "); got != tc.want {
 			t.Errorf("groups %v: channels %q, want %q", tc.groups, got, tc.want)
 		}
+	}
+}
+
+// A notice keeps the "only in untrusted data" mark of a value however long the source the
+// model chose (a padded file name): the mark leads the line, and the label's verdict fits.
+func TestNoticeKeepsTheUntrustedMark(t *testing.T) {
+	rep, err := provenance.Compute(json.RawMessage(`{"recipient":"US133000000121212121212"}`), []provenance.Entry{
+		{Kind: provenance.SourceResult, Capability: "files.read", SourceURL: "bill.txt" + strings.Repeat("_", 400), Text: "send to US133000000121212121212"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(rep)
+	n := notify.Build(store.Confirmation{ID: "cf-1", WorkflowID: "turn/c/1", CapabilityID: "bank.send", Version: 1,
+		Arguments: json.RawMessage(`{"recipient":"US133000000121212121212"}`), Provenance: raw}, "pending", "hook", "")
+	var line string
+	for _, l := range n.Provenance {
+		if strings.HasPrefix(l, "/recipient") {
+			line = l
+		}
+	}
+	if !strings.HasPrefix(line, "/recipient: ⚠ from files.read") || !strings.Contains(line, "only in untrusted data") {
+		t.Fatalf("notice line = %q, want the mark first and the verdict kept", line)
 	}
 }

@@ -194,7 +194,7 @@ func (v Value) Label() string {
 			default:
 				l := fmt.Sprintf("from %s result #%d", s.Capability, s.Result)
 				if s.SourceURL != "" {
-					l += " (" + s.SourceURL + ")"
+					l += " (" + boundSource(s.SourceURL) + ")"
 				}
 				if v.UntrustedOnly() {
 					l += ": only in untrusted data"
@@ -204,6 +204,19 @@ func (v Value) Label() string {
 		}
 	}
 	return "not found in the conversation"
+}
+
+// SourceLimit bounds, in runes, the source (a URL, a call's argument: tool- and model-written)
+// a label quotes, so the label's verdict ("only in untrusted data") always fits on every
+// surface: a padded source cannot push it past a surface's cut.
+const SourceLimit = 60
+
+func boundSource(s string) string {
+	r := []rune(s)
+	if len(r) <= SourceLimit {
+		return s
+	}
+	return string(r[:SourceLimit]) + "…"
 }
 
 // Report is the provenance of every value of one proposal's arguments, in path order.

@@ -331,3 +331,17 @@ func TestCallSource(t *testing.T) {
 		}
 	}
 }
+
+// A padded source (a model-chosen file name, a long URL) cannot push the label's verdict past
+// a surface's cut: the source is bounded, the verdict stays.
+func TestLongSourcesKeepTheVerdict(t *testing.T) {
+	src := "bill.txt" + strings.Repeat("_", 500)
+	r, err := Compute(json.RawMessage(`{"to":"US133000000121212121212"}`), []Entry{{Kind: SourceResult, Capability: "files.read", SourceURL: src, Text: "to US133000000121212121212"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := byPath(t, r, "/to").Label()
+	if !strings.HasSuffix(l, "…): only in untrusted data") || len([]rune(l)) > 120 {
+		t.Errorf("label = %q (%d runes), want the source cut and the verdict kept", l, len([]rune(l)))
+	}
+}
