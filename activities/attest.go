@@ -62,6 +62,18 @@ func (a *Activities) verifyRequester(ctx context.Context, in InferInput) error {
 		}
 	}
 	if err == nil {
+		// A conversation is its first proven principal's: another principal's turn would read
+		// their context and write "user" messages provenance takes for theirs.
+		owner, berr := a.Store.BindConversation(ctx, in.Conversation, f.Principal, in.WorkflowID, started)
+		if berr != nil {
+			return fmt.Errorf("bind the turn's conversation: %w", berr)
+		}
+		if owner != f.Principal {
+			err = &clients.RefusedError{Code: clients.RefusalOtherConversation, Detail: fmt.Sprintf(
+				"conversation %q belongs to principal %q (its first turn); a turn for %q must use a conversation of its own", in.Conversation, owner, f.Principal)}
+		}
+	}
+	if err == nil {
 		// The proven requester is recorded for every surface (pending, audit, page) and one
 		// attestation starts one run: a second run of the workflow id (a start with another
 		// reuse policy by someone who read the first request in history) is refused.

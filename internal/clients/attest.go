@@ -82,6 +82,9 @@ const (
 	RefusalNoClients = "clients_unavailable"
 	// RefusalReplayed: another run of the turn already used this attestation.
 	RefusalReplayed = "requester_replayed"
+	// RefusalOtherConversation: the conversation belongs to another principal (the one its
+	// first proven turn was for); a turn for this principal would read and add to their context.
+	RefusalOtherConversation = "conversation_of_another_principal"
 )
 
 // RefusedError is a turn request the worker refuses; Code is one of the refusal codes.

@@ -104,3 +104,21 @@ func (s *Store) ChainStart(ctx context.Context, workflowID, firstRunID string) (
 	}
 	return r.AtCol.Time, true, nil
 }
+
+// BindConversation makes principal the owner of conversation unless it has one (the first
+// proven turn binds it, workflowID names that turn) and returns the owner, which callers
+// compare with the turn's principal exactly (as written, like client scopes). Idempotent.
+func (s *Store) BindConversation(ctx context.Context, conversation, principal, workflowID string, at time.Time) (string, error) {
+	if conversation == "" || principal == "" {
+		return "", errors.New("store: binding a conversation needs a conversation and a principal")
+	}
+	if _, err := s.db.ExecContext(ctx, s.q(`INSERT INTO conversation_principals (conversation, principal, workflow_id, at)
+		VALUES (?, ?, ?, ?) ON CONFLICT (conversation) DO NOTHING`), conversation, principal, workflowID, tsArg(orNow(at))); err != nil {
+		return "", fmt.Errorf("store: bind conversation %q: %w", conversation, err)
+	}
+	var owner string
+	if err := s.db.GetContext(ctx, &owner, s.q(`SELECT principal FROM conversation_principals WHERE conversation = ?`), conversation); err != nil {
+		return "", fmt.Errorf("store: owner of conversation %q: %w", conversation, err)
+	}
+	return owner, nil
+}
