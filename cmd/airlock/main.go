@@ -58,13 +58,26 @@ Configuration comes from the environment, overridden by flags:
                               see airlock approvers --help)
   AIRLOCK_CREDENTIAL          your approver credential for approve/deny (default
                               ~/.config/airlock/credential.json)
-  AIRLOCK_FETCH_ALLOW         private addresses web.fetch may reach: CIDRs and IP:port pairs,
+  AIRLOCK_FETCH_ALLOW         private addresses web.fetch and HTTP capabilities may reach: CIDRs and IP:port pairs,
                               e.g. 10.0.0.0/8,127.0.0.1:8080 (default none; Airlock's own
                               services are never reachable)
   AIRLOCK_WEB_ADDR            approver page listen address (default 127.0.0.1:8780)
   AIRLOCK_LOG_LEVEL           SDK log level: debug, info, warn (default), error
   AIRLOCK_OPENAI_BASE_URL     serve a live OpenAI-compatible model (with AIRLOCK_OPENAI_API_KEY,
                               AIRLOCK_OPENAI_MODEL)
+  AIRLOCK_ANTHROPIC_API_KEY   serve Anthropic (or _API_KEY_FILE; _BASE_URL, _MODEL, _MAX_TOKENS);
+                              AIRLOCK_PROVIDER=openai|anthropic when both are set
+  AIRLOCK_STREAM              0: the Infer activity does not stream (default on); the client
+                              stream endpoint: AIRLOCK_STREAM_ADDR, AIRLOCK_STREAM_TOKEN(_FILE)
+  AIRLOCK_CLIENTS             clients file: who may start turns for which principals (default
+                              $AIRLOCK_HOME/clients.json; see airlock clients --help)
+  AIRLOCK_CLIENT_CREDENTIAL   the client credential turn start and replay attest turns with
+  AIRLOCK_WEB_HOSTS           host names the approver page answers (default loopback, --addr)
+  AIRLOCK_MCP_SERVERS         MCP servers bridged as capabilities (see airlock mcp --help)
+  AIRLOCK_SECRETS_DIR         folder of the header values HTTP capabilities send (or AIRLOCK_SECRET_<NAME>)
+  AIRLOCK_NOTIFY_FILE         approver notices: webhook, Slack, e-mail channels and routes
+  AIRLOCK_DEPLOYMENT, AIRLOCK_BUILD_ID, AIRLOCK_PROMOTE   Worker Versioning (airlock worker --help)
+  AIRLOCK_DEMO_DECISION       approve or deny: how airlock dev (make run) decides without a terminal
   AIRLOCK_PAYLOAD_KEYS_FILE   encrypt Temporal payloads (AES-256-GCM key ring, airlock codec-key)
   AIRLOCK_METRICS_ADDR        serve /metrics and /healthz (worker, web)
   AIRLOCK_LOG_FORMAT          json: structured JSON logs (default text)
