@@ -33,7 +33,7 @@ const AuditTurnRefused = "turn_refused"
 // failure (retried).
 func (a *Activities) verifyRequester(ctx context.Context, in InferInput) error {
 	f := in.Fold
-	req := clients.Request{Conversation: in.Conversation, Principal: f.Principal, Message: f.UserMessage, SystemPrompt: f.SystemPrompt}
+	req := clients.Request{Conversation: in.Conversation, Principal: f.Principal, Message: f.UserMessage, SystemPrompt: f.SystemPrompt, Terms: f.Terms}
 	// The window is checked against the turn's start as the Temporal server recorded it, not
 	// this worker's clock: a turn that waited for a worker is not refused for the wait.
 	started := f.StartedAt

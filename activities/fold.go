@@ -44,6 +44,9 @@ type InferFold struct {
 	// FirstRunID is the first run of the turn's chain (a workflow retry or reset keeps it):
 	// the attestation may start that chain only.
 	FirstRunID string `json:"first_run_id,omitempty"`
+	// Terms, on round 1: the digest of the request's other terms (workflows.RequestTerms, from
+	// the workflow's input), which the attestation signs too.
+	Terms string `json:"terms,omitempty"`
 }
 
 // FoldedRound is what a folded Infer did besides inferring.

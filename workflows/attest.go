@@ -1,6 +1,10 @@
 package workflows
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -38,7 +42,7 @@ func (a *Attestation) internal() *clients.Attestation {
 // starter's clock): every client that starts turns calls it before ExecuteWorkflow.
 func SignRequest(cred clients.Credential, req *TurnRequest, seq int, at time.Time) {
 	att := cred.Attest(clients.Request{Conversation: req.Conversation, Seq: seq, Principal: req.Principal,
-		Message: req.Message, SystemPrompt: req.SystemPrompt}, at)
+		Message: req.Message, SystemPrompt: req.SystemPrompt, Terms: RequestTerms(*req)}, at)
 	w := Attestation(*att)
 	req.Attestation = &w
 }
@@ -72,4 +76,22 @@ func (t *turn) requesterOf() *Requester {
 		return nil
 	}
 	return &Requester{Principal: t.req.Principal, Client: t.req.Attestation.Client}
+}
+
+// RequestTerms is the digest an attestation signs of a request's terms besides its
+// conversation, principal and message: the recorded session, model, infer mode, budgets,
+// confirmation expiry, scope, context limit and divergence rule, as the starter sent them
+// (before the workflow's defaults). Hex SHA-256 of a length-prefixed encoding; deterministic,
+// so the workflow computes it from its input too.
+func RequestTerms(req TurnRequest) string {
+	var b strings.Builder
+	for _, f := range []string{req.Session, req.Model, req.InferMode, strconv.Itoa(req.MaxRounds), strconv.Itoa(req.MaxCalls),
+		strconv.FormatInt(int64(req.ConfirmationTTL), 10), strings.Join(req.Scope, "\x00"), strconv.Itoa(req.ContextLimit),
+		strconv.FormatBool(req.StopOnDivergence)} {
+		b.WriteString(strconv.Itoa(len(f)))
+		b.WriteByte(':')
+		b.WriteString(f)
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:])
 }

@@ -43,6 +43,18 @@ func TestUnattestedTurnsNeverReachTheModel(t *testing.T) {
 			r.Principal = "alice"
 			return r
 		}, clients.RefusalMisattested},
+		{"terms changed after signing: a longer confirmation expiry", func(f *fixture) workflows.TurnRequest {
+			r := workflows.TurnRequest{Conversation: "c1", Principal: "bob", Message: "hi"}
+			workflows.SignRequest(testStarter, &r, 1, time.Now())
+			r.ConfirmationTTL = 24 * time.Hour
+			return r
+		}, clients.RefusalMisattested},
+		{"terms changed after signing: another model and scope", func(f *fixture) workflows.TurnRequest {
+			r := workflows.TurnRequest{Conversation: "c1", Principal: "bob", Message: "hi", Scope: []string{"test.echo"}}
+			workflows.SignRequest(testStarter, &r, 1, time.Now())
+			r.Model, r.Scope = "other-model", []string{"test.echo", "test.send"}
+			return r
+		}, clients.RefusalMisattested},
 		{"another key", func(f *fixture) workflows.TurnRequest {
 			r := workflows.TurnRequest{Conversation: "c1", Principal: "bob", Message: "hi"}
 			workflows.SignRequest(other, &r, 1, time.Now())

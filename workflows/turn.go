@@ -42,10 +42,12 @@ func TurnWorkflow(ctx workflow.Context, req TurnRequest) (TurnResult, error) {
 		return TurnResult{WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Status: StatusFailed},
 			temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeBadInput, err)
 	}
+	terms := RequestTerms(req) // as the starter signed them, before the defaults
 	req.applyDefaults()
 	info := workflow.GetInfo(ctx)
 	t := &turn{
 		req:        req,
+		terms:      terms,
 		workflowID: info.WorkflowExecution.ID,
 		runID:      info.WorkflowExecution.RunID,
 		perCap:     map[string]int{},
@@ -77,7 +79,10 @@ func TurnWorkflow(ctx workflow.Context, req TurnRequest) (TurnResult, error) {
 
 // turn is the state of one TurnWorkflow run.
 type turn struct {
-	req               TurnRequest
+	req TurnRequest
+	// terms is RequestTerms of the request as started (before defaults): round 1 passes it to
+	// the attestation check.
+	terms             string
 	workflowID, runID string
 	// messages is the turn's context as the model saw it (QueryTranscript).
 	messages []inference.Message
@@ -320,6 +325,7 @@ func (t *turn) infer(ctx workflow.Context, round int, out *activities.InferOutpu
 		in.Fold.Opening, in.Fold.UserMessage, in.Fold.SystemPrompt, in.Fold.OpeningKey = true, t.req.Message, t.req.SystemPrompt, t.workflowID+"/input"
 		info := workflow.GetInfo(ctx)
 		in.Fold.Attestation, in.Fold.StartedAt, in.Fold.FirstRunID = t.req.Attestation.internal(), info.WorkflowStartTime, info.FirstRunID
+		in.Fold.Terms = t.terms
 	}
 	// A retry after a dead worker (heartbeat timeout) starts after 0.1 s; provider errors back
 	// off 0.1, 0.4, 1.6, 6.4 s.

@@ -28,6 +28,10 @@ type Request struct {
 	Principal    string
 	Message      string
 	SystemPrompt string
+	// Terms is the digest of the request's other terms (the recorded session, the model, the
+	// budgets, the confirmation expiry, the scope: workflows.RequestTerms), so nobody who
+	// intercepts a signed request can start it under the same principal with other terms.
+	Terms string
 }
 
 // MaxAge is how long before the turn's start an attestation may have been signed; MaxSkew how
@@ -46,12 +50,12 @@ const attestationLabel = "airlock turn attestation v1"
 func MessageDigest(message, systemPrompt string) string { return digest(message, systemPrompt) }
 
 // Message is what an attestation signs: the label, client, conversation, sequence number,
-// principal, message digest and signing time (RFC 3339, UTC, nanoseconds), each
-// length-prefixed so no two requests share an encoding.
+// principal, message digest, the terms' digest and the signing time (RFC 3339, UTC,
+// nanoseconds), each length-prefixed so no two requests share an encoding.
 func Message(client string, r Request, at time.Time) []byte {
 	var b bytes.Buffer
 	for _, f := range []string{attestationLabel, client, r.Conversation, strconv.Itoa(r.Seq), r.Principal,
-		MessageDigest(r.Message, r.SystemPrompt), at.UTC().Format(time.RFC3339Nano)} {
+		MessageDigest(r.Message, r.SystemPrompt), r.Terms, at.UTC().Format(time.RFC3339Nano)} {
 		fmt.Fprintf(&b, "%d:%s", len(f), f)
 	}
 	return b.Bytes()
