@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -10,11 +11,13 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/display"
+	"github.com/airlock-dev/airlock/internal/store"
 )
 
 func newApproversCmd() *cobra.Command {
@@ -176,6 +179,7 @@ func newApproversPasswdCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "password of %s changed\n", a.Name)
+			endPageSessions(cmd, a.Name)
 			if !passwordStdin {
 				fmt.Fprintf(cmd.OutOrStdout(), "approver page password (shown once): %s\n", password)
 			}
@@ -240,9 +244,29 @@ page signs them out at their next request. Their credential file is left where i
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "removed approver %s from %s: their credential and page sessions no longer decide\n", args[0], path)
+			endPageSessions(cmd, args[0])
 			return nil
 		},
 	}
+}
+
+// endPageSessions ends every approver page session of name in the store (issue 21, item 4:
+// page sessions live in the store, shared by every page instance). When the store cannot be
+// reached it says so: the page still ends those sessions at their next request, because it
+// checks the approvers file (membership and password stamp) on every request.
+func endPageSessions(cmd *cobra.Command, name string) {
+	ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, cfg.StoreURL())
+	if err == nil {
+		defer st.Close()
+		var n int64
+		if n, err = st.DeleteApproverPageSessions(ctx, name); err == nil {
+			fmt.Fprintf(cmd.OutOrStdout(), "ended %d approver page session(s) of %s\n", n, display.Visible(name))
+			return
+		}
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "warning: could not end %s's page sessions in the store (%v); the page ends them at their next request\n", display.Visible(name), err)
 }
 
 // findApprover is the approver named name in the approvers file at path; an error that says

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/airlock-dev/airlock/internal/approvers"
+	"github.com/airlock-dev/airlock/internal/store"
 )
 
 // `airlock approvers add` writes a bcrypt hash and a public key into the approvers file and the
@@ -80,8 +82,26 @@ func TestApproversRemove(t *testing.T) {
 			t.Fatalf("%v\n%s", err, out)
 		}
 	}
-	if out, err := run(t, "", "approvers", "remove", "bob"); err != nil || !strings.Contains(out, "removed approver bob") {
+	// Page sessions live in the store (issue 21, item 4): remove ends bob's there at once.
+	cfg.DatabaseURL = ""
+	st, err := store.Open(context.Background(), cfg.StoreURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, p := range []store.PageSession{{IDHash: "h-bob-1", Approver: "bob"}, {IDHash: "h-bob-2", Approver: "bob"}, {IDHash: "h-alice", Approver: "alice"}} {
+		if err := st.CreatePageSession(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := run(t, "", "approvers", "remove", "bob"); err != nil || !strings.Contains(out, "removed approver bob") ||
+		!strings.Contains(out, "ended 2 approver page session(s) of bob") {
 		t.Fatalf("remove bob: %v\n%s", err, out)
+	}
+	for h, want := range map[string]bool{"h-bob-1": false, "h-bob-2": false, "h-alice": true} {
+		if _, err := st.GetPageSession(context.Background(), h); (err == nil) != want {
+			t.Errorf("page session %s after removing bob: err %v, want kept=%v", h, err, want)
+		}
 	}
 	set, err := approvers.Load(filepath.Join(home, "approvers.json"))
 	if err != nil || set.Has("bob") || !set.Has("alice") {

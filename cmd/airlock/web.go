@@ -44,7 +44,9 @@ The signed-in approver is the one recorded; the page attests each decision with 
 ($AIRLOCK_HOME/keys/surface-web.json or AIRLOCK_SURFACE_KEY_FILE, created and registered in the approvers file on
 first start). Every POST needs the session's CSRF token and a same-origin Origin header;
 failed sign-ins are limited to 5 a minute per name and per client address (answered 429).
-Sessions are in memory (a restart signs everyone out) and use Secure cookies:
+Sessions live in the store (AIRLOCK_DATABASE_URL): every instance on the same store shares
+them and a restart keeps them; one ends 30 minutes after its last request or 12 hours after
+sign-in. They use Secure cookies:
 browsers keep them on http://127.0.0.1 and http://localhost only, so serve any other address
 with --tls-cert/--tls-key or behind a TLS proxy.`,
 		Example: `  airlock approvers add alice && airlock web

@@ -1,15 +1,22 @@
 package web
 
 import (
+	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/store"
 )
 
 // SessionCookie is the name of the session cookie. The __Host- prefix makes the browser refuse
@@ -47,16 +54,23 @@ type session struct {
 	lastAnswer *answer
 }
 
-// sessions is the in-memory session store: ids are 256-bit random values; a restart of the
-// server signs everyone out.
+// touchEvery is how stale a session's last-seen time may get before a request writes it
+// again: one store write per session per minute, not per request; a session may so end up
+// to this much before SessionIdle.
+const touchEvery = time.Minute
+
+// sessions keeps the page's sign-in sessions in the store (issue 21, item 4), so every
+// `airlock web` instance behind one address shares them and a restart keeps them. Session ids
+// are 256-bit random values; the store holds only their SHA-256, and each session's CSRF token
+// is derived from its id (csrfOf), so nothing read from the database signs anyone in or forges
+// a form.
 type sessions struct {
-	mu   sync.Mutex
-	byID map[string]*session
-	now  func() time.Time
+	st  *store.Store
+	now func() time.Time
 }
 
-func newSessions(now func() time.Time) *sessions {
-	return &sessions{byID: map[string]*session{}, now: now}
+func newSessions(st *store.Store, now func() time.Time) *sessions {
+	return &sessions{st: st, now: now}
 }
 
 // randomID is 32 random bytes, base64url.
@@ -68,64 +82,84 @@ func randomID() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-// create starts a session for approver and returns its id.
-func (s *sessions) create(approver, stamp string) (string, error) {
+// hashID is the store's key for session id: hex SHA-256.
+func hashID(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:])
+}
+
+// csrfOf is the CSRF token of session id: base64url SHA-256 over a domain label and the id.
+// Only the holder of the cookie (and the page, which prints it) knows it.
+func csrfOf(id string) string {
+	sum := sha256.Sum256([]byte("airlock page csrf v1\x00" + id))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// create starts a session for approver and returns its id; it also removes expired sessions.
+func (s *sessions) create(ctx context.Context, approver, stamp string) (string, error) {
 	id, err := randomID()
 	if err != nil {
 		return "", err
 	}
-	csrf, err := randomID()
-	if err != nil {
+	now := s.now()
+	if _, err := s.st.DeleteExpiredPageSessions(ctx, now.Add(-SessionIdle), now.Add(-SessionMax)); err != nil {
 		return "", err
 	}
-	now := s.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for k, v := range s.byID { // sweep expired sessions while we hold the lock
-		if s.expired(v, now) {
-			delete(s.byID, k)
-		}
+	if err := s.st.CreatePageSession(ctx, store.PageSession{IDHash: hashID(id), Approver: approver, Stamp: stamp, Created: now, LastSeen: now}); err != nil {
+		return "", err
 	}
-	s.byID[id] = &session{approver: approver, stamp: stamp, csrf: csrf, created: now, lastSeen: now}
 	return id, nil
 }
 
-func (s *sessions) expired(v *session, now time.Time) bool {
-	return now.Sub(v.lastSeen) >= SessionIdle || now.Sub(v.created) >= SessionMax
+func expired(v store.PageSession, now time.Time) bool {
+	return now.Sub(v.LastSeen) >= SessionIdle || now.Sub(v.Created) >= SessionMax
 }
 
-// get returns a copy of the live session id names and refreshes its idle time.
-func (s *sessions) get(id string) (session, bool) {
+// get returns the live session id names and refreshes its idle time; (false, nil) when there
+// is none or it expired, an error when the store cannot answer (the caller refuses the request
+// rather than signing the approver out).
+func (s *sessions) get(ctx context.Context, id string) (session, bool, error) {
 	if id == "" {
-		return session{}, false
+		return session{}, false, nil
 	}
 	now := s.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok := s.byID[id]
-	if !ok {
-		return session{}, false
+	key := hashID(id)
+	v, err := s.st.GetPageSession(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return session{}, false, nil
 	}
-	if s.expired(v, now) {
-		delete(s.byID, id)
-		return session{}, false
+	if err != nil {
+		return session{}, false, err
 	}
-	v.lastSeen = now
-	return *v, true
+	if expired(v, now) {
+		return session{}, false, s.st.DeletePageSession(ctx, key)
+	}
+	if now.Sub(v.LastSeen) >= touchEvery {
+		if err := s.st.TouchPageSession(ctx, key, now); err != nil {
+			return session{}, false, err
+		}
+		v.LastSeen = now
+	}
+	out := session{approver: v.Approver, stamp: v.Stamp, csrf: csrfOf(id), created: v.Created, lastSeen: v.LastSeen}
+	if v.Answer != "" {
+		var a answer
+		if json.Unmarshal([]byte(v.Answer), &a) == nil {
+			out.lastAnswer = &a
+		}
+	}
+	return out, true, nil
 }
 
-func (s *sessions) setAnswer(id string, a answer) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if v, ok := s.byID[id]; ok {
-		v.lastAnswer = &a
+func (s *sessions) setAnswer(ctx context.Context, id string, a answer) error {
+	b, err := json.Marshal(a)
+	if err != nil {
+		return err
 	}
+	return s.st.SetPageSessionAnswer(ctx, hashID(id), string(b))
 }
 
-func (s *sessions) remove(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.byID, id)
+func (s *sessions) remove(ctx context.Context, id string) error {
+	return s.st.DeletePageSession(ctx, hashID(id))
 }
 
 // sessionCookie builds the session cookie (maxAge < 0 clears it).

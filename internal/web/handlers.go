@@ -60,7 +60,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.limiter.forgive(at, keys...)
-	id, err := s.sessions.create(approver, stampOf(set, approver))
+	id, err := s.sessions.create(r.Context(), approver, stampOf(set, approver))
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, "could not start a session", err)
 		return
@@ -70,7 +70,10 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
-	s.sessions.remove(current(r).id)
+	if err := s.sessions.remove(r.Context(), current(r).id); err != nil {
+		s.fail(w, r, http.StatusInternalServerError, "could not end the session (the store did not answer); try again", err)
+		return
+	}
 	http.SetCookie(w, sessionCookie("", -1))
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
@@ -555,7 +558,10 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, me signedIn, a answer) {
-	s.sessions.setAnswer(me.id, a)
+	if err := s.sessions.setAnswer(r.Context(), me.id, a); err != nil {
+		// The decision itself went through (or was refused) already; only its note is lost.
+		s.opt.Log.Error("web: record the decision's answer on the session", "err", err)
+	}
 	http.Redirect(w, r, turnLink(a.WorkflowID)+"#answer", http.StatusSeeOther)
 }
 

@@ -26,6 +26,17 @@ import (
 // AIRLOCK_TEST_DATABASE_URL (skipped when it is unset).
 func liveStore(t testing.TB, driver string) *store.Store {
 	t.Helper()
+	st, err := store.Open(context.Background(), liveURL(t, driver))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// liveURL is the URL of a fresh, empty database of driver (see liveStore).
+func liveURL(t testing.TB, driver string) string {
+	t.Helper()
 	u := "sqlite:" + filepath.Join(t.TempDir(), "airlock.db")
 	if driver == store.DriverPostgres {
 		base := os.Getenv("AIRLOCK_TEST_DATABASE_URL")
@@ -55,12 +66,7 @@ func liveStore(t testing.TB, driver string) *store.Store {
 		pu.RawQuery = q.Encode()
 		u = pu.String()
 	}
-	st, err := store.Open(context.Background(), u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
+	return u
 }
 
 // liveInbox is a signed-in headless Chromium on the inbox of a server over st, with a

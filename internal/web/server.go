@@ -99,7 +99,7 @@ func New(opt Options) (*Server, error) {
 	if opt.Log == nil {
 		opt.Log = slog.Default()
 	}
-	s := &Server{opt: opt, sessions: newSessions(opt.Now), limiter: newLimiter(opt.Now), pages: map[string]*template.Template{}}
+	s := &Server{opt: opt, sessions: newSessions(opt.Store, opt.Now), limiter: newLimiter(opt.Now), pages: map[string]*template.Template{}}
 	funcs := template.FuncMap{"show": func(s string) shown { return show(s, fieldLimit) }}
 	for _, p := range []string{"login", "inbox", "turn", "history", "proposals", "error"} {
 		t, err := template.New(p+".html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html", "templates/"+p+".html")
@@ -190,7 +190,12 @@ func (s *Server) authed(next http.HandlerFunc) http.HandlerFunc {
 		ok := false
 		if c, err := r.Cookie(SessionCookie); err == nil {
 			id = c.Value
-			sess, ok = s.sessions.get(id)
+			var gerr error
+			if sess, ok, gerr = s.sessions.get(r.Context(), id); gerr != nil {
+				s.opt.Log.Error("web: read the session from the store", "err", gerr)
+				http.Error(w, "the store did not answer: try again in a moment", http.StatusServiceUnavailable)
+				return
+			}
 		}
 		if ok {
 			set, err := s.opt.Approvers()
@@ -201,12 +206,14 @@ func (s *Server) authed(next http.HandlerFunc) http.HandlerFunc {
 			}
 			if !set.Has(sess.approver) { // removed from the approvers file since signing in
 				s.opt.Log.Warn("web: ended the session of an approver no longer in the approvers file", "approver", sess.approver)
-				s.sessions.remove(id)
+				s.endSessions(r.Context(), sess.approver)
 				http.SetCookie(w, sessionCookie("", -1))
 				ok = false
 			} else if stampOf(set, sess.approver) != sess.stamp { // password changed since signing in
-				s.opt.Log.Warn("web: ended a session signed in with a password that has changed since", "approver", sess.approver)
-				s.sessions.remove(id)
+				s.opt.Log.Warn("web: ended the sessions signed in with a password that has changed since", "approver", sess.approver)
+				if _, err := s.opt.Store.DeleteStalePageSessions(r.Context(), sess.approver, stampOf(set, sess.approver)); err != nil {
+					s.opt.Log.Error("web: end the approver's stale sessions", "approver", sess.approver, "err", err)
+				}
 				http.SetCookie(w, sessionCookie("", -1))
 				ok = false
 			}
@@ -227,6 +234,14 @@ func (s *Server) authed(next http.HandlerFunc) http.HandlerFunc {
 			}
 		}
 		next(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, signedIn{id: id, session: sess})))
+	}
+}
+
+// endSessions ends every session of approver, on every instance sharing the store: the
+// approver left the approvers file (issue 21, item 4).
+func (s *Server) endSessions(ctx context.Context, approver string) {
+	if _, err := s.opt.Store.DeleteApproverPageSessions(ctx, approver); err != nil {
+		s.opt.Log.Error("web: end the approver's sessions", "approver", approver, "err", err)
 	}
 }
 
