@@ -132,7 +132,7 @@ func runWeb(ctx context.Context, out, errOut io.Writer, addr, certFile, keyFile 
 	}
 	srv, err := web.New(web.Options{Store: st, Temporal: c, Approvers: web.FileApprovers(src),
 		Decide:         web.Decider(c, st, key, cred),
-		Challenge:      web.Challenger(st, key),
+		Challenge:      web.Challenger(st, key, cred),
 		Passkeys:       pk,
 		DecideProposal: web.ProposalDecider(c, st, cred, src, cfg.TaskQueue),
 		WorkflowURL:    func(id string) string { return cfg.WorkflowURL(opts.Namespace, id) },

@@ -16,6 +16,7 @@ import (
 	"github.com/go-webauthn/webauthn/webauthn"
 
 	"github.com/airlock-dev/airlock/internal/approval"
+	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/passkey"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
@@ -34,9 +35,11 @@ import (
 // sending it (approval.Challenge): the challenge of the approver's passkey.
 type ChallengeFunc func(ctx context.Context, r approval.Request) (nonce, mac string, err error)
 
-// Challenger is the ChallengeFunc of a page that decides with the approver key (Decider's).
-func Challenger(st *store.Store, key token.Key) ChallengeFunc {
+// Challenger is the ChallengeFunc of a page that decides with the approver key and attests
+// with its surface credential (Decider's).
+func Challenger(st *store.Store, key token.Key, surface approvers.Credential) ChallengeFunc {
 	return func(ctx context.Context, r approval.Request) (string, string, error) {
+		r.Signer = surface
 		row, err := st.GetConfirmation(ctx, r.ConfirmationID)
 		if errors.Is(err, store.ErrNotFound) {
 			return "", "", &approval.NotPendingError{ConfirmationID: r.ConfirmationID, Detail: "no such confirmation"}
