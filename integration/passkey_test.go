@@ -264,6 +264,11 @@ func TestPasskeyDecisions(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "must be decided with a passkey") || !strings.Contains(string(out), "approver page") {
 		t.Fatalf("`airlock approve` on a passkey-required call: %v\n%s", err, out)
 	}
+	pend := exec.Command(airlockBin, "pending")
+	pend.Env = cmd.Env
+	if out, err := pend.CombinedOutput(); err != nil || !strings.Contains(string(out), "passkey:     required") {
+		t.Fatalf("airlock pending does not say a passkey is required: %v\n%s", err, out)
+	}
 	surface, err := approvers.LoadCredential(filepath.Join(e.home, "keys", "surface-web.json"))
 	if err != nil {
 		t.Fatal(err)
