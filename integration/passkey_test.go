@@ -16,9 +16,10 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/webauthn"
 	"github.com/chromedp/chromedp"
-	"go.temporal.io/sdk/client"
+	tclient "go.temporal.io/sdk/client"
 
 	"github.com/airlock-dev/airlock/activities"
+	"github.com/airlock-dev/airlock/client"
 	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/store"
@@ -217,7 +218,7 @@ func refusals(t *testing.T, st *store.Store, workflowID string) []string {
 	return out
 }
 
-func startPaying(t *testing.T, e *webEnv, conv, message string) (client.WorkflowRun, workflows.PendingConfirmation) {
+func startPaying(t *testing.T, e *webEnv, conv, message string) (tclient.WorkflowRun, workflows.PendingConfirmation) {
 	t.Helper()
 	run := e.startTurn(conv, workflows.TurnRequest{Message: message, Principal: "carol"})
 	p := waitPending(t, e.c, run.GetID(), map[string]bool{})
@@ -263,6 +264,18 @@ func TestPasskeyDecisions(t *testing.T) {
 		"AIRLOCK_APPROVER_KEY_FILE=", "TEMPORAL_ADDRESS="+devServer.Address, "TEMPORAL_NAMESPACE="+devServer.Namespace)
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "must be decided with a passkey") || !strings.Contains(string(out), "approver page") {
 		t.Fatalf("`airlock approve` on a passkey-required call: %v\n%s", err, out)
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
+	defer ccancel()
+	cl, err := client.New(cctx, e.c, client.Options{TaskQueue: e.queue, DatabaseURL: e.dbURL,
+		ApproverKeyFile: filepath.Join(e.home, "approver.key"), CredentialFile: itCredentials["alice"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var de *client.DecisionError
+	if err := cl.Decide(cctx, client.DecideRequest{ConfirmationID: pA.ConfirmationID, Decision: client.Approve}); !errors.As(err, &de) || de.Code != activities.PasskeyRequired {
+		t.Fatalf("client.Decide on a passkey-required call = %v, want passkey_required", err)
 	}
 	pend := exec.Command(airlockBin, "pending")
 	pend.Env = cmd.Env
