@@ -52,7 +52,10 @@ func TestPasskeys(t *testing.T) {
 		errs := make([]error, 2)
 		for i := range errs {
 			wg.Add(1)
-			go func() { defer wg.Done(); errs[i] = s.UsePasskey(ctx, "alice", "cred-a", 6, fmt.Sprintf("race-%d", i), base) }()
+			go func() {
+				defer wg.Done()
+				errs[i] = s.UsePasskey(ctx, "alice", "cred-a", 6, fmt.Sprintf("race-%d", i), base)
+			}()
 		}
 		wg.Wait()
 		if (errs[0] == nil) == (errs[1] == nil) {
