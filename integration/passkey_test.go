@@ -142,6 +142,7 @@ func (b *tab) registerPasskey(base, name string) {
 		chromedp.Navigate(base+"/passkeys"),
 		chromedp.WaitVisible(css(`form.register-passkey button`)),
 		chromedp.SendKeys(css(`form.register-passkey input[name=name]`), name),
+		chromedp.SendKeys(css(`form.register-passkey input[name=password]`), webPassword),
 		chromedp.Click(css(`form.register-passkey button`)),
 		chromedp.WaitVisible(css(`#passkey-message`)))
 	if got := b.text(`#passkey-message`); !strings.Contains(got, "Passkey registered") {
@@ -247,6 +248,15 @@ func TestPasskeyDecisions(t *testing.T) {
 	alice.signIn(e.url, "alice")
 	bob.signIn(e.url, "bob")
 	aliceAuth, bobAuth := alice.addAuthenticator(), bob.addAuthenticator()
+	// A session alone registers nothing: the password is asked again.
+	alice.do("register with a wrong password", chromedp.Navigate(e.url+"/passkeys"), chromedp.WaitVisible(css(`form.register-passkey button`)),
+		chromedp.SendKeys(css(`form.register-passkey input[name=password]`), "not her password"), chromedp.Click(css(`form.register-passkey button`)))
+	eventually(t, 30*time.Second, "the page refusing a wrong password", func() bool {
+		return strings.Contains(alice.text(`.passkey-status`), "Wrong password")
+	})
+	if n := len(alice.credentials(aliceAuth)); n != 0 {
+		t.Fatalf("the authenticator made %d credential(s) after a wrong password", n)
+	}
 	alice.registerPasskey(e.url, "alice laptop")
 	bob.registerPasskey(e.url, "bob phone")
 	if pks, err := e.st.ListPasskeys(context.Background(), "alice"); err != nil || len(pks) != 1 || pks[0].Name != "alice laptop" || len(pks[0].PublicKey) == 0 {

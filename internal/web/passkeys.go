@@ -166,6 +166,10 @@ type jsonError struct {
 
 // passkeyBegin starts a registration ceremony: the creation options for the browser, and the
 // ceremony's id (its session data waits in the store, store.SavePasskeyChallenge).
+//
+// The approver types their password again: a passkey decides as them from then on, so a
+// session alone (a cookie left in a shared browser) must not add one. Failures count towards
+// the sign-in limit.
 func (s *Server) passkeyBegin(w http.ResponseWriter, r *http.Request) {
 	me := current(r)
 	rp, err := s.relyingParty(r.Header.Get("Origin"))
@@ -173,6 +177,29 @@ func (s *Server) passkeyBegin(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, jsonError{err.Error()})
 		return
 	}
+	keys := []string{userKey(me.approver), ipKey(clientIP(r))}
+	at, blocked, wait := s.limiter.attempt(keys...)
+	if blocked {
+		writeJSON(w, http.StatusTooManyRequests, jsonError{fmt.Sprintf("Too many wrong passwords: try again in %d s.", int(wait.Seconds())+1)})
+		return
+	}
+	set, err := s.opt.Approvers()
+	if err != nil {
+		s.limiter.forgive(at, keys...)
+		s.opt.Log.Error("web: read the approvers file", "err", err)
+		writeJSON(w, http.StatusInternalServerError, jsonError{"the approvers file could not be read"})
+		return
+	}
+	password := r.PostForm.Get("password")
+	if len(password) > maxPasswordLen {
+		password = ""
+	}
+	if who, err := set.Authenticate(me.approver, password); err != nil || who != me.approver {
+		s.opt.Log.Warn("web: passkey registration with a wrong password", "approver", me.approver)
+		writeJSON(w, http.StatusUnauthorized, jsonError{"Wrong password: type your approver page password to register a passkey."})
+		return
+	}
+	s.limiter.forgive(at, keys...)
 	pks, creds, err := s.liveCredentials(r.Context(), me.approver)
 	if err != nil {
 		s.opt.Log.Error("web: read passkeys", "err", err)

@@ -102,7 +102,8 @@ func (p *passkeyPage) signIn() string {
 	return m[1]
 }
 
-// The Passkeys page and its ceremonies need a signed-in approver; registration is begun with
+// The Passkeys page and its ceremonies need a signed-in approver who types their password
+// again (a session alone adds no passkey); registration is begun with
 // options for the configured relying party (kept in the store), a ceremony is used once, and
 // an answer that is not a registration registers nothing; nobody removes a passkey that is
 // not theirs.
@@ -118,7 +119,14 @@ func TestPasskeyRegistrationEndpoints(t *testing.T) {
 	if resp, _ := p.do("POST", "/passkeys/begin", url.Values{"csrf": {"wrong"}}); resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("begin without the CSRF token = %d", resp.StatusCode)
 	}
-	resp, body := p.do("POST", "/passkeys/begin", url.Values{"csrf": {csrf}})
+	resp, body := p.do("POST", "/passkeys/begin", url.Values{"csrf": {csrf}, "password": {"wrong"}})
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "Wrong password") {
+		t.Fatalf("begin with a wrong password = %d %s", resp.StatusCode, body)
+	}
+	if n, _ := p.st.PasskeyHolders(context.Background()); len(n) != 0 {
+		t.Fatal("a passkey exists")
+	}
+	resp, body = p.do("POST", "/passkeys/begin", url.Values{"csrf": {csrf}, "password": {"correct horse"}})
 	var begun struct {
 		Ceremony  string `json:"ceremony"`
 		PublicKey struct {

@@ -172,6 +172,7 @@ function registerPasskey(form) {
     return navigator.credentials.create({ publicKey: pk }).then(function (cred) {
       form.querySelector("input[name=ceremony]").value = opts.ceremony;
       form.querySelector("input[name=credential]").value = credentialJSON(cred);
+      form.querySelector("input[name=password]").value = ""; // checked by /passkeys/begin; not sent again
       form.submit();
     });
   }).catch(function (e) { passkeyStatus(form, "No passkey registered: " + e.message); });
