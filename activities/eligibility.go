@@ -95,6 +95,9 @@ func ProofOf(signer string, withPasskey bool) string {
 		return "password session on approver page " + name
 	}
 	if strings.HasPrefix(signer, "approver:") {
+		if withPasskey {
+			return "passkey, attested by CLI credential"
+		}
 		return "CLI credential"
 	}
 	return "unattested"

@@ -1,49 +1,28 @@
 package passkey
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"testing"
 
-	"github.com/go-webauthn/webauthn/protocol/webauthncbor"
+	"github.com/airlock-dev/airlock/internal/passkey/passkeytest"
 )
 
-// authenticator is a software ES256 authenticator that makes assertions the way a browser
-// returns them (W3C WebAuthn §6.3.3, §7.2), for the verifier's unit tests. The end-to-end tests
-// use Chromium's virtual authenticator (integration/passkey_test.go).
-type authenticator struct {
-	key  *ecdsa.PrivateKey
-	id   []byte
-	cose []byte
-}
+// authenticator wraps passkeytest's software authenticator for these tests.
+type authenticator struct{ *passkeytest.Authenticator }
 
 func newAuthenticator(t *testing.T) *authenticator {
 	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	a, err := passkeytest.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := k.PublicKey.ECDH()
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw := pub.Bytes() // 0x04 ‖ x ‖ y
-	cose, err := webauthncbor.Marshal(map[int]any{1: 2, 3: -7, -1: 1, -2: raw[1:33], -3: raw[33:65]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := make([]byte, 16)
-	_, _ = rand.Read(id)
-	return &authenticator{key: k, id: id, cose: cose}
+	return &authenticator{a}
 }
 
-// assertion options: what the browser and the authenticator put in.
+// made is what the browser and the authenticator put in.
 type made struct {
 	typ, origin, rpID string
 	challenge         []byte
@@ -54,22 +33,10 @@ type made struct {
 
 func (a *authenticator) assert(t *testing.T, m made) []byte {
 	t.Helper()
-	if m.typ == "" {
-		m.typ = "webauthn.get"
-	}
-	cd, _ := json.Marshal(map[string]any{"type": m.typ, "challenge": base64.RawURLEncoding.EncodeToString(m.challenge), "origin": m.origin, "crossOrigin": m.crossOrigin})
-	rp := sha256.Sum256([]byte(m.rpID))
-	ad := append(rp[:], m.flags)
-	ad = binary.BigEndian.AppendUint32(ad, m.counter)
-	cdh := sha256.Sum256(cd)
-	digest := sha256.Sum256(append(append([]byte{}, ad...), cdh[:]...))
-	sig, err := ecdsa.SignASN1(rand.Reader, a.key, digest[:])
+	out, err := a.Assert(passkeytest.Assertion{Type: m.typ, Origin: m.origin, RPID: m.rpID, Challenge: m.challenge, Flags: m.flags, Counter: m.counter, CrossOrigin: m.crossOrigin})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := base64.RawURLEncoding.EncodeToString
-	out, _ := json.Marshal(map[string]any{"id": b(a.id), "rawId": b(a.id), "type": "public-key",
-		"response": map[string]any{"clientDataJSON": b(cd), "authenticatorData": b(ad), "signature": b(sig)}})
 	return out
 }
 
@@ -90,7 +57,7 @@ func TestVerifyAcceptsExactlyTheDecisionsAssertion(t *testing.T) {
 	cfg := Config{RPID: "airlock.example.com", Origins: []string{"https://airlock.example.com"}}
 	ch := mac()
 	good := made{origin: "https://airlock.example.com", rpID: "airlock.example.com", challenge: ch, flags: flagsUPUV, counter: 7}
-	cred := Credential{PublicKey: a.cose, SignCount: 6}
+	cred := Credential{PublicKey: a.PublicKey(), SignCount: 6}
 
 	verify := func(raw []byte, c Credential, challenge []byte) (Verified, error) {
 		as, err := Parse(raw)
@@ -104,7 +71,7 @@ func TestVerifyAcceptsExactlyTheDecisionsAssertion(t *testing.T) {
 		t.Fatalf("the decision's own assertion: %+v, %v", v, err)
 	}
 	as, _ := Parse(a.assert(t, good))
-	if as.CredentialID != base64.RawURLEncoding.EncodeToString(a.id) {
+	if as.CredentialID != a.ID() {
 		t.Fatalf("credential id = %q", as.CredentialID)
 	}
 
@@ -123,8 +90,8 @@ func TestVerifyAcceptsExactlyTheDecisionsAssertion(t *testing.T) {
 		{"another relying party", func(m made) made { m.rpID = "example.com"; return m }, cred, ch, ErrRPID},
 		{"user not verified", func(m made) made { m.flags = 0x01; return m }, cred, ch, ErrUser},
 		{"user not present", func(m made) made { m.flags = 0x04; return m }, cred, ch, ErrUser},
-		{"another authenticator's key", func(m made) made { return m }, Credential{PublicKey: other.cose, SignCount: 6}, ch, ErrSignature},
-		{"counter not increasing", func(m made) made { return m }, Credential{PublicKey: a.cose, SignCount: 7}, ch, ErrCounter},
+		{"another authenticator's key", func(m made) made { return m }, Credential{PublicKey: other.PublicKey(), SignCount: 6}, ch, ErrSignature},
+		{"counter not increasing", func(m made) made { return m }, Credential{PublicKey: a.PublicKey(), SignCount: 7}, ch, ErrCounter},
 		{"counter going back", func(m made) made { m.counter = 3; return m }, cred, ch, ErrCounter},
 		{"counter 0 after a counting authenticator", func(m made) made { m.counter = 0; return m }, cred, ch, ErrCounter},
 	}
@@ -147,7 +114,7 @@ func TestVerifyAcceptsExactlyTheDecisionsAssertion(t *testing.T) {
 	// An authenticator without a counter (always 0) verifies while the stored one is 0.
 	zero := good
 	zero.counter = 0
-	if _, err := verify(a.assert(t, zero), Credential{PublicKey: a.cose}, ch); err != nil {
+	if _, err := verify(a.assert(t, zero), Credential{PublicKey: a.PublicKey()}, ch); err != nil {
 		t.Errorf("a counterless authenticator: %v", err)
 	}
 	// Not an assertion at all, or too big.
