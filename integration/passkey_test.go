@@ -236,7 +236,8 @@ func startPaying(t *testing.T, e *webEnv, conv, message string) (tclient.Workflo
 // counter did not increase), an assertion re-sent for another confirmation, other arguments
 // or another decision passkey_invalid (its challenge is not that decision's MAC), bob's
 // passkey signing alice's exact decision passkey_unknown, and a removed passkey's assertion
-// passkey_unknown. Nothing refused runs; every refusal is audited and the token reissued.
+// passkey_unknown. A denial and an edit (by bob, with his passkey) are decided on the page the
+// same way. Nothing refused runs; every refusal is audited and the token reissued.
 func TestPasskeyDecisions(t *testing.T) {
 	t.Parallel()
 	other := `{"recipient":"GB29NWBK60161331926819","amount":9999,"subject":"rent","date":"2026-12-01"}`
@@ -388,6 +389,17 @@ func TestPasskeyDecisions(t *testing.T) {
 		t.Fatalf("an approval's assertion sent with a denial: %q, want passkey_invalid", got)
 	}
 
+	// A denial is decided with the passkey too (the reason reaches the model), on the page.
+	alice.waitCard(e.url, pD.ConfirmationID)
+	alice.do("deny D with the passkey", chromedp.SendKeys(css(card(pD.ConfirmationID)+` form.deny input[name=reason]`), "too much"),
+		chromedp.Click(css(card(pD.ConfirmationID)+` button.deny`)), chromedp.WaitVisible(css(`#answer`)))
+	if got := alice.text(`#answer`); !strings.Contains(got, "Denied "+pD.ConfirmationID+" as alice") {
+		t.Fatalf("denial answer = %q", got)
+	}
+	if res := result(t, runD); len(res.Outcomes) != 1 || res.Outcomes[0].Outcome != activities.OutcomeDenied {
+		t.Fatalf("turn D outcomes = %+v", res.Outcomes)
+	}
+
 	// 5. bob's passkey signs alice's exact decision: the key is moved into alice's authenticator
 	// (hers taken out) and the page's request no longer restricts which passkey answers.
 	bobCreds := bob.credentials(bobAuth)
@@ -426,8 +438,21 @@ navigator.credentials.get = function (o) { delete o.publicKey.allowCredentials; 
 		return strings.Contains(alice.text(card(pB.ConfirmationID)+` .passkey-status`), "register one under Passkeys first")
 	})
 
-	if n := len(e.rec.of("send_money")); n != 2 {
-		t.Fatalf("send_money ran %d times, want 2 (A and C)", n)
+	// 7. bob edits B with his passkey: the original is denied (edited_by_approver) and his
+	// arguments run once, as a new proposal the edit confirmed.
+	edited := `{"recipient":"GB29NWBK60161331926819","amount":100,"subject":"rent","date":"2026-12-01"}`
+	bob.waitCard(e.url, pB.ConfirmationID)
+	bob.do("edit B with the passkey", chromedp.Click(css(card(pB.ConfirmationID)+` details.edit summary`)),
+		chromedp.SetValue(css(card(pB.ConfirmationID)+` form.edit textarea`), edited),
+		chromedp.Click(css(card(pB.ConfirmationID)+` button.edit`)), chromedp.WaitVisible(css(`#answer`)))
+	if got := bob.text(`#answer`); !strings.Contains(got, "Edited "+pB.ConfirmationID+" as bob") {
+		t.Fatalf("edit answer = %q", got)
+	}
+	if res := result(t, runB); len(res.Outcomes) != 2 || res.Outcomes[1].Outcome != activities.OutcomeExecuted || res.Outcomes[1].Approver != "bob" {
+		t.Fatalf("turn B outcomes = %+v", res.Outcomes)
+	}
+	if got := e.rec.of("send_money"); len(got) != 3 || got[2] != canon(t, edited) {
+		t.Fatalf("send_money ran %v, want A, C and bob's edit", got)
 	}
 	want := "alice:" + strings.Join([]string{activities.PasskeyReplayed, activities.PasskeyInvalid,
 		activities.PasskeyUnknown, activities.PasskeyUnknown}, " alice:")
