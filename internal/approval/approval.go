@@ -138,8 +138,13 @@ var ErrNoVerdict = errors.New("approval: the turn has not judged the decision ye
 // Sign builds the signed Decision for r on the stored confirmation row: it opens the sealed
 // token of the row's current generation with key and signs with a fresh nonce (an edit's MAC
 // also binds the canonical digest of r.Arguments). Errors: ErrNotPending (the row is decided
-// or expired at now), token.ErrSealed (wrong approver key), ErrBadEdit, ErrReasonTooLong.
+// or expired at now), token.ErrSealed (wrong approver key), ErrBadEdit, ErrReasonTooLong,
+// ErrPasskeyRequired (the row's capability is decided only with a passkey and r carries no
+// assertion: nothing can be sent from a surface without one).
 func Sign(key token.Key, row store.Confirmation, r Request, now time.Time) (workflows.Decision, error) {
+	if err := pendingAt(row, now); err != nil {
+		return workflows.Decision{}, err
+	}
 	if row.PasskeyRequired && len(r.Passkey) == 0 {
 		return workflows.Decision{}, fmt.Errorf("%w (%s)", ErrPasskeyRequired, display.Visible(row.ID))
 	}

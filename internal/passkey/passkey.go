@@ -19,7 +19,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -63,7 +62,9 @@ func FromEnv() (Config, error) {
 	if c.RPID == "" {
 		c.RPID = "localhost"
 		for _, h := range splitList(os.Getenv("AIRLOCK_WEB_HOSTS")) {
-			if net.ParseIP(strings.Trim(h, "[]")) == nil {
+			// The first plain host name; IP addresses (and anything with a port) cannot be a
+			// relying party.
+			if net.ParseIP(strings.Trim(h, "[]")) == nil && !strings.ContainsAny(h, ":/ []") {
 				c.RPID = strings.ToLower(h)
 				break
 			}
@@ -246,10 +247,4 @@ func Challenge(mac string) ([]byte, error) {
 		return nil, fmt.Errorf("passkey: the decision's MAC is not 32 bytes of base64url")
 	}
 	return b, nil
-}
-
-// Valid reports whether raw is JSON an approver surface could send as an assertion (bounded,
-// a JSON object): CheckDecision's test; Parse judges the rest.
-func Valid(raw json.RawMessage) bool {
-	return len(raw) <= MaxAssertionBytes && (len(raw) == 0 || json.Valid(raw))
 }

@@ -156,6 +156,10 @@ func TestOriginsAndRelyingParty(t *testing.T) {
 	if c, err := FromEnv(); err != nil || c.RPID != "approve.example.com" {
 		t.Errorf("FromEnv with web hosts = %+v, %v", c, err)
 	}
+	t.Setenv("AIRLOCK_WEB_HOSTS", "approve.example.com:8443,[::1]")
+	if c, err := FromEnv(); err != nil || c.RPID != "localhost" {
+		t.Errorf("FromEnv with no plain host name = %+v, %v (a bad web host must not stop a worker)", c, err)
+	}
 	t.Setenv(EnvRPID, "127.0.0.1")
 	if _, err := FromEnv(); err == nil {
 		t.Error("FromEnv accepted an IP address as RP id")
