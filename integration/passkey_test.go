@@ -454,6 +454,21 @@ navigator.credentials.get = function (o) { delete o.publicKey.allowCredentials; 
 	if got := e.rec.of("send_money"); len(got) != 3 || got[2] != canon(t, edited) {
 		t.Fatalf("send_money ran %v, want A, C and bob's edit", got)
 	}
+	// An operator lists and removes a passkey (a lost authenticator) from the command line.
+	bobKeys, _ := e.st.ListPasskeys(context.Background(), "bob")
+	list := exec.Command(airlockBin, "approvers", "passkeys", "bob")
+	list.Env = cmd.Env
+	if out, err := list.CombinedOutput(); err != nil || len(bobKeys) != 1 || !strings.Contains(string(out), bobKeys[0].CredentialID) || !strings.Contains(string(out), `"bob phone"`) {
+		t.Fatalf("airlock approvers passkeys bob: %v\n%s", err, out)
+	}
+	rm := exec.Command(airlockBin, "approvers", "passkeys", "bob", "--remove", bobKeys[0].CredentialID)
+	rm.Env = cmd.Env
+	if out, err := rm.CombinedOutput(); err != nil || !strings.Contains(string(out), "decides nothing from now on") {
+		t.Fatalf("airlock approvers passkeys bob --remove: %v\n%s", err, out)
+	}
+	if l, _ := e.st.ListPasskeys(context.Background(), "bob"); len(l) != 0 {
+		t.Fatalf("bob's passkeys after the operator removed his = %+v", l)
+	}
 	want := "alice:" + strings.Join([]string{activities.PasskeyReplayed, activities.PasskeyInvalid,
 		activities.PasskeyUnknown, activities.PasskeyUnknown}, " alice:")
 	if got := strings.Join(refusals(t, e.st, runB.GetID()), " "); got != want {

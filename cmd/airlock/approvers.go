@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -28,7 +29,7 @@ decision against it, so an approver name is never a claim anybody can type: a de
 an ed25519 signature by the approver's own credential, or by the approver page that signed the
 approver in. Changes take effect at once, without restarting workers.`,
 	}
-	cmd.AddCommand(newApproversAddCmd(), newApproversListCmd(), newApproversPasswdCmd(), newApproversRotateCmd(), newApproversRemoveCmd())
+	cmd.AddCommand(newApproversAddCmd(), newApproversListCmd(), newApproversPasswdCmd(), newApproversRotateCmd(), newApproversRemoveCmd(), newApproversPasskeysCmd())
 	return cmd
 }
 
@@ -256,4 +257,54 @@ func findApprover(path, name string) (approvers.Approver, error) {
 		return a, fmt.Errorf("%s has no approver %q (airlock approvers add)", path, name)
 	}
 	return a, nil
+}
+
+// newApproversPasskeysCmd lists an approver's passkeys (issue 21, item 3) and lets an operator
+// remove one, e.g. a lost authenticator's, when the approver cannot sign in to do it.
+func newApproversPasskeysCmd() *cobra.Command {
+	var remove string
+	cmd := &cobra.Command{
+		Use:   "passkeys NAME",
+		Short: "List an approver's passkeys (registered on the approver page), or remove one",
+		Long: `List the passkeys NAME registered on the approver page (Passkeys), from the store: the
+credential id, name, authenticator model (AAGUID), when it was registered and last used, and its
+signature counter. A capability whose policy says "approval/passkey": true is decided only with
+one of them. --remove ID removes one at once: it decides nothing from the next decision on, and
+the same authenticator cannot register it again (a new passkey can be registered).`,
+		Example: "  airlock approvers passkeys alice\n  airlock approvers passkeys alice --remove TcHLEOZfE17nav6b…",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := openExistingStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			out := cmd.OutOrStdout()
+			if remove != "" {
+				if err := st.RemovePasskey(cmd.Context(), args[0], remove, time.Now()); err != nil {
+					return fmt.Errorf("remove passkey: %w (airlock approvers passkeys %s lists them)", err, display.Visible(args[0]))
+				}
+				fmt.Fprintf(out, "removed passkey %s of %s: it decides nothing from now on\n", display.Visible(remove), display.Visible(args[0]))
+				return nil
+			}
+			pks, err := st.ListPasskeys(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if len(pks) == 0 {
+				fmt.Fprintf(out, "%s has no passkey (register one on the approver page, under Passkeys)\n", display.Visible(args[0]))
+			}
+			for _, p := range pks {
+				used := "never used"
+				if p.LastUsedAt != nil {
+					used = "last used " + p.LastUsedAt.UTC().Format(time.RFC3339)
+				}
+				fmt.Fprintf(out, "%s  %q  aaguid:%s  registered %s  %s  counter %d\n", p.CredentialID, display.Line(p.Name),
+					orNone(p.AAGUID), p.CreatedAt.UTC().Format(time.RFC3339), used, p.SignCount)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&remove, "remove", "", "remove the passkey with this credential id")
+	return cmd
 }
