@@ -25,6 +25,12 @@ import (
 // integration/passkey_test.go).
 func passkeyFixture(t *testing.T, responses ...json.RawMessage) (*fixture, *passkeytest.Authenticator) {
 	t.Helper()
+	return passkeyFixtureQuorum(t, 0, responses...)
+}
+
+// passkeyFixtureQuorum is passkeyFixture with test.send needing quorum approvals.
+func passkeyFixtureQuorum(t *testing.T, quorum int, responses ...json.RawMessage) (*fixture, *passkeytest.Authenticator) {
+	t.Helper()
 	f := newFixture(t, responses...)
 	src := registry.Source{Name: "test", Data: []byte(testRegistry)}
 	base := registry.StructuralPolicy("test policy", "test.passkey", nil, src)
@@ -34,7 +40,7 @@ func passkeyFixture(t *testing.T, responses ...json.RawMessage) (*fixture, *pass
 	}
 	for i := range doc.Capabilities {
 		if doc.Capabilities[i].ID == "test.send" {
-			doc.Capabilities[i].Passkey = true
+			doc.Capabilities[i].Passkey, doc.Capabilities[i].Quorum = true, quorum
 		}
 	}
 	data, _ := json.Marshal(doc)
@@ -53,15 +59,38 @@ func passkeyFixture(t *testing.T, responses ...json.RawMessage) (*fixture, *pass
 	return f, auth
 }
 
-// passkeyDecision is alice's approval of id signed by her passkey with counter n: the page's
-// two steps (approval.Challenge, then Sign with its nonce and the assertion).
-func (f *fixture) passkeyDecision(auth *passkeytest.Authenticator, id string, n uint32) workflows.Decision {
+// bareDecision is approver's approval of id without a passkey assertion, signed as a surface
+// that ignores the passkey rule would sign it (approval.Sign refuses to).
+func (f *fixture) bareDecision(id, approver string) workflows.Decision {
 	f.t.Helper()
 	row, err := f.store.GetConfirmation(context.Background(), id)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	req := approval.Request{ConfirmationID: id, Decision: workflows.DecisionApprove, Approver: "alice", Signer: credentialOf(f.t, "alice")}
+	row.PasskeyRequired = false
+	d, err := approval.Sign(f.key, row, approval.Request{ConfirmationID: id, Decision: workflows.DecisionApprove, Approver: approver,
+		Signer: credentialOf(f.t, approver)}, time.Time{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return d
+}
+
+// passkeyDecision is alice's approval of id signed by her passkey with counter n: the page's
+// two steps (approval.Challenge, then Sign with its nonce and the assertion).
+func (f *fixture) passkeyDecision(auth *passkeytest.Authenticator, id string, n uint32) workflows.Decision {
+	f.t.Helper()
+	return f.passkeyDecisionBy("alice", auth, id, n)
+}
+
+// passkeyDecisionBy is approver's approval of id signed by the passkey auth with counter n.
+func (f *fixture) passkeyDecisionBy(approver string, auth *passkeytest.Authenticator, id string, n uint32) workflows.Decision {
+	f.t.Helper()
+	row, err := f.store.GetConfirmation(context.Background(), id)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	req := approval.Request{ConfirmationID: id, Decision: workflows.DecisionApprove, Approver: approver, Signer: credentialOf(f.t, approver)}
 	nonce, mac, err := approval.Challenge(f.key, row, req, time.Time{})
 	if err != nil {
 		f.t.Fatal(err)
@@ -133,17 +162,7 @@ func TestPasskeyRefusalsInOneTurn(t *testing.T) {
 	if err := f.store.UsePasskey(context.Background(), "alice", auth.ID(), 5, "earlier", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	f.at(time.Minute, func() {
-		id := f.pending()[0].ConfirmationID
-		row, _ := f.store.GetConfirmation(context.Background(), id)
-		row.PasskeyRequired = false // a surface that ignores the rule
-		d, err := approval.Sign(f.key, row, approval.Request{ConfirmationID: id, Decision: workflows.DecisionApprove, Approver: "alice",
-			Signer: credentialOf(t, "alice")}, time.Time{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.signal(d)
-	})
+	f.at(time.Minute, func() { f.signal(f.bareDecision(f.pending()[0].ConfirmationID, "alice")) })
 	f.at(time.Minute+time.Second, func() { f.signal(f.passkeyDecision(auth, f.pending()[0].ConfirmationID, 5)) })
 	f.at(time.Minute+2*time.Second, func() { f.signal(f.passkeyDecision(stranger, f.pending()[0].ConfirmationID, 9)) })
 	f.at(time.Minute+3*time.Second, func() { f.signal(f.passkeyDecision(auth, f.pending()[0].ConfirmationID, 6)) })
@@ -176,5 +195,40 @@ func TestPasskeyApprovalSurvivesACrashAfterTheCounterWrite(t *testing.T) {
 	wantOutcomes(t, res, "executed")
 	if got := f.refusals(); len(got) != 0 || f.sends.Load() != 1 {
 		t.Fatalf("refusals = %v, sends = %d", got, f.sends.Load())
+	}
+}
+
+// A quorum of two on a passkey capability: each approval needs its own approver's passkey.
+// alice's counts (quorum_pending); bob's without an assertion is passkey_required, bob's with
+// alice's passkey passkey_unknown, and bob's with his own completes the quorum: the call runs
+// once, and the proof names the quorum.
+func TestPasskeyQuorumNeedsEachApproversPasskey(t *testing.T) {
+	f, alice := passkeyFixtureQuorum(t, 2, calls(call("c1", "test_send", `{"to":"a","amount":1}`)), answer("sent"))
+	bob, err := passkeytest.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.AddPasskey(context.Background(), store.Passkey{CredentialID: bob.ID(), Approver: "bob", PublicKey: bob.PublicKey()}); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	f.at(time.Minute, func() {
+		id = f.pending()[0].ConfirmationID
+		f.signal(f.passkeyDecision(alice, id, 1))
+	})
+	f.at(time.Minute+time.Second, func() { f.signal(f.bareDecision(id, "bob")) })
+	f.at(time.Minute+2*time.Second, func() { f.signal(f.passkeyDecisionBy("bob", alice, id, 2)) })
+	f.at(time.Minute+3*time.Second, func() { f.signal(f.passkeyDecisionBy("bob", bob, id, 1)) })
+	res := f.run(workflows.TurnRequest{ConfirmationTTL: 2 * time.Minute})
+	wantOutcomes(t, res, "executed")
+	if f.sends.Load() != 1 {
+		t.Fatalf("sends = %d, want 1", f.sends.Load())
+	}
+	want := strings.Join([]string{activities.QuorumPending, activities.PasskeyRequired, activities.PasskeyUnknown}, " ")
+	if got := strings.Join(f.refusals(), " "); got != want {
+		t.Fatalf("refusals = %q, want %q", got, want)
+	}
+	if row, _ := f.store.GetConfirmation(context.Background(), id); row.ApproverProof != "passkey, attested by CLI credential; quorum of alice, bob" {
+		t.Fatalf("approver proof = %q", row.ApproverProof)
 	}
 }
