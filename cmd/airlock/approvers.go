@@ -27,7 +27,11 @@ every approver: a bcrypt hash of the password they sign in to the approver page 
 public key of the credential the CLI's approve and deny decide with. Workers authenticate every
 decision against it, so an approver name is never a claim anybody can type: a decision carries
 an ed25519 signature by the approver's own credential, or by the approver page that signed the
-approver in. Changes take effect at once, without restarting workers.`,
+approver in. Changes take effect at once, without restarting workers.
+
+Passkeys are not in this file: approvers register them on the approver page (Passkeys) and they
+live in the store; a capability whose policy says "approval/passkey": true is decided only with
+one (airlock approvers passkeys NAME lists or removes them).`,
 	}
 	cmd.AddCommand(newApproversAddCmd(), newApproversListCmd(), newApproversPasswdCmd(), newApproversRotateCmd(), newApproversRemoveCmd(), newApproversPasskeysCmd())
 	return cmd
