@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/display"
+	"github.com/airlock-dev/airlock/internal/store"
 )
 
 func newApproversCmd() *cobra.Command {
@@ -231,7 +233,10 @@ func newApproversRemoveCmd() *cobra.Command {
 		Short: "Remove an approver: their credential and page sessions stop deciding at once",
 		Long: `Remove an approver from the approvers file. Workers re-read the file, so the approver's
 CLI credential is refused (approver_unauthenticated) from the next decision on, and the approver
-page signs them out at their next request. Their credential file is left where it is: delete it.`,
+page signs them out at their next request. Their passkeys are removed from the store too (so an
+approver added again under the name does not inherit them; when the store cannot be reached
+this is said, and airlock approvers passkeys NAME --remove does it later). Their credential file
+is left where it is: delete it.`,
 		Example: "  airlock approvers remove bob",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -244,7 +249,16 @@ page signs them out at their next request. Their credential file is left where i
 			if err := approvers.Remove(path, args[0]); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "removed approver %s from %s: their credential and page sessions no longer decide\n", args[0], path)
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "removed approver %s from %s: their credential and page sessions no longer decide\n", args[0], path)
+			n, err := removePasskeys(cmd.Context(), args[0])
+			switch {
+			case err != nil:
+				fmt.Fprintf(out, "warning: %s's passkeys were not removed (%v): airlock approvers passkeys %s --remove ID, once the store answers\n",
+					args[0], scrub(err), args[0])
+			case n > 0:
+				fmt.Fprintf(out, "removed %d passkey(s) of %s\n", n, args[0])
+			}
 			return nil
 		},
 	}
@@ -311,4 +325,27 @@ the same authenticator cannot register it again (a new passkey can be registered
 	}
 	cmd.Flags().StringVar(&remove, "remove", "", "remove the passkey with this credential id")
 	return cmd
+}
+
+// removePasskeys removes every live passkey of approver from the store and returns how many;
+// a store that does not exist yet holds none.
+func removePasskeys(ctx context.Context, approver string) (int, error) {
+	st, err := openExistingStore(ctx)
+	if errors.Is(err, store.ErrNoStore) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	pks, err := st.ListPasskeys(ctx, approver)
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range pks {
+		if err := st.RemovePasskey(ctx, approver, p.CredentialID, time.Now()); err != nil {
+			return 0, err
+		}
+	}
+	return len(pks), nil
 }
