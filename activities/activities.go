@@ -19,6 +19,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/clients"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/parse"
+	"github.com/airlock-dev/airlock/internal/passkey"
 	"github.com/airlock-dev/airlock/internal/proposals"
 	"github.com/airlock-dev/airlock/internal/recording"
 	"github.com/airlock-dev/airlock/internal/store"
@@ -72,6 +73,9 @@ type Activities struct {
 	// Notices, when set, is told of every confirmation issued (notify.Outbox: webhook, Slack and
 	// e-mail notices through the store's outbox, issue 23); nil sends none.
 	Notices Notifier
+	// Passkeys is the relying party passkey assertions are verified against (the approver
+	// page's RP id and origins, passkey.FromEnv; zero: "localhost" on any loopback port).
+	Passkeys passkey.Config
 }
 
 func (a *Activities) now() time.Time {
@@ -393,8 +397,9 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 		CallID: in.CallID, CapabilityID: in.CapabilityID, Version: in.Version, ArgsDigest: in.ArgsDigest,
 		Arguments: in.Arguments, Display: in.Display, CreatedAt: now, ExpiresAt: now.Add(in.TTL),
 		RegistryRevision: rev, Disclosure: discJSON,
-		Provenance:     a.provenanceOf(ctx, turnConversation(in.Conversation, in.WorkflowID), in.Arguments),
-		ApproverGroups: a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version}).ApproverGroups,
+		Provenance:      a.provenanceOf(ctx, turnConversation(in.Conversation, in.WorkflowID), in.Arguments),
+		ApproverGroups:  a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version}).ApproverGroups,
+		PasskeyRequired: a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version}).Passkey,
 	})
 	if err != nil {
 		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
@@ -416,7 +421,7 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 	}
 	pol := a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version})
 	return IssueOutput{ConfirmationID: row.ID, ExpiresAt: row.ExpiresAt, Disclosure: disc, Provenance: row.Provenance,
-		ApproverGroups: row.ApproverGroups, Quorum: pol.Approvals()}, nil
+		ApproverGroups: row.ApproverGroups, Quorum: pol.Approvals(), PasskeyRequired: row.PasskeyRequired}, nil
 }
 
 // disclose is the Disclosure of a call of id@version with args under the registry served now
@@ -466,7 +471,10 @@ func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (
 	case err != nil:
 		return ConsumeOutput{}, fmt.Errorf("present decision for %s: %w", in.ConfirmationID, err)
 	}
-	code, detail := a.judge(row, in, now)
+	code, detail, err := a.judge(ctx, row, in, now)
+	if err != nil {
+		return ConsumeOutput{}, fmt.Errorf("judge decision for %s: %w", in.ConfirmationID, err)
+	}
 	// A capability that needs several approvals counts this one (recorded below, once its
 	// nonce is known fresh): the decision is final only with the last.
 	var countApproval bool
@@ -587,55 +595,59 @@ func (a *Activities) ConfirmEdit(ctx context.Context, in ConfirmEditInput) (Conf
 
 // judge checks one presented decision against the consumed confirmation row; it returns ""
 // for a valid decision, else a refusal code and a detail for the audit and the approver.
-func (a *Activities) judge(row store.Confirmation, in ConsumeInput, now time.Time) (code, detail string) {
+func (a *Activities) judge(ctx context.Context, row store.Confirmation, in ConsumeInput, now time.Time) (code, detail string, err error) {
 	if row.WorkflowID != in.WorkflowID || row.RunID != in.RunID || row.Seq != in.Seq ||
 		row.CapabilityID != in.CapabilityID || row.Version != in.Version || row.ArgsDigest != in.ArgsDigest {
-		return TokenBindingMismatch, "the confirmation is not bound to this proposal"
+		return TokenBindingMismatch, "the confirmation is not bound to this proposal", nil
 	}
 	if in.DisplayedDigest != "" && in.DisplayedDigest != row.ArgsDigest {
-		return StaleDigest, "the approver was shown other arguments than this proposal's (a stale page); decide again on what it asks now"
+		return StaleDigest, "the approver was shown other arguments than this proposal's (a stale page); decide again on what it asks now", nil
 	}
-	plain, err := token.Open(a.ApproverKey, row.SealedToken, token.SealAAD(row.ID, row.Generation))
-	if err != nil || !token.Equal(token.Hash(plain), row.TokenHash) {
-		return DecisionMACInvalid, "the worker's approver key does not open this confirmation's token"
+	plain, oerr := token.Open(a.ApproverKey, row.SealedToken, token.SealAAD(row.ID, row.Generation))
+	if oerr != nil || !token.Equal(token.Hash(plain), row.TokenHash) {
+		return DecisionMACInvalid, "the worker's approver key does not open this confirmation's token", nil
 	}
 	edited, code, detail := editedDigest(in)
 	if code != "" {
-		return code, detail
+		return code, detail, nil
 	}
 	d := token.Decision{ConfirmationID: row.ID, Decision: in.Decision, Approver: in.Approver, Reason: in.Reason,
 		ArgsDigest: row.ArgsDigest, Nonce: in.Nonce, EditedDigest: edited}
 	if token.VerifyDecision(plain, d, in.MAC) != nil {
-		return DecisionMACInvalid, "the decision is not signed with this confirmation's current token"
+		return DecisionMACInvalid, "the decision is not signed with this confirmation's current token", nil
 	}
 	// An edit is an approval of new arguments: the four-eyes rule and the registry check
 	// apply to it as to an approval.
 	approves := in.Decision == DecisionApprove || in.Decision == DecisionEdit
 	switch {
 	case in.Nonce == "":
-		return NonceMissing, "a decision must carry a fresh nonce"
+		return NonceMissing, "a decision must carry a fresh nonce", nil
 	case in.Approver == "":
-		return ApproverMissing, "a decision must name its approver"
+		return ApproverMissing, "a decision must name its approver", nil
 	case in.Decision != DecisionApprove && in.Decision != DecisionDeny && in.Decision != DecisionEdit:
-		return BadDecision, fmt.Sprintf("decision %q is not approve, deny or edit", in.Decision)
+		return BadDecision, fmt.Sprintf("decision %q is not approve, deny or edit", in.Decision), nil
 	}
-	// The approver is proven before any rule compares it (four-eyes).
+	// The approver is proven before any rule compares it (four-eyes), and where the policy
+	// says so, proven again by their passkey's assertion over this MAC.
 	if err := a.authenticate(in); err != nil {
-		return ApproverUnauthenticated, err.Error()
+		return ApproverUnauthenticated, err.Error(), nil
+	}
+	if code, detail, err := a.checkPasskey(ctx, in, now); err != nil || code != "" {
+		return code, detail, err
 	}
 	switch {
 	case in.DistinctApprover && approves && (in.Principal == "" || clients.SamePerson(in.Approver, in.Principal)):
-		return ApproverIsRequester, fmt.Sprintf("%s requires an approver other than the requester %q", keyOf(in.CapabilityID, in.Version), in.Principal)
+		return ApproverIsRequester, fmt.Sprintf("%s requires an approver other than the requester %q", keyOf(in.CapabilityID, in.Version), in.Principal), nil
 	case in.DistinctApprover && approves && clients.SamePerson(in.Approver, in.Requester):
-		return ApproverIsRequester, fmt.Sprintf("%s requires an approver other than the requester: client %s started this turn", keyOf(in.CapabilityID, in.Version), in.Requester)
+		return ApproverIsRequester, fmt.Sprintf("%s requires an approver other than the requester: client %s started this turn", keyOf(in.CapabilityID, in.Version), in.Requester), nil
 	case !now.Before(row.ExpiresAt):
-		return TokenExpired, "the confirmation expired at " + row.ExpiresAt.Format(time.RFC3339)
+		return TokenExpired, "the confirmation expired at " + row.ExpiresAt.Format(time.RFC3339), nil
 	case approves && row.RegistryRevision != a.reg().CapabilityRevision(keyOf(in.CapabilityID, in.Version)):
 		// The approver saw the call under another registry (side-effect class, policy): the
 		// approval does not carry over. A denial still stands.
-		return TokenRegistryChanged, "the registry changed since the confirmation was issued"
+		return TokenRegistryChanged, "the registry changed since the confirmation was issued", nil
 	}
-	return "", ""
+	return "", "", nil
 }
 
 // authenticate verifies the decision's attestation against the approvers file.

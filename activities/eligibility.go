@@ -85,12 +85,19 @@ func (a *Activities) quorum(ctx context.Context, row store.Confirmation, in Cons
 
 // ProofOf says how an attestation's signer proved the approver (issue 21, item 5): their own
 // CLI credential ("approver:<name>") or a password session on an approver page that vouched
-// for them ("surface:<name>").
-func ProofOf(signer string) string {
+// for them ("surface:<name>"), and, when the decision carried a verified passkey assertion
+// (withPasskey), "passkey on approver page <name>".
+func ProofOf(signer string, withPasskey bool) string {
 	if name, ok := strings.CutPrefix(signer, "surface:"); ok {
+		if withPasskey {
+			return "passkey on approver page " + name
+		}
 		return "password session on approver page " + name
 	}
 	if strings.HasPrefix(signer, "approver:") {
+		if withPasskey {
+			return "passkey, attested by CLI credential"
+		}
 		return "CLI credential"
 	}
 	return "unattested"
@@ -99,7 +106,8 @@ func ProofOf(signer string) string {
 // recordProof records how the final decision's approver proved it, with the quorum's earlier
 // approvers when there were any.
 func (a *Activities) recordProof(ctx context.Context, in ConsumeInput) error {
-	proof := ProofOf(in.Attestation.Signer)
+	// A passkey assertion counts as proof only where the policy had it verified.
+	proof := ProofOf(in.Attestation.Signer, len(in.Passkey) > 0 && a.approvalPolicy(in).Passkey)
 	if a.approvalPolicy(in).Approvals() > 1 && in.Decision == DecisionApprove {
 		if prior, err := a.Store.ListApprovals(ctx, in.ConfirmationID); err == nil && len(prior) > 1 {
 			var names []string

@@ -216,6 +216,9 @@ type IssueOutput struct {
 	// the capability's policy when issued (issue 21), for the pending query.
 	ApproverGroups []string `json:"approver_groups,omitempty"`
 	Quorum         int      `json:"quorum,omitempty"`
+	// PasskeyRequired: a decision counts only with the approver's passkey assertion
+	// (policy "approval/passkey", issue 21 item 3).
+	PasskeyRequired bool `json:"passkey_required,omitempty"`
 }
 
 // ConsumeInput presents one decision to the confirmation the workflow is waiting on, with the
@@ -245,6 +248,9 @@ type ConsumeInput struct {
 	// Arguments are an edit's arguments (DecisionEdit only); the MAC binds their canonical
 	// digest, which the consumer computes itself.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Passkey is the approver's WebAuthn assertion over MAC (workflows.Decision.Passkey),
+	// required by a capability whose policy says "approval/passkey".
+	Passkey json.RawMessage `json:"passkey,omitempty"`
 	// Principal is the turn's attested principal and Requester the client credential that
 	// started the turn (proven on round 1, issue 21); DistinctApprover is the capability's
 	// four-eyes rule, which compares the approver with both (clients.SamePerson).

@@ -113,7 +113,8 @@ var (
 type DecisionError struct {
 	ConfirmationID string
 	// Code is "not_pending", "stale_digest", or the turn's refusal code
-	// (decision_mac_invalid, approver_is_requester, approver_unauthenticated, …).
+	// (decision_mac_invalid, approver_is_requester, approver_unauthenticated, …); passkey_required
+	// when the capability is decided only with a passkey on the approver page (nothing was sent).
 	Code string
 	// Detail is the turn's or the store's explanation (hostile text: show it with care).
 	Detail string
@@ -457,6 +458,10 @@ func decisionError(id string, err error) error {
 		return &DecisionError{ConfirmationID: id, Code: ref.Code, Detail: ref.Detail, Reissued: ref.Reissued, kind: kind, cause: err}
 	case errors.Is(err, approval.ErrNoCredential):
 		return fmt.Errorf("%w: %w", ErrNotConfigured, err)
+	case errors.Is(err, approval.ErrPasskeyRequired):
+		// The capability is decided only with the approver's passkey, on the approver page
+		// (issue 21, item 3): nothing was sent.
+		return &DecisionError{ConfirmationID: id, Code: activities.PasskeyRequired, Detail: err.Error(), kind: ErrRefused, cause: err}
 	}
 	return fmt.Errorf("client: decide %s: %w", display.Visible(id), err)
 }

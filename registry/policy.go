@@ -48,6 +48,13 @@ type PolicyEntry struct {
 	// runs, each bound like a single approval (0 or 1: one; at most MaxQuorum). One denial
 	// denies.
 	Quorum int `json:"approval/quorum,omitempty"`
+	// Passkey requires every decision on this capability's confirmations (approve, deny,
+	// edit; each of a quorum) to carry a WebAuthn assertion by one of the deciding approver's
+	// registered passkeys whose challenge is the decision's MAC, so the approver's
+	// authenticator signs exactly that confirmation, decision and argument digest (issue 21,
+	// item 3; internal/passkey). A decision without one is refused passkey_required: the CLI
+	// cannot decide such a call, the approver page can.
+	Passkey bool `json:"approval/passkey,omitempty"`
 }
 
 // MaxQuorum bounds PolicyEntry.Quorum.

@@ -79,6 +79,9 @@ func Projection(sets []ProjectionSet) ([]byte, error) {
 				default:
 					conf = "confirm"
 				}
+				if pe.Passkey && pe.Autonomy != AutonomyDeny && strings.Contains(conf, "confirm") {
+					conf += " with the approver's passkey" // approval/passkey (issue 21, item 3)
+				}
 				if len(pe.GrantsRequired) > 0 {
 					grants = "`" + strings.Join(pe.GrantsRequired, "`, `") + "`"
 				} else {

@@ -20,6 +20,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/mcp"
 	"github.com/airlock-dev/airlock/internal/notify"
+	"github.com/airlock-dev/airlock/internal/passkey"
 	"github.com/airlock-dev/airlock/internal/proposals"
 	"github.com/airlock-dev/airlock/internal/recording"
 	"github.com/airlock-dev/airlock/internal/store"
@@ -98,6 +99,12 @@ func BuildWith(ctx context.Context, cfg config.Config, temporalProbe capabilitie
 		return nil, fmt.Errorf("workers: live model: %w", err)
 	}
 	acts.Live = live
+	// The approver page's relying party (issue 21, item 3): every worker verifies passkey
+	// decisions against the same RP id and origins the page registers passkeys under.
+	if acts.Passkeys, err = passkey.FromEnv(); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("workers: %w", err)
+	}
 	if os.Getenv("AIRLOCK_STREAM") != "0" {
 		// Client-stream events (issue 22): Infer consumes the provider's stream and every
 		// step writes its AG-UI event to the store, outside Temporal history.

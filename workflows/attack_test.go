@@ -6,6 +6,7 @@ package workflows_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -104,12 +105,13 @@ func TestMalformedDecisionsAreRefusedBeforeTheToken(t *testing.T) {
 	f.at(time.Minute, func() {
 		id := f.pending()[0].ConfirmationID
 		good := f.decision(id, workflows.DecisionApprove, "alice", "")
-		bad := []workflows.Decision{good, good, good, good, good}
+		bad := []workflows.Decision{good, good, good, good, good, good}
 		bad[0].Reason = strings.Repeat("x", workflows.MaxDecisionReasonBytes+1)
 		bad[1].Approver = strings.Repeat("a", workflows.MaxDecisionFieldBytes+1)
 		bad[2].MAC = strings.Repeat("0", workflows.MaxDecisionFieldBytes+1)
 		bad[3].ConfirmationID = strings.Repeat("c", workflows.MaxDecisionIDBytes+1)
 		bad[4].Attestation.Signature = strings.Repeat("s", 2<<10)
+		bad[5].Passkey = json.RawMessage(`"` + strings.Repeat("p", workflows.MaxPasskeyAssertionBytes) + `"`) // a passkey assertion over its bound
 		for i := range bad {
 			bad[i].Nonce = fmt.Sprintf("n-update-%d", i) // f.update's update id: each its own
 		}
@@ -136,8 +138,8 @@ func TestMalformedDecisionsAreRefusedBeforeTheToken(t *testing.T) {
 	})
 	res := f.run(workflows.TurnRequest{})
 	wantOutcomes(t, res, "executed")
-	if len(rejected) != 5 {
-		t.Fatalf("validator rejections = %d, want 5", len(rejected))
+	if len(rejected) != 6 {
+		t.Fatalf("validator rejections = %d, want 6", len(rejected))
 	}
 	if got := strings.Join(f.refusals(), " "); got != workflows.RefusalMalformed+" "+workflows.RefusalMalformed {
 		t.Fatalf("refusals = %s, want the two malformed signals", got)

@@ -217,6 +217,12 @@ type Decision struct {
 	// Arguments are, for DecisionEdit only, the approver's exact arguments (a JSON object of
 	// at most MaxEditArgumentBytes); they run as a new proposal.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Passkey is, for a capability whose policy requires it ("approval/passkey"), the
+	// approver's WebAuthn assertion (the browser's PublicKeyCredential JSON, at most
+	// MaxPasskeyAssertionBytes) whose challenge is MAC: the worker verifies it against the
+	// approver's registered passkey (internal/passkey) or refuses the decision
+	// (passkey_required, passkey_invalid, passkey_unknown, passkey_replayed).
+	Passkey json.RawMessage `json:"passkey,omitempty"`
 }
 
 // EndIncomplete is the TurnResult.EndReason of a turn whose last message had no call and did
@@ -272,6 +278,9 @@ type PendingConfirmation struct {
 	// Quorum how many distinct approvals it needs (the capability's policy, issue 21).
 	ApproverGroups []string `json:"approver_groups,omitempty"`
 	Quorum         int      `json:"quorum,omitempty"`
+	// PasskeyRequired: a decision counts only with the approver's passkey assertion
+	// (policy "approval/passkey", issue 21 item 3).
+	PasskeyRequired bool `json:"passkey_required,omitempty"`
 }
 
 // Requester is who asked for a turn, as the worker proved it from the request's attestation.

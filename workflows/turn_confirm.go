@@ -15,6 +15,7 @@ import (
 
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/inference"
+	"github.com/airlock-dev/airlock/internal/passkey"
 )
 
 // waitEnd is how a confirmation wait ended.
@@ -126,8 +127,11 @@ const (
 	MaxDecisionIDBytes     = 128
 	MaxDecisionFieldBytes  = 256 // approver, nonce, MAC, digest, attestation signer and signature
 	MaxDecisionReasonBytes = 4 << 10
-	// MaxDecisionBytes bounds a whole decision: its fields and an edit's arguments.
-	MaxDecisionBytes = MaxEditArgumentBytes + MaxDecisionReasonBytes + 8*MaxDecisionFieldBytes
+	// MaxPasskeyAssertionBytes bounds a decision's passkey assertion (passkey.MaxAssertionBytes).
+	MaxPasskeyAssertionBytes = passkey.MaxAssertionBytes
+	// MaxDecisionBytes bounds a whole decision: its fields, an edit's arguments and a passkey
+	// assertion.
+	MaxDecisionBytes = MaxEditArgumentBytes + MaxDecisionReasonBytes + MaxPasskeyAssertionBytes + 8*MaxDecisionFieldBytes
 )
 
 // ErrMalformedDecision: a decision is not one an approver surface sends (CheckDecision).
@@ -136,7 +140,8 @@ var ErrMalformedDecision = errors.New("malformed decision")
 // CheckDecision reports, wrapping ErrMalformedDecision, what makes d too big to be a decision
 // any approver surface sends: a field over its bound (MaxDecisionIDBytes for the confirmation
 // id, MaxDecisionFieldBytes for approver, nonce, MAC, digest and attestation,
-// MaxDecisionReasonBytes for the reason), an edit without arguments or with more than
+// MaxDecisionReasonBytes for the reason, MaxPasskeyAssertionBytes of JSON for a passkey
+// assertion), an edit without arguments or with more than
 // MaxEditArgumentBytes of them. The decide update's validator refuses such a decision before it
 // reaches history; one that arrives as a signal is refused and audited without touching the
 // token (issue 20, item 4). Everything else about a decision (its kind, its approver, its MAC)
@@ -162,6 +167,9 @@ func CheckDecision(d Decision) error {
 	}
 	if len(d.Reason) > MaxDecisionReasonBytes {
 		return bad("its reason is %d bytes, at most %d", len(d.Reason), MaxDecisionReasonBytes)
+	}
+	if len(d.Passkey) > MaxPasskeyAssertionBytes {
+		return bad("its passkey assertion is %d bytes, at most %d", len(d.Passkey), MaxPasskeyAssertionBytes)
 	}
 	return nil
 }
@@ -499,7 +507,7 @@ func (t *turn) consume(ctx workflow.Context, p PendingConfirmation, adm activiti
 		CapabilityID: adm.CapabilityID, Version: adm.Version, ArgsDigest: adm.ArgsDigest,
 		Presentation: fmt.Sprintf("%s/%s/%d/%d", t.workflowID, t.runID, p.Seq, n),
 		Decision:     d.Decision, Approver: d.Approver, Reason: d.Reason, Nonce: d.Nonce, MAC: d.MAC, Arguments: d.Arguments,
-		DisplayedDigest: d.ArgsDigest, Attestation: d.Attestation,
+		DisplayedDigest: d.ArgsDigest, Attestation: d.Attestation, Passkey: d.Passkey,
 		Principal: t.req.Principal, Requester: t.requester(), DistinctApprover: adm.DistinctApprover,
 	}).Get(ctx, &cons)
 	if err != nil {

@@ -29,9 +29,13 @@ every approver: a bcrypt hash of the password they sign in to the approver page 
 public key of the credential the CLI's approve and deny decide with. Workers authenticate every
 decision against it, so an approver name is never a claim anybody can type: a decision carries
 an ed25519 signature by the approver's own credential, or by the approver page that signed the
-approver in. Changes take effect at once, without restarting workers.`,
+approver in. Changes take effect at once, without restarting workers.
+
+Passkeys are not in this file: approvers register them on the approver page (Passkeys) and they
+live in the store; a capability whose policy says "approval/passkey": true is decided only with
+one (airlock approvers passkeys NAME lists or removes them).`,
 	}
-	cmd.AddCommand(newApproversAddCmd(), newApproversListCmd(), newApproversPasswdCmd(), newApproversRotateCmd(), newApproversRemoveCmd())
+	cmd.AddCommand(newApproversAddCmd(), newApproversListCmd(), newApproversPasswdCmd(), newApproversRotateCmd(), newApproversRemoveCmd(), newApproversPasskeysCmd())
 	return cmd
 }
 
@@ -230,7 +234,10 @@ func newApproversRemoveCmd() *cobra.Command {
 		Short: "Remove an approver: their credential and page sessions stop deciding at once",
 		Long: `Remove an approver from the approvers file. Workers re-read the file, so the approver's
 CLI credential is refused (approver_unauthenticated) from the next decision on, and the approver
-page signs them out at their next request. Their credential file is left where it is: delete it.`,
+page signs them out at their next request. Their passkeys are removed from the store too (so an
+approver added again under the name does not inherit them; when the store cannot be reached
+this is said, and airlock approvers passkeys NAME --remove does it later). Their credential file
+is left where it is: delete it.`,
 		Example: "  airlock approvers remove bob",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -243,8 +250,17 @@ page signs them out at their next request. Their credential file is left where i
 			if err := approvers.Remove(path, args[0]); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "removed approver %s from %s: their credential and page sessions no longer decide\n", args[0], path)
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "removed approver %s from %s: their credential and page sessions no longer decide\n", args[0], path)
 			endPageSessions(cmd, args[0])
+			n, err := removePasskeys(cmd.Context(), args[0])
+			switch {
+			case err != nil:
+				fmt.Fprintf(out, "warning: %s's passkeys were not removed (%v): airlock approvers passkeys %s --remove ID, once the store answers\n",
+					args[0], scrub(err), args[0])
+			case n > 0:
+				fmt.Fprintf(out, "removed %d passkey(s) of %s\n", n, args[0])
+			}
 			return nil
 		},
 	}
@@ -257,7 +273,10 @@ page signs them out at their next request. Their credential file is left where i
 func endPageSessions(cmd *cobra.Command, name string) {
 	ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
 	defer cancel()
-	st, err := store.Open(ctx, cfg.StoreURL())
+	st, err := openExistingStore(ctx)
+	if errors.Is(err, store.ErrNoStore) {
+		return // no store yet: no page has signed anyone in
+	}
 	if err == nil {
 		defer st.Close()
 		var n int64
@@ -266,7 +285,7 @@ func endPageSessions(cmd *cobra.Command, name string) {
 			return
 		}
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "warning: could not end %s's page sessions in the store (%v); the page ends them at their next request\n", display.Visible(name), err)
+	fmt.Fprintf(cmd.ErrOrStderr(), "warning: could not end %s's page sessions in the store (%v); the page ends them at their next request\n", display.Visible(name), scrub(err))
 }
 
 // findApprover is the approver named name in the approvers file at path; an error that says
@@ -280,4 +299,77 @@ func findApprover(path, name string) (approvers.Approver, error) {
 		return a, fmt.Errorf("%s has no approver %q (airlock approvers add)", path, name)
 	}
 	return a, nil
+}
+
+// newApproversPasskeysCmd lists an approver's passkeys (issue 21, item 3) and lets an operator
+// remove one, e.g. a lost authenticator's, when the approver cannot sign in to do it.
+func newApproversPasskeysCmd() *cobra.Command {
+	var remove string
+	cmd := &cobra.Command{
+		Use:   "passkeys NAME",
+		Short: "List an approver's passkeys (registered on the approver page), or remove one",
+		Long: `List the passkeys NAME registered on the approver page (Passkeys), from the store: the
+credential id, name, authenticator model (AAGUID), when it was registered and last used, and its
+signature counter. A capability whose policy says "approval/passkey": true is decided only with
+one of them. --remove ID removes one at once: it decides nothing from the next decision on, and
+the same authenticator cannot register it again (a new passkey can be registered).`,
+		Example: "  airlock approvers passkeys alice\n  airlock approvers passkeys alice --remove TcHLEOZfE17nav6b…",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := openExistingStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			out := cmd.OutOrStdout()
+			if remove != "" {
+				if err := st.RemovePasskey(cmd.Context(), args[0], remove, time.Now()); err != nil {
+					return fmt.Errorf("remove passkey: %w (airlock approvers passkeys %s lists them)", err, display.Visible(args[0]))
+				}
+				fmt.Fprintf(out, "removed passkey %s of %s: it decides nothing from now on\n", display.Visible(remove), display.Visible(args[0]))
+				return nil
+			}
+			pks, err := st.ListPasskeys(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if len(pks) == 0 {
+				fmt.Fprintf(out, "%s has no passkey (register one on the approver page, under Passkeys)\n", display.Visible(args[0]))
+			}
+			for _, p := range pks {
+				used := "never used"
+				if p.LastUsedAt != nil {
+					used = "last used " + p.LastUsedAt.UTC().Format(time.RFC3339)
+				}
+				fmt.Fprintf(out, "%s  %q  aaguid:%s  registered %s  %s  counter %d\n", p.CredentialID, display.Line(p.Name),
+					orNone(p.AAGUID), p.CreatedAt.UTC().Format(time.RFC3339), used, p.SignCount)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&remove, "remove", "", "remove the passkey with this credential id")
+	return cmd
+}
+
+// removePasskeys removes every live passkey of approver from the store and returns how many;
+// a store that does not exist yet holds none.
+func removePasskeys(ctx context.Context, approver string) (int, error) {
+	st, err := openExistingStore(ctx)
+	if errors.Is(err, store.ErrNoStore) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	pks, err := st.ListPasskeys(ctx, approver)
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range pks {
+		if err := st.RemovePasskey(ctx, approver, p.CredentialID, time.Now()); err != nil {
+			return 0, err
+		}
+	}
+	return len(pks), nil
 }

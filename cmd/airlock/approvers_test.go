@@ -110,4 +110,14 @@ func TestApproversRemove(t *testing.T) {
 	if _, err := run(t, "", "approvers", "remove", "bob"); err == nil || !strings.Contains(err.Error(), "has no approver") {
 		t.Fatalf("second remove: %v", err)
 	}
+	// alice's passkeys go with her: an approver added again as alice does not inherit them.
+	if err := st.AddPasskey(context.Background(), store.Passkey{CredentialID: "k1", Approver: "alice", PublicKey: []byte{1}}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(t, "", "approvers", "remove", "alice"); err != nil || !strings.Contains(out, "removed 1 passkey(s) of alice") {
+		t.Fatalf("remove alice: %v\n%s", err, out)
+	}
+	if l, _ := st.ListPasskeys(context.Background(), "alice"); len(l) != 0 {
+		t.Fatalf("alice's passkeys after her removal: %+v", l)
+	}
 }

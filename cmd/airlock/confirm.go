@@ -93,7 +93,7 @@ func newPendingCmd() *cobra.Command {
 			for _, r := range shown {
 				p := workflows.PendingConfirmation{ConfirmationID: r.ID, WorkflowID: r.WorkflowID, Seq: r.Seq, CallID: r.CallID,
 					CapabilityID: r.CapabilityID, Version: r.Version, ToolName: toolOf(r.Display), Arguments: r.Arguments, ExpiresAt: r.ExpiresAt,
-					Provenance: r.Provenance, ApproverGroups: r.ApproverGroups}
+					Provenance: r.Provenance, ApproverGroups: r.ApproverGroups, PasskeyRequired: r.PasskeyRequired}
 				if rq, err := st.GetRequester(ctx, r.WorkflowID, r.RunID); err == nil {
 					p.Requester = &workflows.Requester{Principal: rq.Principal, Client: rq.Client}
 				}

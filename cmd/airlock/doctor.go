@@ -23,6 +23,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/passkey"
 	"github.com/airlock-dev/airlock/internal/redact"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
@@ -78,7 +79,7 @@ check fails.`,
 func runDoctor(ctx context.Context) []doctorCheck {
 	var out []doctorCheck
 	out = append(out, doctorTemporal(ctx)...)
-	out = append(out, doctorStore(ctx), doctorApprovers(), doctorClients(), doctorKey(), doctorSecrets(), doctorRegistry(), doctorEligibility())
+	out = append(out, doctorStore(ctx), doctorApprovers(), doctorClients(), doctorKey(), doctorSecrets(), doctorRegistry(), doctorEligibility(), doctorPasskeys(ctx))
 	out = append(out, doctorMCP(ctx)...)    // the MCP servers the registry just bound (cmd/airlock/mcp.go)
 	out = append(out, doctorNotify(ctx)...) // approver notices (cmd/airlock/doctor_notify.go)
 	return out
@@ -320,6 +321,62 @@ func doctorEligibility() doctorCheck {
 			Fix: "add another approver to its groups"}
 	}
 	return doctorCheck{Name: "deciders", OK: true, Detail: "every confirmed capability has enough eligible approvers"}
+}
+
+// doctorPasskeys flags every capability whose policy requires a passkey ("approval/passkey",
+// issue 21 item 3) while fewer of the approvers eligible for it have registered one (in the
+// store) than its quorum needs: no decision on it can count. It also checks the relying party
+// settings every worker and page must share (AIRLOCK_PASSKEY_RP_ID, AIRLOCK_PASSKEY_ORIGINS).
+func doctorPasskeys(ctx context.Context) doctorCheck {
+	rp, err := passkey.FromEnv()
+	if err != nil {
+		return doctorCheck{Name: "passkeys", Detail: err.Error(), Fix: "set AIRLOCK_PASSKEY_RP_ID to the approver page's host name and AIRLOCK_PASSKEY_ORIGINS to its origins"}
+	}
+	reg, err := workers.LoadRegistry(cfg, nil, nil)
+	if err != nil {
+		return doctorCheck{Name: "passkeys", OK: true, Warn: true, Detail: "not checked: the registry does not load (see registry)"}
+	}
+	var need []registry.PolicyEntry
+	for _, c := range reg.Capabilities() {
+		if pe, ok := reg.Policy().Entry(c.Key()); ok && pe.Passkey && pe.Autonomy != registry.AutonomyDeny {
+			need = append(need, pe)
+		}
+	}
+	if len(need) == 0 {
+		return doctorCheck{Name: "passkeys", OK: true, Detail: "no capability requires a passkey (relying party " + rp.RPID + ")"}
+	}
+	set, err := approvers.Load(cfg.ApproversPath())
+	if err != nil {
+		return doctorCheck{Name: "passkeys", OK: true, Warn: true, Detail: "not checked: the approvers file does not load (see approvers)"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, doctorTimeout)
+	defer cancel()
+	st, err := store.OpenExisting(ctx, cfg.StoreURL())
+	if err != nil {
+		return doctorCheck{Name: "passkeys", OK: true, Warn: true, Detail: "not checked: the store does not open (see store)"}
+	}
+	defer st.Close()
+	holders, err := st.PasskeyHolders(ctx)
+	if err != nil {
+		return doctorCheck{Name: "passkeys", OK: true, Warn: true, Detail: "not checked: " + scrub(err)}
+	}
+	var short []string
+	for _, pe := range need {
+		n := 0
+		for _, name := range set.EligibleNames(pe.ApproverGroups) {
+			if slices.Contains(holders, name) {
+				n++
+			}
+		}
+		if n < pe.Approvals() {
+			short = append(short, fmt.Sprintf("%s (%d eligible approver(s) with a passkey, needs %d)", pe.Key(), n, pe.Approvals()))
+		}
+	}
+	if len(short) > 0 {
+		return doctorCheck{Name: "passkeys", Detail: "no decision can count on " + strings.Join(short, ", "),
+			Fix: "an eligible approver signs in on the approver page (airlock web, opened at " + rp.RPID + ") and registers a passkey under Passkeys"}
+	}
+	return doctorCheck{Name: "passkeys", OK: true, Detail: fmt.Sprintf("%d capability(ies) require a passkey; each has enough eligible approvers with one (relying party %s)", len(need), rp.RPID)}
 }
 
 // doctorSecrets checks where the keys that decide for any approver live and who can read them

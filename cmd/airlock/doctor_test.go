@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"github.com/airlock-dev/airlock/internal/clients"
 	"net/url"
 	"os"
@@ -119,5 +120,55 @@ func TestDoctorChecksEachConnection(t *testing.T) {
 	}
 	if strings.Contains(out, "wrong-s3cret-pw") {
 		t.Errorf("doctor printed the store password:\n%s", out)
+	}
+}
+
+// TestDoctorFlagsPasskeyCapabilityWithoutHolder: a capability whose policy requires a passkey
+// fails doctor while no approver eligible for it has registered one in the store, and passes
+// once one has; an IP address as relying party id fails too (issue 21, item 3).
+func TestDoctorFlagsPasskeyCapabilityWithoutHolder(t *testing.T) {
+	pg := doctorPG(t)
+	home := t.TempDir()
+	ctx := context.Background()
+	st, err := store.Open(ctx, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	cred, _ := approvers.NewCredential("approver:alice")
+	if err := approvers.Add(filepath.Join(home, "approvers.json"), approvers.Approver{Name: "alice", PublicKey: cred.Public()}); err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	raw, err := os.ReadFile(filepath.Join("..", "..", "registry", "capability-authorization-policy.v1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range doc["capabilities"].([]any) {
+		if e := c.(map[string]any); e["capability/id"] == "web.fetch" {
+			e["approval/passkey"] = true
+		}
+	}
+	policy := filepath.Join(home, "policy.json")
+	b, _ := json.Marshal(doc)
+	if err := os.WriteFile(policy, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"AIRLOCK_HOME=" + home, "AIRLOCK_DATABASE_URL=" + pg, "AIRLOCK_POLICY=" + policy}
+	out, _ := cli(t, env, "doctor")
+	if !strings.Contains(out, "FAIL  passkeys") || !strings.Contains(out, "web.fetch@1 (0 eligible approver(s) with a passkey, needs 1)") || !strings.Contains(out, "registers a passkey under Passkeys") {
+		t.Fatalf("doctor without a passkey holder:\n%s", out)
+	}
+	if err := st.AddPasskey(ctx, store.Passkey{CredentialID: "c1", Approver: "alice", PublicKey: []byte{1}}); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := cli(t, env, "doctor"); !strings.Contains(out, "ok    passkeys") {
+		t.Fatalf("doctor with alice's passkey:\n%s", out)
+	}
+	if out, _ := cli(t, append(env, "AIRLOCK_PASSKEY_RP_ID=127.0.0.1"), "doctor"); !strings.Contains(out, "FAIL  passkeys") || !strings.Contains(out, "not an IP address") {
+		t.Fatalf("doctor with an IP address as RP id:\n%s", out)
 	}
 }

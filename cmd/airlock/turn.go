@@ -272,6 +272,9 @@ func printPendingLimit(out io.Writer, p workflows.PendingConfirmation, limit int
 		}
 		fmt.Fprintf(out, "   deciders:    %s; %d approval(s) needed\n", who, max(p.Quorum, 1))
 	}
+	if p.PasskeyRequired {
+		fmt.Fprintf(out, "   passkey:     required: decide it on the approver page (airlock web) with your passkey; airlock approve cannot\n")
+	}
 
 	if d := p.Disclosure; d != nil {
 		printDisclosure(out, d, limit)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/passkey"
 	"github.com/airlock-dev/airlock/internal/telemetry"
 	"github.com/airlock-dev/airlock/internal/web"
 	"github.com/airlock-dev/airlock/workers"
@@ -48,7 +49,16 @@ Sessions live in the store (AIRLOCK_DATABASE_URL): every instance on the same st
 them and a restart keeps them; one ends 30 minutes after its last request or 12 hours after
 sign-in. They use Secure cookies:
 browsers keep them on http://127.0.0.1 and http://localhost only, so serve any other address
-with --tls-cert/--tls-key or behind a TLS proxy.`,
+with --tls-cert/--tls-key or behind a TLS proxy.
+
+Passkeys: a signed-in approver registers passkeys under Passkeys; a capability whose policy
+says "approval/passkey": true is then decided only with one (the authenticator signs the
+decision's MAC, the worker verifies it). The relying party id is AIRLOCK_PASSKEY_RP_ID
+(default: the first host name of AIRLOCK_WEB_HOSTS that is not an IP address, else
+localhost) and the page's origins AIRLOCK_PASSKEY_ORIGINS (comma list, default https://<RP
+id>, and http(s)://localhost on any port for localhost); workers must read the same values.
+Browsers refuse IP addresses as relying parties: open the page as http://localhost:PORT, not
+http://127.0.0.1:PORT, to use passkeys on loopback.`,
 		Example: `  airlock approvers add alice && airlock web
   airlock web --addr 127.0.0.1:9000
   airlock web --addr 0.0.0.0:8443 --tls-cert cert.pem --tls-key key.pem`,
@@ -118,8 +128,14 @@ func runWeb(ctx context.Context, out, errOut io.Writer, addr, certFile, keyFile 
 	if err != nil {
 		return err
 	}
+	pk, err := passkey.FromEnv()
+	if err != nil {
+		return err
+	}
 	srv, err := web.New(web.Options{Store: st, Temporal: c, Approvers: web.FileApprovers(src),
 		Decide:         web.Decider(c, st, key, cred),
+		Challenge:      web.Challenger(st, key, cred),
+		Passkeys:       pk,
 		DecideProposal: web.ProposalDecider(c, st, cred, src, cfg.TaskQueue),
 		WorkflowURL:    func(id string) string { return cfg.WorkflowURL(opts.Namespace, id) },
 		Hosts:          webHosts(addr),

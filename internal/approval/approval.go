@@ -47,7 +47,19 @@ type Request struct {
 	// Signer attests the decision: the approver's own credential, or the approver page's
 	// surface credential vouching for Approver. Required (ErrNoCredential).
 	Signer approvers.Credential
+	// Nonce, when set, is the nonce Challenge chose for this decision (the approver page's
+	// passkey flow: the authenticator signed the MAC over it); "" draws a fresh one.
+	Nonce string
+	// Passkey is the approver's WebAuthn assertion over the decision's MAC (the challenge
+	// Challenge returned), required where the confirmation's capability says
+	// "approval/passkey" (ErrPasskeyRequired); the worker verifies it.
+	Passkey json.RawMessage
 }
+
+// ErrPasskeyRequired reports a decision without a passkey assertion on a confirmation whose
+// capability requires one: nothing was sent. Only the approver page, with a passkey the
+// approver registered there, can decide it.
+var ErrPasskeyRequired = errors.New("approval: this call must be decided with a passkey: open the approver page (airlock web), sign in, register a passkey under Passkeys if you have none, and decide it there")
 
 // ErrNoCredential reports a Request without a Signer: a decision must prove its approver.
 var ErrNoCredential = errors.New("approval: a decision needs an approver credential (airlock approvers add NAME creates one)")
@@ -126,8 +138,37 @@ var ErrNoVerdict = errors.New("approval: the turn has not judged the decision ye
 // Sign builds the signed Decision for r on the stored confirmation row: it opens the sealed
 // token of the row's current generation with key and signs with a fresh nonce (an edit's MAC
 // also binds the canonical digest of r.Arguments). Errors: ErrNotPending (the row is decided
-// or expired at now), token.ErrSealed (wrong approver key), ErrBadEdit, ErrReasonTooLong.
+// or expired at now), token.ErrSealed (wrong approver key), ErrBadEdit, ErrReasonTooLong,
+// ErrPasskeyRequired (the row's capability is decided only with a passkey and r carries no
+// assertion: nothing can be sent from a surface without one).
 func Sign(key token.Key, row store.Confirmation, r Request, now time.Time) (workflows.Decision, error) {
+	if err := pendingAt(row, now); err != nil {
+		return workflows.Decision{}, err
+	}
+	if row.PasskeyRequired && len(r.Passkey) == 0 {
+		return workflows.Decision{}, fmt.Errorf("%w (%s)", ErrPasskeyRequired, display.Visible(row.ID))
+	}
+	return sign(key, row, r, now)
+}
+
+// Challenge is the first half of a passkey decision on the approver page: it signs r as Sign
+// does (a fresh nonce; no assertion yet) and returns the nonce and the MAC, whose bytes
+// (passkey.Challenge) are the challenge the approver's authenticator signs. The page then
+// sends the decision with Request.Nonce set to nonce and the assertion in Request.Passkey;
+// Sign recomputes the same MAC (same token generation, same fields). Errors as Sign's.
+func Challenge(key token.Key, row store.Confirmation, r Request, now time.Time) (nonce, mac string, err error) {
+	r.Nonce, r.Passkey = "", nil
+	d, err := sign(key, row, r, now)
+	if err != nil {
+		return "", "", err
+	}
+	return d.Nonce, d.MAC, nil
+}
+
+// maxNonceBytes bounds a Request.Nonce chosen by Challenge (token.NewNonce writes 22).
+const maxNonceBytes = 64
+
+func sign(key token.Key, row store.Confirmation, r Request, now time.Time) (workflows.Decision, error) {
 	if err := pendingAt(row, now); err != nil {
 		return workflows.Decision{}, err
 	}
@@ -148,12 +189,19 @@ func Sign(key token.Key, row store.Confirmation, r Request, now time.Time) (work
 	if err != nil {
 		return workflows.Decision{}, err
 	}
-	nonce, err := token.NewNonce()
-	if err != nil {
-		return workflows.Decision{}, err
+	nonce := r.Nonce
+	if nonce == "" {
+		if nonce, err = token.NewNonce(); err != nil {
+			return workflows.Decision{}, err
+		}
+	} else if len(nonce) > maxNonceBytes {
+		return workflows.Decision{}, fmt.Errorf("approval: a nonce has at most %d bytes", maxNonceBytes)
+	}
+	if len(r.Passkey) > workflows.MaxPasskeyAssertionBytes || (len(r.Passkey) > 0 && !json.Valid(r.Passkey)) {
+		return workflows.Decision{}, fmt.Errorf("approval: a passkey assertion is one JSON object of at most %d bytes", workflows.MaxPasskeyAssertionBytes)
 	}
 	d := workflows.Decision{ConfirmationID: row.ID, Decision: r.Decision, Approver: r.Approver, Reason: r.Reason,
-		ArgsDigest: row.ArgsDigest, Nonce: nonce, Arguments: r.Arguments}
+		ArgsDigest: row.ArgsDigest, Nonce: nonce, Arguments: r.Arguments, Passkey: r.Passkey}
 	d.MAC = token.SignDecision(plain, token.Decision{ConfirmationID: d.ConfirmationID, Decision: d.Decision,
 		Approver: d.Approver, Reason: d.Reason, ArgsDigest: row.ArgsDigest, Nonce: d.Nonce, EditedDigest: edited})
 	d.Attestation = r.Signer.Attest(d.ConfirmationID, d.MAC)

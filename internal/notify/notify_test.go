@@ -539,7 +539,8 @@ func TestNotifyFileErrorsAndLiveReload(t *testing.T) {
 
 // TestSlackButtonsOnlyWhereThePolicyLetsSlackDecide: a route with slack_decide puts Approve and
 // Deny buttons bound to the confirmation id and the argument digest on Slack notices only; other
-// capabilities and other channels get none; slack_decide without slack_interactive is refused.
+// capabilities, calls decided only with a passkey and other channels get none; slack_decide
+// without slack_interactive is refused.
 func TestSlackButtonsOnlyWhereThePolicyLetsSlackDecide(t *testing.T) {
 	if _, err := notify.Parse([]byte("channels: [{name: s, type: slack}]\nroutes: [{channels: [s], slack_decide: true}]")); err == nil || !strings.Contains(err.Error(), "slack_interactive") {
 		t.Fatalf("slack_decide without slack_interactive: %v", err)
@@ -575,6 +576,17 @@ routes:
 			if len(last.Elements) != 2 || last.Elements[0].ActionID != slack.ActionApprove || last.Elements[1].ActionID != slack.ActionDeny || last.Elements[0].Value != want {
 				t.Errorf("buttons: %+v", last)
 			}
+		}
+	}
+	// A capability decided only with a passkey gets no buttons: Slack cannot carry a passkey.
+	pk := c
+	pk.PasskeyRequired = true
+	ds, _ = notify.Deliveries(f, pk)
+	for _, d := range ds {
+		var n notify.Notice
+		_ = json.Unmarshal(d.Payload, &n)
+		if n.Decide != "" {
+			t.Errorf("a passkey-required call got Slack buttons: %+v", n)
 		}
 	}
 	c.CapabilityID = "files.write"

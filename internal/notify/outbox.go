@@ -86,7 +86,9 @@ func Deliveries(f *File, c store.Confirmation) ([]store.Delivery, error) {
 	var out []store.Delivery
 	add := func(kind, ch string, due time.Time) error {
 		n := Build(c, kind, ch, f.BaseURL)
-		if cc, ok := f.Channel(ch); ok && cc.Type == "slack" && f.SlackDecides(c.CapabilityID) {
+		// No buttons where the capability is decided only with a passkey (issue 21, item 3):
+		// Slack cannot carry one, so a button could never decide.
+		if cc, ok := f.Channel(ch); ok && cc.Type == "slack" && f.SlackDecides(c.CapabilityID) && !c.PasskeyRequired {
 			n.Decide = c.ID + "|" + c.ArgsDigest
 		}
 		b, err := json.Marshal(n)

@@ -74,6 +74,10 @@ type Confirmation struct {
 	// ApproverProof says how the deciding approver proved who they were (SetApproverProof);
 	// "" for undecided confirmations and those decided before it was recorded.
 	ApproverProof string
+	// PasskeyRequired: its capability's policy said "approval/passkey" when it was issued, so
+	// a decision counts only with the approver's passkey assertion over its MAC (issue 21,
+	// item 3; the approver page asks for one). The worker judges by the policy it serves.
+	PasskeyRequired bool
 }
 
 type confirmationRow struct {
@@ -104,6 +108,7 @@ type confirmationRow struct {
 	Disclosure   string `db:"disclosure"`
 	Groups       string `db:"approver_groups"`
 	Proof        string `db:"approver_proof"`
+	Passkey      int    `db:"passkey_required"`
 }
 
 func (r confirmationRow) confirmation() Confirmation {
@@ -116,14 +121,14 @@ func (r confirmationRow) confirmation() Confirmation {
 		Decision: r.Decision, Approver: r.Approver, Reason: r.Reason, DecidedAt: r.DecidedAt.ptr(),
 		Generation: r.Generation, ConsumedBy: r.ConsumedBy, EditedDigest: r.EditedDigest,
 		Provenance: optionalJSON(r.Provenance), ApproverGroups: splitGroups(r.Groups), ApproverProof: r.Proof,
-		Disclosure: disclosureJSON(r.Disclosure),
+		Disclosure: disclosureJSON(r.Disclosure), PasskeyRequired: r.Passkey != 0,
 	}
 }
 
 const confirmationCols = `id, token_hash, sealed_token, workflow_id, run_id, seq, call_id,
 	capability_id, version, args_digest, arguments, display, created_at, expires_at,
 	consumed_at, decision, approver, reason, decided_at, registry_revision, consumed_by, generation,
-	edited_digest, provenance, disclosure, approver_groups, approver_proof`
+	edited_digest, provenance, disclosure, approver_groups, approver_proof, passkey_required`
 
 // CreateConfirmation stores a new pending, unconsumed confirmation and returns
 // it as stored. It is idempotent by c.ID: if a confirmation with this ID
@@ -143,12 +148,12 @@ func (s *Store) CreateConfirmation(ctx context.Context, c Confirmation) (Confirm
 	}
 	_, err = s.db.ExecContext(ctx, s.q(`INSERT INTO confirmations
 		(id, token_hash, sealed_token, workflow_id, run_id, seq, call_id, capability_id,
-		 version, args_digest, arguments, display, created_at, expires_at, registry_revision, provenance, disclosure, approver_groups)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		 version, args_digest, arguments, display, created_at, expires_at, registry_revision, provenance, disclosure, approver_groups, passkey_required)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`),
 		c.ID, c.TokenHash, bytesArg(c.SealedToken), c.WorkflowID, c.RunID, c.Seq, c.CallID,
 		c.CapabilityID, c.Version, c.ArgsDigest, args, c.Display,
-		tsArg(orNow(c.CreatedAt)), tsArg(c.ExpiresAt), c.RegistryRevision, string(c.Provenance), string(c.Disclosure), joinGroups(c.ApproverGroups))
+		tsArg(orNow(c.CreatedAt)), tsArg(c.ExpiresAt), c.RegistryRevision, string(c.Provenance), string(c.Disclosure), joinGroups(c.ApproverGroups), boolInt(c.PasskeyRequired))
 	if err != nil {
 		return Confirmation{}, fmt.Errorf("store: create confirmation %q: %w", c.ID, err)
 	}
@@ -427,4 +432,12 @@ func splitGroups(col string) []string {
 		return nil
 	}
 	return strings.Split(col, ",")
+}
+
+// boolInt is a boolean's stored form (INTEGER 0 or 1 on both drivers).
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

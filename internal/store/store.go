@@ -401,10 +401,10 @@ type migration struct {
 var dialects = map[string]*strings.Replacer{
 	DriverPostgres: strings.NewReplacer(
 		"{{id}}", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
-		"{{time}}", "TIMESTAMPTZ", "{{bytes}}", "BYTEA", "{{json}}", "JSON", " {{table}}", ""),
+		"{{time}}", "TIMESTAMPTZ", "{{bytes}}", "BYTEA", "{{bigint}}", "BIGINT", "{{json}}", "JSON", " {{table}}", ""),
 	DriverSQLite: strings.NewReplacer(
 		"{{id}}", "INTEGER PRIMARY KEY AUTOINCREMENT",
-		"{{time}}", "TEXT", "{{bytes}}", "BLOB", "{{json}}", "TEXT", "{{table}}", "STRICT"),
+		"{{time}}", "TEXT", "{{bytes}}", "BLOB", "{{bigint}}", "INTEGER", "{{json}}", "TEXT", "{{table}}", "STRICT"),
 }
 
 // loadMigrations reads the one set of embedded migrations (migrations/NNNN_name.sql) and

@@ -107,6 +107,9 @@ type card struct {
 	Approver      shown
 	Reason        shown
 	Earlier       []event
+	// Passkey: a decision counts only with the approver's passkey (the page asks the
+	// authenticator to sign it; policy "approval/passkey").
+	Passkey bool
 }
 
 // event is one audit row as the page shows it.
@@ -152,6 +155,7 @@ func (s *Server) card(r *http.Request, c store.Confirmation, principal string, n
 		Leaves: leaves(c.Arguments), Disclosure: disclosure(c.Disclosure), Origins: origins(c.Provenance), ArgsDigest: c.ArgsDigest, Edit: editable(c.Arguments),
 		CreatedAt: c.CreatedAt, ExpiresAt: c.ExpiresAt, Expired: c.Decision == "" && !now.Before(c.ExpiresAt),
 		Decision: c.Decision, Approver: show(approverLine(c), fieldLimit), Reason: show(c.Reason, fieldLimit),
+		Passkey: c.PasskeyRequired,
 	}
 }
 
@@ -503,58 +507,73 @@ const maxEditLen = workflows.MaxEditArgumentBytes
 // with a code such as stale_digest or approver_is_requester).
 func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	me := current(r)
-	f := r.PostForm
-	id := f.Get("confirmation_id")
-	row, err := s.opt.Store.GetConfirmation(r.Context(), id)
+	req, row, text, err := s.decisionRequest(r)
 	if err != nil {
 		s.fail(w, r, http.StatusNotFound, "no such confirmation", nil)
 		return
 	}
-	req := approval.Request{ConfirmationID: id, Decision: f.Get("decision"), Approver: me.approver, Reason: strings.TrimSpace(f.Get("reason"))}
-	a := answer{WorkflowID: row.WorkflowID, ConfirmationID: id}
-	if len(req.Reason) > approval.MaxReasonBytes {
-		a.Text = fmt.Sprintf("The reason is longer than %d bytes: nothing was sent.", approval.MaxReasonBytes)
+	a := answer{WorkflowID: row.WorkflowID, ConfirmationID: req.ConfirmationID}
+	if text != "" {
+		a.Text = text
 		s.answer(w, r, me, a)
 		return
+	}
+	// A passkey decision (issue 21, item 3): the nonce /decide/challenge chose and the
+	// assertion the approver's authenticator made over the MAC it returned.
+	if p := r.PostForm.Get("passkey"); p != "" {
+		req.Nonce, req.Passkey = r.PostForm.Get("nonce"), json.RawMessage(p)
+		if !json.Valid(req.Passkey) || len(req.Passkey) > workflows.MaxPasskeyAssertionBytes || req.Nonce == "" {
+			a.Text = "The passkey's answer is not one this page sends: nothing was sent."
+			s.answer(w, r, me, a)
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.opt.DecideTimeout)
+	defer cancel()
+	err = s.opt.Decide(ctx, req)
+	a.OK, a.Text = verdictText(req.ConfirmationID, req, err)
+	if err != nil {
+		s.opt.Log.Info("web: decision not accepted", "confirmation", req.ConfirmationID, "approver", me.approver, "err", err)
+	}
+	s.answer(w, r, me, a)
+}
+
+// decisionRequest reads a decision form (confirmation_id, decision, reason, arguments for an
+// edit, args_digest) into the signed-in approver's request; text, when set, says for the
+// approver why nothing is sent. err: no such confirmation.
+func (s *Server) decisionRequest(r *http.Request) (req approval.Request, row store.Confirmation, text string, err error) {
+	me := current(r)
+	f := r.PostForm
+	id := f.Get("confirmation_id")
+	row, err = s.opt.Store.GetConfirmation(r.Context(), id)
+	if err != nil {
+		return req, row, "", err
+	}
+	req = approval.Request{ConfirmationID: id, Decision: f.Get("decision"), Approver: me.approver, Reason: strings.TrimSpace(f.Get("reason"))}
+	if len(req.Reason) > approval.MaxReasonBytes {
+		return req, row, fmt.Sprintf("The reason is longer than %d bytes: nothing was sent.", approval.MaxReasonBytes), nil
 	}
 	switch req.Decision {
 	case workflows.DecisionApprove:
 	case workflows.DecisionDeny:
 		if req.Reason == "" {
-			a.Text = "A denial needs a reason: the model receives it."
-			s.answer(w, r, me, a)
-			return
+			return req, row, "A denial needs a reason: the model receives it.", nil
 		}
 	case decisionEdit:
 		args := f.Get("arguments")
 		if len(args) > maxEditLen || !json.Valid([]byte(args)) {
-			a.Text = "The edited arguments are not valid JSON (or longer than 64 KiB): nothing was sent."
-			s.answer(w, r, me, a)
-			return
+			return req, row, "The edited arguments are not valid JSON (or longer than 64 KiB): nothing was sent.", nil
 		}
 		if err := editRequest(&req, json.RawMessage(args)); err != nil {
-			a.Text = err.Error()
-			s.answer(w, r, me, a)
-			return
+			return req, row, err.Error(), nil
 		}
 	default:
-		a.Text = "Unknown decision: nothing was sent."
-		s.answer(w, r, me, a)
-		return
+		return req, row, "Unknown decision: nothing was sent.", nil
 	}
 	if err := setDigest(&req, f.Get("args_digest")); err != nil {
-		a.Text = err.Error()
-		s.answer(w, r, me, a)
-		return
+		return req, row, err.Error(), nil
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.opt.DecideTimeout)
-	defer cancel()
-	err = s.opt.Decide(ctx, req)
-	a.OK, a.Text = verdictText(id, req, err)
-	if err != nil {
-		s.opt.Log.Info("web: decision not accepted", "confirmation", id, "approver", me.approver, "err", err)
-	}
-	s.answer(w, r, me, a)
+	return req, row, "", nil
 }
 
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, me signedIn, a answer) {
@@ -573,6 +592,8 @@ func verdictText(id string, req approval.Request, err error) (bool, string) {
 	switch {
 	case errors.As(err, &stale):
 		return false, "Not sent: the arguments changed since this page showed them (stale page). Reload and decide on what it asks now."
+	case errors.Is(err, approval.ErrPasskeyRequired):
+		return false, "Not sent: this call is decided only with your passkey (reload the page and decide again; register one under Passkeys if you have none)."
 	case err == nil:
 		switch req.Decision {
 		case workflows.DecisionApprove:

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/airlock-dev/airlock/internal/approval"
+	"github.com/airlock-dev/airlock/internal/passkey"
 	"github.com/airlock-dev/airlock/internal/store"
 )
 
@@ -68,6 +69,12 @@ type Options struct {
 	// request for any other Host is refused 421 (issue 21, item 4: a DNS-rebinding page on
 	// another name never reaches the approver's session). Empty: every host (tests).
 	Hosts []string
+	// Passkeys is the relying party approvers register passkeys for and sign passkey decisions
+	// with (issue 21, item 3; passkey.FromEnv): RPID is the page's host name. Zero: "localhost".
+	Passkeys passkey.Config
+	// Challenge signs a passkey decision's MAC for the approver's authenticator (Challenger);
+	// nil: the page cannot decide a capability that requires a passkey.
+	Challenge ChallengeFunc
 }
 
 // Server is the approver page's HTTP handler.
@@ -99,9 +106,12 @@ func New(opt Options) (*Server, error) {
 	if opt.Log == nil {
 		opt.Log = slog.Default()
 	}
+	if opt.Passkeys.RPID == "" {
+		opt.Passkeys.RPID = "localhost"
+	}
 	s := &Server{opt: opt, sessions: newSessions(opt.Store, opt.Now), limiter: newLimiter(opt.Now), pages: map[string]*template.Template{}}
 	funcs := template.FuncMap{"show": func(s string) shown { return show(s, fieldLimit) }}
-	for _, p := range []string{"login", "inbox", "turn", "history", "proposals", "error"} {
+	for _, p := range []string{"login", "inbox", "turn", "history", "proposals", "passkeys", "error"} {
 		t, err := template.New(p+".html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html", "templates/"+p+".html")
 		if err != nil {
 			return nil, fmt.Errorf("web: parse template %s: %w", p, err)
@@ -123,6 +133,11 @@ func New(opt Options) (*Server, error) {
 	m.HandleFunc("GET /turn", s.authed(s.turn))
 	m.HandleFunc("GET /history", s.authed(s.history))
 	m.HandleFunc("POST /decide", s.authed(s.decide))
+	m.HandleFunc("POST /decide/challenge", s.authed(s.decideChallenge)) // a passkey decision's MAC (passkeys.go)
+	m.HandleFunc("GET /passkeys", s.authed(s.passkeysPage))
+	m.HandleFunc("POST /passkeys/begin", s.authed(s.passkeyBegin))
+	m.HandleFunc("POST /passkeys/finish", s.authed(s.passkeyFinish))
+	m.HandleFunc("POST /passkeys/remove", s.authed(s.passkeyRemove))
 	m.HandleFunc("GET /proposals", s.authed(s.proposalsPage))
 	m.HandleFunc("POST /proposals/decide", s.authed(s.decideProposal))
 	s.mux = m

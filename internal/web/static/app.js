@@ -111,3 +111,90 @@ function liveInbox() {
 }
 
 document.addEventListener("DOMContentLoaded", liveInbox);
+
+// Passkeys (issue 21, item 3). Registration: /passkeys/begin returns the creation options and
+// a ceremony id; navigator.credentials.create makes the passkey; the form posts it to
+// /passkeys/finish, which verifies and stores it. A decision on a card marked data-passkey:
+// /decide/challenge signs the decision and returns its MAC as the challenge; the approver's
+// authenticator signs it (navigator.credentials.get); the form posts the decision with the
+// nonce and the assertion to /decide, and the worker verifies the assertion.
+function b64u(buf) {
+  const b = new Uint8Array(buf);
+  let s = "";
+  for (let i = 0; i < b.length; i++) { s += String.fromCharCode(b[i]); }
+  return btoa(s).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+function unb64u(s) {
+  const t = atob(String(s).replace(/-/g, "+").replace(/_/g, "/"));
+  const b = new Uint8Array(t.length);
+  for (let i = 0; i < t.length; i++) { b[i] = t.charCodeAt(i); }
+  return b.buffer;
+}
+
+function credentialJSON(c) {
+  const r = c.response, out = { id: c.id, rawId: b64u(c.rawId), type: c.type, clientExtensionResults: {}, response: { clientDataJSON: b64u(r.clientDataJSON) } };
+  if (c.authenticatorAttachment) { out.authenticatorAttachment = c.authenticatorAttachment; }
+  if (r.attestationObject) {
+    out.response.attestationObject = b64u(r.attestationObject);
+    if (r.getTransports) { out.response.transports = r.getTransports(); }
+  }
+  if (r.authenticatorData) {
+    out.response.authenticatorData = b64u(r.authenticatorData);
+    out.response.signature = b64u(r.signature);
+    if (r.userHandle) { out.response.userHandle = b64u(r.userHandle); }
+  }
+  return JSON.stringify(out);
+}
+
+function passkeyStatus(near, text) {
+  const scope = near.closest(".card") || document;
+  const el = scope.querySelector(".passkey-status");
+  if (el) { el.textContent = text; }
+}
+
+function postForm(url, form) {
+  return fetch(url, { method: "POST", credentials: "same-origin", body: new URLSearchParams(new FormData(form)) })
+    .then(function (r) {
+      return r.json().catch(function () { return { error: "the page answered " + r.status }; })
+        .then(function (j) { return r.ok ? j : Promise.reject(new Error(j.error || ("the page answered " + r.status))); });
+    });
+}
+
+function registerPasskey(form) {
+  if (!window.PublicKeyCredential) { passkeyStatus(form, "This browser has no passkey support (WebAuthn)."); return; }
+  passkeyStatus(form, "Waiting for your authenticator…");
+  postForm("/passkeys/begin", form).then(function (opts) {
+    const pk = opts.publicKey;
+    pk.challenge = unb64u(pk.challenge);
+    pk.user.id = unb64u(pk.user.id);
+    (pk.excludeCredentials || []).forEach(function (c) { c.id = unb64u(c.id); });
+    return navigator.credentials.create({ publicKey: pk }).then(function (cred) {
+      form.querySelector("input[name=ceremony]").value = opts.ceremony;
+      form.querySelector("input[name=credential]").value = credentialJSON(cred);
+      form.querySelector("input[name=password]").value = ""; // checked by /passkeys/begin; not sent again
+      form.submit();
+    });
+  }).catch(function (e) { passkeyStatus(form, "No passkey registered: " + e.message); });
+}
+
+function passkeyDecide(form) {
+  if (!window.PublicKeyCredential) { passkeyStatus(form, "This browser has no passkey support (WebAuthn): this call cannot be decided here."); return; }
+  passkeyStatus(form, "Waiting for your passkey…");
+  postForm("/decide/challenge", form).then(function (ch) {
+    const pk = ch.publicKey;
+    pk.challenge = unb64u(pk.challenge);
+    (pk.allowCredentials || []).forEach(function (c) { c.id = unb64u(c.id); });
+    return navigator.credentials.get({ publicKey: pk }).then(function (cred) {
+      form.querySelector("input[name=nonce]").value = ch.nonce;
+      form.querySelector("input[name=passkey]").value = credentialJSON(cred);
+      form.submit();
+    });
+  }).catch(function (e) { passkeyStatus(form, "Not sent: " + e.message); });
+}
+
+document.addEventListener("submit", function (e) {
+  const form = e.target;
+  if (form.matches("form.register-passkey")) { e.preventDefault(); registerPasskey(form); return; }
+  if (form.matches("form[data-passkey]") && !form.querySelector("input[name=passkey]").value) { e.preventDefault(); passkeyDecide(form); }
+}, true);
