@@ -95,7 +95,9 @@ type chaosTurn struct {
 	conv   string
 	writes []string        // chaos_write entries, in order
 	deny   map[string]bool // entries the harness denies
-	point  string          // the named kill point on this turn, if any
+	point  string          // the named kill point on this turn, if any (read under h.mu: pointOf)
+	// claimed: runTurn has taken the turn (its point can no longer move to it).
+	claimed bool
 }
 
 // chaosTrack is what the harness knows of a turn while it runs.
@@ -159,6 +161,7 @@ type chaosHarness struct {
 	tracks   map[string]*chaosTrack
 	decided  map[string]bool
 	fired    map[string]bool
+	rearmed  []string // named points moved to a later turn (rearmLocked), for the report
 	started  atomic.Int32
 	problems []string // harness-side failures (a worker that would not start, …)
 
@@ -397,7 +400,7 @@ func (h *chaosHarness) serveModel(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"no chaos turn in the context"}}`, http.StatusBadRequest)
 		return
 	}
-	if tr.point == "infer" && round == 2 && h.fire("infer") {
+	if h.pointOf(tr) == "infer" && round == 2 && h.fire("infer") {
 		h.crash("infer", tr.wf, nil) // the answer below goes to a dead connection
 	}
 	var body string
@@ -418,7 +421,7 @@ func (h *chaosHarness) serveModel(w http.ResponseWriter, r *http.Request) {
 
 // onEffect is the effect point: the effect is on disk, the worker has not heard back.
 func (h *chaosHarness) onEffect(l effectLine) {
-	if tr := h.byEntry[l.Entry]; tr != nil && tr.point == "effect" && l.Entry == tr.writes[0] && h.fire("effect") {
+	if tr := h.byEntry[l.Entry]; tr != nil && h.pointOf(tr) == "effect" && l.Entry == tr.writes[0] && h.fire("effect") {
 		h.crash("effect", tr.wf, nil)
 	}
 }
@@ -524,7 +527,7 @@ func (h *chaosHarness) selfKilled(p *chaosProc) {
 	}
 	ev := &chaosEvent{Kind: "record", At: time.Now(), Open: h.openTurns()}
 	for _, tr := range h.plan {
-		if tr.point != "record" {
+		if h.pointOf(tr) != "record" {
 			continue
 		}
 		ev.Turn = tr.wf
@@ -657,7 +660,11 @@ func (h *chaosHarness) run(randomKills int) {
 func (h *chaosHarness) runTurn(tr *chaosTurn, deadline time.Time) {
 	ctx, cancel := context.WithDeadline(h.ctx, deadline)
 	defer cancel()
-	if tr.point == "record" {
+	h.mu.Lock()
+	tr.claimed = true
+	point := tr.point
+	h.mu.Unlock()
+	if point == "record" {
 		if err := os.WriteFile(recordKillMark(h.marks, tr.wf), nil, 0o644); err != nil {
 			h.problem("record mark: %v", err)
 		}
@@ -699,6 +706,36 @@ func (h *chaosHarness) finishTurn(tr *chaosTurn, res workflows.TurnResult, err e
 	defer h.mu.Unlock()
 	k := h.tracks[tr.wf]
 	k.done, k.result, k.err = true, res, err
+	if tr.point != "" && !h.fired[tr.point] {
+		h.rearmLocked(tr)
+	}
+}
+
+// pointOf is tr's named kill point now ("" for none).
+func (h *chaosHarness) pointOf(tr *chaosTurn) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return tr.point
+}
+
+// rearmLocked moves a named point that did not fire on tr (which has ended) to the next turn
+// runTurn has not taken yet whose first write is approved. A point misses its turn when
+// another fault got there first: a random kill or a restart during that turn's effect leaves
+// it outcome_unknown, so its Record of an executed write never starts. Every point still fires
+// exactly once a run, on a turn whose moment it can reach. h.mu is held.
+func (h *chaosHarness) rearmLocked(tr *chaosTurn) {
+	p := tr.point
+	tr.point = ""
+	if p == "record" {
+		_ = os.Remove(recordKillMark(h.marks, tr.wf)) // the turn ended: nothing reads it now
+	}
+	for _, next := range h.plan {
+		if next.n > tr.n && next.point == "" && !next.claimed && !next.deny[next.writes[0]] {
+			next.point = p
+			h.rearmed = append(h.rearmed, fmt.Sprintf("%s: %s → %s", p, tr.wf, next.wf))
+			return
+		}
+	}
 }
 
 // decider plays the approvers: it decides every pending confirmation once, as planned. The
@@ -733,7 +770,7 @@ func (h *chaosHarness) decider(ctx context.Context) {
 			}
 			var derr error
 			decide := func() { derr = sendDecision(ctx, h.c, h.st, h.key, row.ID, decision, "chaos-approver") }
-			if tr.point == "confirm" && args.Entry == tr.writes[0] && h.fire("confirm") {
+			if h.pointOf(tr) == "confirm" && args.Entry == tr.writes[0] && h.fire("confirm") {
 				h.crash("confirm", tr.wf, decide)
 			} else {
 				decide()
@@ -839,6 +876,7 @@ type chaosReport struct {
 	TemporalPersisted  string                `json:"temporal_persisted,omitempty"`
 	ResumeP50          float64               `json:"resume_p50_seconds"`
 	ResumeMax          float64               `json:"resume_max_seconds"`
+	Rearmed            []string              `json:"named_points_moved,omitempty"`        // points that missed their turn (another fault got there first) and fired on a later one
 	ResumesCut         int                   `json:"resumes_cut_by_next_fault"`           // not in the p50/max: the next fault came first
 	ResumesCutMax      float64               `json:"resumes_cut_lower_bound_max_seconds"` // the longest of them up to that fault (a lower bound)
 	Resumed            int                   `json:"resumed_turns"`
@@ -850,7 +888,7 @@ func (h *chaosHarness) report(wall time.Duration) *chaosReport {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rep := &chaosReport{Seed: h.seed, Turns: len(h.plan), WallSeconds: wall.Seconds(), Kills: map[string]int{},
-		Outcomes: map[string]int{}, ResumeByKind: map[string][3]float64{}, Events: h.events, TemporalPersisted: h.persisted}
+		Outcomes: map[string]int{}, ResumeByKind: map[string][3]float64{}, Events: h.events, TemporalPersisted: h.persisted, Rearmed: h.rearmed}
 	for _, ev := range h.events {
 		rep.Kills[ev.Kind]++
 	}
@@ -1067,6 +1105,9 @@ func (r *chaosReport) table() string {
 		ks = append(ks, fmt.Sprintf("%s=%d", k, r.Kills[k]))
 	}
 	row("kills and restarts", strings.Join(ks, " "))
+	if len(r.Rearmed) > 0 {
+		row("named points moved to a later turn", strings.Join(r.Rearmed, "; "))
+	}
 	row("calls: automatic / approved / denied", fmt.Sprintf("%d / %d / %d", r.AutomaticCalls, r.Approved, r.Denied))
 	row("turns lost (want 0)", r.TurnsLost)
 	row("confirmed effects run twice (want 0)", r.EffectsRunTwice)
