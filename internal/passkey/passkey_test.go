@@ -177,3 +177,29 @@ func TestChallengeIsTheMACBytes(t *testing.T) {
 		t.Fatal("Challenge accepted a non-MAC")
 	}
 }
+
+// BenchmarkVerify is the worker's cost of one passkey decision: parse the browser's assertion
+// JSON and verify it (client data, RP id hash, flags, counter, the ES256 signature).
+func BenchmarkVerify(b *testing.B) {
+	a, err := passkeytest.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := Config{RPID: "airlock.example.com", Origins: []string{"https://airlock.example.com"}}
+	ch := mac()
+	raw, err := a.Assert(passkeytest.Assertion{Origin: "https://airlock.example.com", RPID: "airlock.example.com", Challenge: ch, Flags: flagsUPUV, Counter: 7})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cred := Credential{PublicKey: a.PublicKey(), SignCount: 6}
+	b.ReportAllocs()
+	for b.Loop() {
+		as, err := Parse(raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Verify(cfg, as, cred, ch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
