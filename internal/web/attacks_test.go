@@ -1,0 +1,204 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/approval"
+	"github.com/airlock-dev/airlock/internal/passkey"
+	"github.com/airlock-dev/airlock/internal/store"
+)
+
+// Attacks on page sessions and passkey registration (issue 21, items 3 and 4), on both stores.
+//
+//   - Session fixation: a session id planted in alice's browser (a made-up one, or the
+//     attacker's own live session) is never the one alice signs in under.
+//   - The CSRF token of one session with another session's cookie: refused, nothing sent.
+//   - A reader of the database: the stored id hash is no cookie, and a CSRF token derived
+//     from it is no CSRF token.
+//   - A registration ceremony alice began, finished by bob: refused, alice's still works.
+//   - Registration without the page's Origin, from another origin, or with another session's
+//     CSRF token: refused before any ceremony starts.
+//   - Guessing alice's password through the registration's password prompt with her stolen
+//     session: limited like sign-in (and it counts towards sign-in's limit).
+func TestSessionAndRegistrationAttacks(t *testing.T) {
+	for _, driver := range []string{store.DriverSQLite, store.DriverPostgres} {
+		t.Run(driver, func(t *testing.T) {
+			st, err := store.Open(context.Background(), liveURL(t, driver))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			rec := &recorder{}
+			s, err := New(Options{Store: st, Approvers: func() (Authenticator, error) {
+				return users{"alice": "correct horse", "bob": "battery staple"}, nil
+			}, Decide: rec.decide, Passkeys: passkey.Config{RPID: "localhost"},
+				Challenge: func(context.Context, approval.Request) (string, string, error) { return "n", fixedMAC, nil },
+				Log:       slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(s)
+			t.Cleanup(srv.Close)
+			u, _ := url.Parse(srv.URL)
+			origin := "http://localhost:" + u.Port()
+			type client struct{ sid string }
+			do := func(c *client, path string, form url.Values, from string) (*http.Response, string) {
+				t.Helper()
+				method, body := "GET", io.Reader(nil)
+				if form != nil {
+					method, body = "POST", strings.NewReader(form.Encode())
+				}
+				req, _ := http.NewRequest(method, srv.URL+path, body)
+				req.Host = "localhost:" + u.Port()
+				if form != nil {
+					req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+					if from != "" {
+						req.Header.Set("Origin", from)
+					}
+				}
+				if c.sid != "" {
+					req.AddCookie(&http.Cookie{Name: SessionCookie, Value: c.sid})
+				}
+				resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				out, _ := io.ReadAll(resp.Body)
+				for _, ck := range resp.Cookies() {
+					if ck.Name == SessionCookie {
+						c.sid = ck.Value
+					}
+				}
+				return resp, string(out)
+			}
+			signedInAs := func(c *client) string {
+				t.Helper()
+				resp, page := do(c, "/", nil, "")
+				if resp.StatusCode != http.StatusOK {
+					return ""
+				}
+				for _, n := range []string{"alice", "bob"} {
+					if strings.Contains(page, `id="me">`+n+`<`) {
+						return n
+					}
+				}
+				t.Fatalf("GET / = 200 but names nobody:\n%s", page)
+				return ""
+			}
+			csrf := func(c *client) string {
+				t.Helper()
+				_, page := do(c, "/passkeys", nil, "")
+				m := csrfRe.FindStringSubmatch(page)
+				if m == nil {
+					t.Fatalf("no CSRF token:\n%s", page)
+				}
+				return m[1]
+			}
+			login := func(c *client, name, pw string) int {
+				resp, _ := do(c, "/login", url.Values{"name": {name}, "password": {pw}}, origin)
+				return resp.StatusCode
+			}
+
+			// Session fixation: bob signs in and plants his session id in alice's browser; a
+			// made-up id too. alice signs in: she gets a fresh id each time, and the planted
+			// ones are not hers.
+			bob := &client{}
+			if login(bob, "bob", "battery staple") != http.StatusSeeOther {
+				t.Fatal("bob cannot sign in")
+			}
+			for _, planted := range []string{bob.sid, "attacker-chosen-session-id"} {
+				alice := &client{sid: planted}
+				if login(alice, "alice", "correct horse") != http.StatusSeeOther || alice.sid == planted || alice.sid == "" {
+					t.Fatalf("sign-in over a planted session id kept it (%q -> %q)", planted, alice.sid)
+				}
+				if got := signedInAs(&client{sid: planted}); got == "alice" {
+					t.Fatalf("the planted session id %q signs in as alice", planted)
+				}
+				if got := signedInAs(alice); got != "alice" {
+					t.Fatalf("alice's fresh session is %q's", got)
+				}
+			}
+			if got := signedInAs(bob); got != "bob" {
+				t.Fatalf("bob's session became %q's", got)
+			}
+
+			// One session's CSRF token with another session's cookie.
+			alice := &client{}
+			login(alice, "alice", "correct horse")
+			for _, tok := range []string{csrf(bob), ""} {
+				resp, _ := do(alice, "/decide", url.Values{"csrf": {tok}, "confirmation_id": {"cf-x"}, "decision": {"approve"}}, origin)
+				if resp.StatusCode != http.StatusForbidden {
+					t.Fatalf("alice's cookie with CSRF token %q = %d, want 403", tok, resp.StatusCode)
+				}
+				if resp, _ := do(alice, "/passkeys/begin", url.Values{"csrf": {tok}, "password": {"correct horse"}}, origin); resp.StatusCode != http.StatusForbidden {
+					t.Fatalf("registration with CSRF token %q = %d, want 403", tok, resp.StatusCode)
+				}
+			}
+			if len(rec.reqs) != 0 {
+				t.Fatalf("a cross-session form sent decisions: %+v", rec.reqs)
+			}
+
+			// A reader of the database: the id hash is not a cookie; a token derived from it
+			// is not the CSRF token.
+			row, err := st.GetPageSession(context.Background(), hashID(alice.sid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := signedInAs(&client{sid: row.IDHash}); got != "" {
+				t.Fatalf("the stored id hash as a cookie signs in as %q", got)
+			}
+			if resp, _ := do(alice, "/passkeys/begin", url.Values{"csrf": {csrfOf(row.IDHash)}, "password": {"correct horse"}}, origin); resp.StatusCode != http.StatusForbidden {
+				t.Fatalf("a CSRF token derived from the stored hash = %d, want 403", resp.StatusCode)
+			}
+
+			// Registration from another origin or with no Origin at all.
+			aliceCSRF := csrf(alice)
+			for _, from := range []string{"", "http://evil.example", "http://localhost:1", "null"} {
+				if resp, _ := do(alice, "/passkeys/begin", url.Values{"csrf": {aliceCSRF}, "password": {"correct horse"}}, from); resp.StatusCode != http.StatusForbidden {
+					t.Fatalf("registration begun from origin %q = %d, want 403", from, resp.StatusCode)
+				}
+			}
+
+			// alice's ceremony, finished by bob.
+			resp, body := do(alice, "/passkeys/begin", url.Values{"csrf": {aliceCSRF}, "password": {"correct horse"}}, origin)
+			var begun struct {
+				Ceremony string `json:"ceremony"`
+			}
+			if err := json.Unmarshal([]byte(body), &begun); err != nil || resp.StatusCode != http.StatusOK || begun.Ceremony == "" {
+				t.Fatalf("alice begins = %d %s", resp.StatusCode, body)
+			}
+			resp, body = do(bob, "/passkeys/finish", url.Values{"csrf": {csrf(bob)}, "ceremony": {begun.Ceremony}, "credential": {`{"id":"x"}`}}, origin)
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "expired or was already used") {
+				t.Fatalf("bob finishing alice's ceremony = %d\n%s", resp.StatusCode, body)
+			}
+			if _, err := st.TakePasskeyChallenge(context.Background(), begun.Ceremony, "alice", time.Now()); err != nil {
+				t.Fatalf("bob's attempt used up alice's ceremony: %v", err)
+			}
+
+			// Guessing alice's password with her stolen session: 5 wrong tries, then even the
+			// right password is refused for a minute, here and at sign-in.
+			thief := &client{sid: alice.sid}
+			for i := 0; i < LoginFailures; i++ {
+				if resp, _ := do(thief, "/passkeys/begin", url.Values{"csrf": {aliceCSRF}, "password": {"guess"}}, origin); resp.StatusCode != http.StatusUnauthorized {
+					t.Fatalf("guess %d = %d, want 401", i, resp.StatusCode)
+				}
+			}
+			if resp, _ := do(thief, "/passkeys/begin", url.Values{"csrf": {aliceCSRF}, "password": {"correct horse"}}, origin); resp.StatusCode != http.StatusTooManyRequests {
+				t.Fatalf("the right password after %d wrong ones = %d, want 429", LoginFailures, resp.StatusCode)
+			}
+			if code := login(&client{}, "alice", "correct horse"); code != http.StatusTooManyRequests {
+				t.Fatalf("sign-in after %d wrong registration passwords = %d, want 429", LoginFailures, code)
+			}
+		})
+	}
+}
