@@ -31,7 +31,9 @@ func FuzzParseVerify(f *testing.F) {
 	for _, mut := range []func(map[string]any, map[string]any){
 		func(m, r map[string]any) { delete(r, "authenticatorData") },
 		func(m, r map[string]any) { r["authenticatorData"] = "" },
-		func(m, r map[string]any) { r["authenticatorData"] = base64.RawURLEncoding.EncodeToString(make([]byte, 37)) },
+		func(m, r map[string]any) {
+			r["authenticatorData"] = base64.RawURLEncoding.EncodeToString(make([]byte, 37))
+		},
 		func(m, r map[string]any) {
 			// AT and ED flags with no data behind them.
 			ad := make([]byte, 37)
@@ -40,11 +42,13 @@ func FuzzParseVerify(f *testing.F) {
 		},
 		func(m, r map[string]any) {
 			ad := make([]byte, 40)
-			ad[32] = 0x85 // UP, UV, ED
+			ad[32] = 0x85                                 // UP, UV, ED
 			ad = append(ad, 0xbf, 0xff, 0x9f, 0x9f, 0x9f) // indefinite CBOR nesting
 			r["authenticatorData"] = base64.RawURLEncoding.EncodeToString(ad)
 		},
-		func(m, r map[string]any) { r["clientDataJSON"] = base64.RawURLEncoding.EncodeToString([]byte(`{"type":1}`)) },
+		func(m, r map[string]any) {
+			r["clientDataJSON"] = base64.RawURLEncoding.EncodeToString([]byte(`{"type":1}`))
+		},
 		func(m, r map[string]any) { r["clientDataJSON"] = "!!" },
 		func(m, r map[string]any) { r["signature"] = "" },
 		func(m, r map[string]any) { r["userHandle"] = base64.RawURLEncoding.EncodeToString(make([]byte, 2048)) },
