@@ -202,3 +202,110 @@ func TestSessionAndRegistrationAttacks(t *testing.T) {
 		})
 	}
 }
+
+// An open /events stream (the live inbox) lasts only as long as its session: signed out on
+// another instance, its password changed, its approver removed, or idle past SessionIdle, the
+// stream ends within a check; while the session lives it stays open. Before, a stream opened
+// with a stolen cookie kept reporting every change to the inbox after the session ended.
+func TestEventStreamEndsWithItsSession(t *testing.T) {
+	for _, driver := range []string{store.DriverSQLite, store.DriverPostgres} {
+		t.Run(driver, func(t *testing.T) {
+			st, err := store.Open(context.Background(), liveURL(t, driver))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			auth := &changingPasswords{pw: map[string]string{"alice": "correct horse"}, gen: map[string]int{}}
+			clk := &clock{t: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+			a := instance(t, st, auth, clk)
+			// Instance B serves the streams, checking its sessions every 50 ms.
+			sb, err := New(Options{Store: st, Approvers: func() (Authenticator, error) { return auth, nil }, Now: clk.now,
+				Decide: (&recorder{}).decide, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sb.recheck = 50 * time.Millisecond
+			b := &env{t: t, st: st, rec: &recorder{}, pr: &proposalRecorder{}, now: clk.now()}
+			b.srv = httptest.NewServer(sb)
+			t.Cleanup(b.srv.Close)
+
+			// open starts a stream on B with alice's cookie and returns a channel closed when
+			// the stream ends.
+			open := func(sid string) <-chan struct{} {
+				t.Helper()
+				req, _ := http.NewRequest("GET", b.srv.URL+"/events", nil)
+				req.AddCookie(&http.Cookie{Name: SessionCookie, Value: sid})
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+					t.Fatalf("GET /events = %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+				}
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					defer resp.Body.Close()
+					_, _ = io.Copy(io.Discard, resp.Body)
+				}()
+				t.Cleanup(func() { resp.Body.Close() })
+				return done
+			}
+			ends := func(done <-chan struct{}, what string) {
+				t.Helper()
+				select {
+				case <-done:
+				case <-time.After(5 * time.Second):
+					t.Fatalf("the event stream outlived its session (%s)", what)
+				}
+			}
+			lives := func(done <-chan struct{}, what string) {
+				t.Helper()
+				select {
+				case <-done:
+					t.Fatalf("the event stream ended while its session lives (%s)", what)
+				case <-time.After(300 * time.Millisecond):
+				}
+			}
+			password := "correct horse"
+			signIn := func() *browser {
+				br := a.browser()
+				if resp := br.login("alice", password); resp.StatusCode != http.StatusSeeOther {
+					t.Fatalf("sign in = %d", resp.StatusCode)
+				}
+				return br
+			}
+
+			// Signed out on instance A.
+			alice := signIn()
+			done := open(alice.sid)
+			lives(done, "just opened")
+			if resp, _ := alice.post("/logout", url.Values{"csrf": {alice.csrf()}}); resp.StatusCode != http.StatusSeeOther {
+				t.Fatalf("sign out = %d", resp.StatusCode)
+			}
+			ends(done, "signed out on another instance")
+
+			// Idle past SessionIdle (the stream itself does not keep it alive).
+			alice = signIn()
+			done = open(alice.sid)
+			clk.add(SessionIdle - time.Second)
+			lives(done, "idle just under SessionIdle")
+			clk.add(2 * time.Second)
+			ends(done, "idle past SessionIdle")
+
+			// Password changed.
+			alice = signIn()
+			done = open(alice.sid)
+			auth.setPassword("alice", "new horse")
+			password = "new horse"
+			ends(done, "password changed")
+
+			// Approver removed.
+			alice = signIn()
+			done = open(alice.sid)
+			lives(done, "signed in with the new password")
+			auth.remove("alice")
+			ends(done, "approver removed")
+		})
+	}
+}
