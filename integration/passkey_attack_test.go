@@ -95,6 +95,8 @@ func csrfOf(b *tab) string {
 //     counter, 0 or a lower one is passkey_replayed.
 //   - An assertion of 64 KiB sent as a raw signal: malformed_decision, audited with its detail
 //     bounded, the token untouched; the decide update refuses it before history.
+//   - An assertion made for an edit, sent with other edited arguments or as an approval:
+//     passkey_invalid.
 //   - The page reached under a host name it does not serve: 421.
 func TestPasskeyAttacks(t *testing.T) {
 	t.Parallel()
@@ -257,6 +259,54 @@ func TestPasskeyAttacks(t *testing.T) {
 	if n := len(e.rec.of("send_money")); n != 6 {
 		t.Fatalf("send_money ran %d times, want 6 (A to F, each once; G never)", n)
 	}
+	if row, _ := e.st.GetConfirmation(context.Background(), pG.ConfirmationID); row.Decision != "" {
+		t.Fatalf("G was decided by assertions made on other origins: %+v", row)
+	}
+	// An edit: the assertion made for an edit to amount 1 sent with amount 9999, and sent as an
+	// approval, is passkey_invalid; the edit it was made for runs (with amount 1), once.
+	small := `{"recipient":"GB29NWBK60161331926819","amount":1,"subject":"rent","date":"2026-12-01"}`
+	large := `{"recipient":"GB29NWBK60161331926819","amount":9999,"subject":"rent","date":"2026-12-01"}`
+	edit := func(signed, sent, kind string, n uint32) workflows.Decision {
+		row, err := e.st.GetConfirmation(context.Background(), pG.ConfirmationID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := approval.Request{ConfirmationID: row.ID, Decision: workflows.DecisionEdit, Approver: "alice", ArgsDigest: row.ArgsDigest, Signer: surface, Arguments: []byte(signed)}
+		nonce, mac, err := approval.Challenge(e.key, row, req, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, _ := base64.RawURLEncoding.DecodeString(mac)
+		as, err := soft.Assert(passkeytest.Assertion{Origin: origin, RPID: "localhost", Challenge: ch, Flags: passkeytest.FlagUP | passkeytest.FlagUV, Counter: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Nonce, req.Passkey, req.Decision = nonce, as, kind
+		req.Arguments = nil
+		if kind == workflows.DecisionEdit {
+			req.Arguments = []byte(sent)
+		}
+		d, err := approval.Sign(e.key, row, req, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if code := present(t, e, edit(small, large, workflows.DecisionEdit, 11)); code != activities.PasskeyInvalid {
+		t.Fatalf("an edit's assertion sent with other arguments = %q, want passkey_invalid", code)
+	}
+	if code := present(t, e, edit(small, "", workflows.DecisionApprove, 12)); code != activities.PasskeyInvalid {
+		t.Fatalf("an edit's assertion sent as an approval = %q, want passkey_invalid", code)
+	}
+	if code := present(t, e, edit(small, small, workflows.DecisionEdit, 13)); code != "" {
+		t.Fatalf("the edit its assertion was made for = %q", code)
+	}
+	if res := result(t, runG); len(res.Outcomes) != 2 || res.Outcomes[1].Outcome != activities.OutcomeExecuted {
+		t.Fatalf("turn G outcomes = %+v", res.Outcomes)
+	}
+	if got := e.rec.of("send_money"); len(got) != 7 || got[6] != canon(t, small) {
+		t.Fatalf("send_money ran %v, want A to F and G's edit (amount 1)", got)
+	}
 
 	// 7. The page under a host name it does not serve.
 	req, _ := http.NewRequest(http.MethodGet, e.url+"/login", nil)
@@ -269,8 +319,4 @@ func TestPasskeyAttacks(t *testing.T) {
 	if resp.StatusCode != http.StatusMisdirectedRequest {
 		t.Fatalf("GET /login with Host evil.example = %d, want 421", resp.StatusCode)
 	}
-	if row, _ := e.st.GetConfirmation(context.Background(), pG.ConfirmationID); row.Decision != "" {
-		t.Fatalf("G was decided by assertions made on other origins: %+v", row)
-	}
-	_ = runG
 }
