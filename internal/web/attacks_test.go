@@ -2,6 +2,10 @@ package web
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -12,8 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-webauthn/webauthn/protocol/webauthncbor"
+
 	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/passkey"
+	"github.com/airlock-dev/airlock/internal/passkey/passkeytest"
 	"github.com/airlock-dev/airlock/internal/store"
 )
 
@@ -306,6 +313,134 @@ func TestEventStreamEndsWithItsSession(t *testing.T) {
 			lives(done, "signed in with the new password")
 			auth.remove("alice")
 			ends(done, "approver removed")
+		})
+	}
+}
+
+// noneRegistration is the PublicKeyCredential JSON a browser returns from
+// navigator.credentials.create with "none" attestation (W3C WebAuthn §6.5.4, §8.7) for auth's
+// key under credential id credID, over challenge (base64url, as begin returned it), made on
+// origin for rpID with flags (AT is added).
+func noneRegistration(t *testing.T, auth *passkeytest.Authenticator, credID []byte, challenge, origin, rpID string, flags byte) string {
+	t.Helper()
+	cd, _ := json.Marshal(map[string]any{"type": "webauthn.create", "challenge": challenge, "origin": origin, "crossOrigin": false})
+	rp := sha256.Sum256([]byte(rpID))
+	ad := append(rp[:], flags|0x40)
+	ad = binary.BigEndian.AppendUint32(ad, 0)
+	ad = append(ad, make([]byte, 16)...) // AAGUID
+	ad = binary.BigEndian.AppendUint16(ad, uint16(len(credID)))
+	ad = append(ad, credID...)
+	ad = append(ad, auth.PublicKey()...)
+	att, err := webauthncbor.Marshal(map[string]any{"fmt": "none", "attStmt": map[string]any{}, "authData": ad})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := base64.RawURLEncoding.EncodeToString
+	out, _ := json.Marshal(map[string]any{"id": b(credID), "rawId": b(credID), "type": "public-key",
+		"response": map[string]any{"clientDataJSON": b(cd), "attestationObject": b(att)}})
+	return string(out)
+}
+
+// Registration answers crafted outside a browser (what a stolen session and the password, or
+// a hostile script, could post): without user verification, made on another origin, for
+// another relying party, or over another ceremony's challenge, nothing is registered; a
+// registration that claims a credential id another approver registered is refused and leaves
+// that passkey theirs (no hijack by id); a genuine one registers. (With "none" attestation a
+// registration proves no possession of the key: registering someone else's public key gains
+// nothing, since every decision's assertion is verified under the key and the registrant's
+// own name.)
+func TestCraftedPasskeyRegistrations(t *testing.T) {
+	for _, driver := range []string{store.DriverSQLite, store.DriverPostgres} {
+		t.Run(driver, func(t *testing.T) {
+			st, err := store.Open(context.Background(), liveURL(t, driver))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			p := &passkeyPage{t: t, st: st, rec: &recorder{}}
+			s, err := New(Options{Store: st, Approvers: func() (Authenticator, error) { return users{"alice": "correct horse", "bob": "battery staple"}, nil },
+				Decide: p.rec.decide, Passkeys: passkey.Config{RPID: "localhost"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.srv = httptest.NewServer(s)
+			t.Cleanup(p.srv.Close)
+			u, _ := url.Parse(p.srv.URL)
+			p.origin = "http://localhost:" + u.Port()
+			p.c = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+			p.do("POST", "/login", url.Values{"name": {"bob"}, "password": {"battery staple"}})
+			_, page := p.do("GET", "/passkeys", nil)
+			m := csrfRe.FindStringSubmatch(page)
+			if m == nil {
+				t.Fatalf("bob is not signed in:\n%s", page)
+			}
+			csrf := m[1]
+			begin := func() string {
+				t.Helper()
+				resp, body := p.do("POST", "/passkeys/begin", url.Values{"csrf": {csrf}, "password": {"battery staple"}})
+				var b struct {
+					Ceremony  string `json:"ceremony"`
+					PublicKey struct {
+						Challenge string `json:"challenge"`
+					} `json:"publicKey"`
+				}
+				if err := json.Unmarshal([]byte(body), &b); err != nil || resp.StatusCode != http.StatusOK {
+					t.Fatalf("begin = %d %s", resp.StatusCode, body)
+				}
+				return b.Ceremony + " " + b.PublicKey.Challenge
+			}
+			finish := func(ceremony, cred string) (int, string) {
+				resp, body := p.do("POST", "/passkeys/finish", url.Values{"csrf": {csrf}, "ceremony": {ceremony}, "credential": {cred}, "name": {"crafted"}})
+				return resp.StatusCode, body
+			}
+			auth, err := passkeytest.New()
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := func() []byte { b := make([]byte, 16); _, _ = rand.Read(b); return b }
+
+			// alice's passkey, registered before.
+			aliceID := id()
+			if err := st.AddPasskey(context.Background(), store.Passkey{CredentialID: base64.RawURLEncoding.EncodeToString(aliceID), Approver: "alice", PublicKey: []byte{1, 2, 3}}); err != nil {
+				t.Fatal(err)
+			}
+			other := strings.Fields(begin())[1] // a challenge of another ceremony
+			for _, c := range []struct {
+				what, origin, rpID string
+				flags              byte
+				challenge          string
+				credID             []byte
+				want               string
+			}{
+				{"no user verification", p.origin, "localhost", 0x01, "", id(), "did not verify"},
+				{"another origin", "https://evil.example", "localhost", 0x05, "", id(), "did not verify"},
+				{"another relying party", p.origin, "evil.example", 0x05, "", id(), "did not verify"},
+				{"another ceremony's challenge", p.origin, "localhost", 0x05, other, id(), "did not verify"},
+				{"alice's credential id", p.origin, "localhost", 0x05, "", aliceID, "already registered"},
+			} {
+				f := strings.Fields(begin())
+				ch := f[1]
+				if c.challenge != "" {
+					ch = c.challenge
+				}
+				code, body := finish(f[0], noneRegistration(t, auth, c.credID, ch, c.origin, c.rpID, c.flags))
+				if code != http.StatusBadRequest || !strings.Contains(body, c.want) {
+					t.Fatalf("%s: finish = %d, want 400 %q\n%s", c.what, code, c.want, body)
+				}
+				if l, _ := st.ListPasskeys(context.Background(), "bob"); len(l) != 0 {
+					t.Fatalf("%s registered %+v", c.what, l)
+				}
+			}
+			if pk, err := st.GetPasskey(context.Background(), base64.RawURLEncoding.EncodeToString(aliceID)); err != nil || pk.Approver != "alice" || string(pk.PublicKey) != "\x01\x02\x03" {
+				t.Fatalf("alice's passkey after bob claimed its id = %+v, %v", pk, err)
+			}
+			f := strings.Fields(begin())
+			if code, body := finish(f[0], noneRegistration(t, auth, id(), f[1], p.origin, "localhost", 0x05)); code != http.StatusSeeOther {
+				t.Fatalf("a genuine registration = %d\n%s", code, body)
+			}
+			if l, _ := st.ListPasskeys(context.Background(), "bob"); len(l) != 1 || string(l[0].PublicKey) != string(auth.PublicKey()) {
+				t.Fatalf("bob's passkeys = %+v", l)
+			}
 		})
 	}
 }
