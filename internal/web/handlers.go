@@ -60,6 +60,16 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.limiter.forgive(at, keys...)
+	// A sign-in always starts a fresh session (never one whose id the browser brought: no
+	// fixation), and ends the one the browser is replacing, so signing in as someone else on
+	// a shared browser signs the previous approver out instead of leaving their session live
+	// for whoever copied its cookie.
+	if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
+		if err := s.sessions.remove(r.Context(), c.Value); err != nil {
+			s.fail(w, r, http.StatusInternalServerError, "could not end the previous session (the store did not answer); try again", err)
+			return
+		}
+	}
 	id, err := s.sessions.create(r.Context(), approver, stampOf(set, approver))
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, "could not start a session", err)
