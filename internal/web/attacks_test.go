@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,9 +20,11 @@ import (
 	"github.com/go-webauthn/webauthn/protocol/webauthncbor"
 
 	"github.com/airlock-dev/airlock/internal/approval"
+	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/passkey"
 	"github.com/airlock-dev/airlock/internal/passkey/passkeytest"
 	"github.com/airlock-dev/airlock/internal/store"
+	"github.com/airlock-dev/airlock/internal/token"
 )
 
 // Attacks on page sessions and passkey registration (issue 21, items 3 and 4), on both stores.
@@ -445,5 +448,53 @@ func TestCraftedPasskeyRegistrations(t *testing.T) {
 				t.Fatalf("bob's passkeys = %+v", l)
 			}
 		})
+	}
+}
+
+// A Slack button on a passkey-required call (a message posted before the policy asked for a
+// passkey, or a crafted interaction signed with the Slack secret) decides nothing: the page's
+// real Decider refuses to sign a decision without an assertion, so nothing reaches the turn.
+// (Were one sent anyway, the worker refuses it passkey_required:
+// integration/passkey_test.go.)
+func TestSlackCannotDecideAPasskeyCall(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.st.CreateConfirmation(context.Background(), store.Confirmation{ID: "cf-slpk", TokenHash: []byte("h-slpk"), WorkflowID: "turn/pk/1",
+		RunID: "r", Seq: 1, CallID: "c", CapabilityID: "test.cap", Version: 1, ArgsDigest: "sha256:slpk", Arguments: json.RawMessage(`{}`),
+		Display: "pay", ExpiresAt: time.Now().Add(time.Hour), PasskeyRequired: true}); err != nil {
+		t.Fatal(err)
+	}
+	secret := []byte("slack-signing-secret")
+	var key token.Key
+	// The production Decider, with no Temporal client: anything it tried to send would panic
+	// the test.
+	s, err := New(Options{Store: e.st, Approvers: func() (Authenticator, error) { return users{"alice": "correct horse"}, nil },
+		Decide: Decider(nil, e.st, key, approvers.Credential{}), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Slack: &SlackInteractions{SigningSecret: secret, Users: map[string]string{"UALICE": "alice"}, Allows: func(string) bool { return true }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	for i, action := range []string{SlackActionApprove, SlackActionDeny} {
+		p, _ := json.Marshal(map[string]any{"type": "block_actions", "user": map[string]string{"id": "UALICE"},
+			"actions": []map[string]string{{"action_id": action, "value": "cf-slpk|sha256:slpk"}}})
+		body := []byte(url.Values{"payload": {string(p)}}.Encode())
+		ts := strconv.FormatInt(time.Now().Add(time.Duration(i)*time.Second).Unix(), 10)
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/slack/interactions", strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-Slack-Request-Timestamp", ts)
+		req.Header.Set("X-Slack-Signature", SlackSignature(secret, ts, body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(out), "decided only with your passkey") {
+			t.Fatalf("Slack %s on a passkey call = %d %s", action, resp.StatusCode, out)
+		}
+	}
+	if row, _ := e.st.GetConfirmation(context.Background(), "cf-slpk"); row.Decision != "" || row.Generation != 0 {
+		t.Fatalf("the confirmation after the Slack clicks = %+v", row)
 	}
 }
