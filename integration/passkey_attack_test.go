@@ -308,6 +308,49 @@ func TestPasskeyAttacks(t *testing.T) {
 		t.Fatalf("send_money ran %v, want A to F and G's edit (amount 1)", got)
 	}
 
+	// A clone racing the original: two decisions on two calls with the same counter (14, after
+	// G's 13), presented at once: exactly one counts, the other is passkey_replayed.
+	runH, pH := startPaying(t, e, "attack-h", "pay rent")
+	runI, pI := startPaying(t, e, "attack-i", "pay rent")
+	dH, dI := softDecision(t, e, surface, soft, pH.ConfirmationID, origin, 14), softDecision(t, e, surface, soft, pI.ConfirmationID, origin, 14)
+	codes := make(chan string, 2)
+	for _, d := range []workflows.Decision{dH, dI} {
+		go func(d workflows.Decision) {
+			row, _ := e.st.GetConfirmation(context.Background(), d.ConfirmationID)
+			if err := e.c.SignalWorkflow(context.Background(), row.WorkflowID, row.RunID, workflows.SignalConfirmation, d); err != nil {
+				codes <- "signal: " + err.Error()
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			var ref *approval.RefusedError
+			switch err := approval.Wait(ctx, e.st, d, 45*time.Second); {
+			case err == nil:
+				codes <- "accepted"
+			case errors.As(err, &ref):
+				codes <- ref.Code
+			default:
+				codes <- err.Error()
+			}
+		}(d)
+	}
+	got := []string{<-codes, <-codes}
+	if !(got[0] == "accepted" && got[1] == activities.PasskeyReplayed) && !(got[1] == "accepted" && got[0] == activities.PasskeyReplayed) {
+		t.Fatalf("two decisions with one counter at once = %v, want one accepted and one passkey_replayed", got)
+	}
+	// The accepted one runs; the refused one waits (its token reissued) until it is cancelled.
+	won, lost := runH, runI
+	if row, _ := e.st.GetConfirmation(context.Background(), pI.ConfirmationID); row.Decision == store.DecisionApproved {
+		won, lost = runI, runH
+	}
+	if res := result(t, won); len(res.Outcomes) != 1 || res.Outcomes[0].Outcome != activities.OutcomeExecuted {
+		t.Fatalf("the accepted racer's outcomes = %+v", res.Outcomes)
+	}
+	_ = e.c.CancelWorkflow(context.Background(), lost.GetID(), lost.GetRunID())
+	if got := e.rec.of("send_money"); len(got) != 8 {
+		t.Fatalf("send_money ran %d times, want 8 (the race ran one)", len(got))
+	}
+
 	// 7. The page under a host name it does not serve.
 	req, _ := http.NewRequest(http.MethodGet, e.url+"/login", nil)
 	req.Host = "evil.example:" + u.Port()
