@@ -3,7 +3,9 @@ package integration
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	tclient "go.temporal.io/sdk/client"
 
 	"github.com/airlock-dev/airlock/activities"
@@ -97,6 +100,8 @@ func csrfOf(b *tab) string {
 //     bounded, the token untouched; the decide update refuses it before history.
 //   - An assertion made for an edit, sent with other edited arguments or as an approval:
 //     passkey_invalid.
+//   - An assertion made on another local page (every local port is a passkey origin under the
+//     default loopback relying party): the page refuses to send it.
 //   - The page reached under a host name it does not serve: 421.
 func TestPasskeyAttacks(t *testing.T) {
 	t.Parallel()
@@ -349,6 +354,54 @@ func TestPasskeyAttacks(t *testing.T) {
 	_ = e.c.CancelWorkflow(context.Background(), lost.GetID(), lost.GetRunID())
 	if got := e.rec.of("send_money"); len(got) != 8 {
 		t.Fatalf("send_money ran %d times, want 8 (the race ran one)", len(got))
+	}
+
+	// Through the page: a challenge asked with alice's session, signed by her authenticator on
+	// another local page (with the default loopback relying party every local port is a passkey
+	// origin, and the worker accepts it), is refused by the page: nothing is sent. Signed on the
+	// page itself, the same decision is approved.
+	runJ, pJ := startPaying(t, e, "attack-j", "pay rent")
+	alice.waitCard(e.url, pJ.ConfirmationID)
+	form := url.Values{"csrf": {csrfOf(alice)}, "confirmation_id": {pJ.ConfirmationID}, "decision": {"approve"}, "args_digest": {pJ.ArgsDigest}}
+	askJS := fmt.Sprintf(`fetch("/decide/challenge", {method: "POST", credentials: "same-origin", headers: {"Content-Type": "application/x-www-form-urlencoded"}, body: %q}).then(function (r) { return r.text(); })`, form.Encode())
+	for i, c := range []struct {
+		origin, want string
+	}{{"http://localhost:1", "made on another page"}, {origin, "Approved " + pJ.ConfirmationID}} {
+		raw, err := chromedp.Run(alice.ctx, chromedp.Evaluate[string](askJS, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ans struct {
+			Nonce     string `json:"nonce"`
+			PublicKey struct {
+				Challenge string `json:"challenge"`
+			} `json:"publicKey"`
+		}
+		if err := json.Unmarshal([]byte(raw), &ans); err != nil || ans.Nonce == "" {
+			t.Fatalf("challenge = %s (%v)", raw, err)
+		}
+		ch, _ := base64.RawURLEncoding.DecodeString(ans.PublicKey.Challenge)
+		as, err := soft.Assert(passkeytest.Assertion{Origin: c.origin, RPID: "localhost", Challenge: ch, Flags: passkeytest.FlagUP | passkeytest.FlagUV, Counter: uint32(20 + i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		post := url.Values{}
+		for k, v := range form {
+			post[k] = v
+		}
+		post.Set("nonce", ans.Nonce)
+		post.Set("passkey", string(as))
+		if got := alice.post(post.Encode()); !strings.Contains(got, c.want) {
+			t.Fatalf("an assertion made on %s through the page: %q, want %q", c.origin, got, c.want)
+		}
+		if i == 0 {
+			if row, _ := e.st.GetConfirmation(context.Background(), pJ.ConfirmationID); row.Generation != 0 || row.Decision != "" {
+				t.Fatalf("the refused assertion reached the turn: %+v", row)
+			}
+		}
+	}
+	if res := result(t, runJ); len(res.Outcomes) != 1 || res.Outcomes[0].Outcome != activities.OutcomeExecuted {
+		t.Fatalf("turn J outcomes = %+v", res.Outcomes)
 	}
 
 	// 7. The page under a host name it does not serve.

@@ -498,3 +498,38 @@ func TestSlackCannotDecideAPasskeyCall(t *testing.T) {
 		t.Fatalf("the confirmation after the Slack clicks = %+v", row)
 	}
 }
+
+// An assertion the approver's authenticator made on another page than this one (another local
+// port: with the default loopback relying party every local port is a passkey origin, so a
+// hostile local web app could have the authenticator sign a MAC obtained with a stolen
+// session) is refused by the page before anything is sent; the same assertion made on this
+// page is sent.
+func TestPageRefusesAnAssertionMadeOnAnotherPage(t *testing.T) {
+	p := newPasskeyPage(t)
+	if _, err := p.st.CreateConfirmation(context.Background(), store.Confirmation{ID: "cf-x", TokenHash: []byte("h"), WorkflowID: "turn/x/1", RunID: "r", Seq: 1,
+		CallID: "c", CapabilityID: "test.cap", Version: 1, ArgsDigest: "sha256:x", Arguments: json.RawMessage(`{}`), Display: "pay",
+		ExpiresAt: time.Now().Add(time.Hour), PasskeyRequired: true}); err != nil {
+		t.Fatal(err)
+	}
+	csrf := p.signIn()
+	auth, err := passkeytest.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mac, _ := base64.RawURLEncoding.DecodeString(fixedMAC)
+	for _, c := range []struct {
+		origin string
+		sent   bool
+	}{{"http://localhost:1", false}, {"http://127.0.0.1" + strings.TrimPrefix(p.origin, "http://localhost"), false}, {"https://evil.example", false}, {p.origin, true}} {
+		as, err := auth.Assert(passkeytest.Assertion{Origin: c.origin, RPID: "localhost", Challenge: mac, Flags: passkeytest.FlagUP | passkeytest.FlagUV, Counter: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := len(p.rec.reqs)
+		p.do("POST", "/decide", url.Values{"csrf": {csrf}, "confirmation_id": {"cf-x"}, "decision": {"approve"}, "args_digest": {"sha256:x"},
+			"nonce": {"nonce-1"}, "passkey": {string(as)}})
+		if sent := len(p.rec.reqs) > before; sent != c.sent {
+			t.Fatalf("an assertion made on %s: sent = %v, want %v", c.origin, sent, c.sent)
+		}
+	}
+}
