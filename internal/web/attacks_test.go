@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -194,7 +196,7 @@ func TestSessionAndRegistrationAttacks(t *testing.T) {
 			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "expired or was already used") {
 				t.Fatalf("bob finishing alice's ceremony = %d\n%s", resp.StatusCode, body)
 			}
-			if _, err := st.TakePasskeyChallenge(context.Background(), begun.Ceremony, "alice", time.Now()); err != nil {
+			if _, err := st.TakePasskeyChallenge(context.Background(), hashID(begun.Ceremony), "alice", time.Now()); err != nil {
 				t.Fatalf("bob's attempt used up alice's ceremony: %v", err)
 			}
 
@@ -531,5 +533,85 @@ func TestPageRefusesAnAssertionMadeOnAnotherPage(t *testing.T) {
 		if sent := len(p.rec.reqs) > before; sent != c.sent {
 			t.Fatalf("an assertion made on %s: sent = %v, want %v", c.origin, sent, c.sent)
 		}
+	}
+}
+
+// A reader of the database who also stole alice's cookie (not her password) watches
+// passkey_challenges while alice registers a passkey, and finishes her ceremony first with a
+// credential of their own over its stored challenge: refused, because the store holds only the
+// hash of the ceremony id; alice's own browser then finishes it.
+func TestDatabaseReaderCannotFinishARegistration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "airlock.db")
+	st, err := store.Open(context.Background(), "sqlite:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	p := &passkeyPage{t: t, st: st, rec: &recorder{}}
+	s, err := New(Options{Store: st, Approvers: func() (Authenticator, error) { return users{"alice": "correct horse"}, nil },
+		Decide: p.rec.decide, Passkeys: passkey.Config{RPID: "localhost"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.srv = httptest.NewServer(s)
+	t.Cleanup(p.srv.Close)
+	u, _ := url.Parse(p.srv.URL)
+	p.origin = "http://localhost:" + u.Port()
+	p.c = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	csrf := p.signIn()
+	resp, body := p.do("POST", "/passkeys/begin", url.Values{"csrf": {csrf}, "password": {"correct horse"}})
+	var begun struct {
+		Ceremony  string `json:"ceremony"`
+		PublicKey struct {
+			Challenge string `json:"challenge"`
+		} `json:"publicKey"`
+	}
+	if err := json.Unmarshal([]byte(body), &begun); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("begin = %d %s", resp.StatusCode, body)
+	}
+	// The reader's view.
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var storedID, session string
+	if err := db.QueryRow(`SELECT id, session FROM passkey_challenges`).Scan(&storedID, &session); err != nil {
+		t.Fatal(err)
+	}
+	if storedID == begun.Ceremony || strings.Contains(session, begun.Ceremony) {
+		t.Fatal("the store holds the ceremony id itself")
+	}
+	var sd struct {
+		Challenge string `json:"challenge"`
+	}
+	if err := json.Unmarshal([]byte(session), &sd); err != nil || sd.Challenge == "" {
+		t.Fatalf("stored session %s (%v)", session, err)
+	}
+	thief, err := passkeytest.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cid := make([]byte, 16)
+	_, _ = rand.Read(cid)
+	resp, body = p.do("POST", "/passkeys/finish", url.Values{"csrf": {csrf}, "ceremony": {storedID}, "name": {"thief"},
+		"credential": {noneRegistration(t, thief, cid, sd.Challenge, p.origin, "localhost", 0x05)}})
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "expired or was already used") {
+		t.Fatalf("finishing alice's ceremony by its stored id = %d\n%s", resp.StatusCode, body)
+	}
+	if l, _ := st.ListPasskeys(context.Background(), "alice"); len(l) != 0 {
+		t.Fatalf("the thief registered %+v", l)
+	}
+	mine, err := passkeytest.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = rand.Read(cid)
+	if resp, body := p.do("POST", "/passkeys/finish", url.Values{"csrf": {csrf}, "ceremony": {begun.Ceremony}, "name": {"mine"},
+		"credential": {noneRegistration(t, mine, cid, begun.PublicKey.Challenge, p.origin, "localhost", 0x05)}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("alice's own finish = %d\n%s", resp.StatusCode, body)
+	}
+	if l, _ := st.ListPasskeys(context.Background(), "alice"); len(l) != 1 || l[0].Name != "mine" {
+		t.Fatalf("alice's passkeys = %+v", l)
 	}
 }
