@@ -526,7 +526,7 @@ func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (
 	if err := a.Store.DecideConfirmation(ctx, in.ConfirmationID, decided, in.Approver, reason, now); err != nil {
 		return ConsumeOutput{}, fmt.Errorf("record decision for %s: %w", in.ConfirmationID, err)
 	}
-	if err := a.recordProof(ctx, in); err != nil {
+	if err := a.recordProof(ctx, row, in); err != nil {
 		return ConsumeOutput{}, err
 	}
 	return ConsumeOutput{Valid: true, Generation: row.Generation}, nil
@@ -539,7 +539,7 @@ func (a *Activities) recordEdit(ctx context.Context, row store.Confirmation, in 
 	if err := a.Store.EditConfirmation(ctx, row.ID, in.Approver, digest, now); err != nil {
 		return ConsumeOutput{}, fmt.Errorf("record edit for %s: %w", row.ID, err)
 	}
-	if err := a.recordProof(ctx, in); err != nil {
+	if err := a.recordProof(ctx, row, in); err != nil {
 		return ConsumeOutput{}, err
 	}
 	return ConsumeOutput{Valid: true, Generation: row.Generation, EditedDigest: digest}, nil
@@ -632,7 +632,7 @@ func (a *Activities) judge(ctx context.Context, row store.Confirmation, in Consu
 	if err := a.authenticate(in); err != nil {
 		return ApproverUnauthenticated, err.Error(), nil
 	}
-	if code, detail, err := a.checkPasskey(ctx, in, now); err != nil || code != "" {
+	if code, detail, err := a.checkPasskey(ctx, row, in, now); err != nil || code != "" {
 		return code, detail, err
 	}
 	switch {

@@ -105,9 +105,9 @@ func ProofOf(signer string, withPasskey bool) string {
 
 // recordProof records how the final decision's approver proved it, with the quorum's earlier
 // approvers when there were any.
-func (a *Activities) recordProof(ctx context.Context, in ConsumeInput) error {
-	// A passkey assertion counts as proof only where the policy had it verified.
-	proof := ProofOf(in.Attestation.Signer, len(in.Passkey) > 0 && a.approvalPolicy(in).Passkey)
+func (a *Activities) recordProof(ctx context.Context, row store.Confirmation, in ConsumeInput) error {
+	// A passkey assertion counts as proof only where checkPasskey verified it.
+	proof := ProofOf(in.Attestation.Signer, len(in.Passkey) > 0 && a.passkeyRequired(row, in))
 	if a.approvalPolicy(in).Approvals() > 1 && in.Decision == DecisionApprove {
 		if prior, err := a.Store.ListApprovals(ctx, in.ConfirmationID); err == nil && len(prior) > 1 {
 			var names []string

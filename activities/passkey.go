@@ -35,14 +35,24 @@ const (
 	PasskeyReplayed = "passkey_replayed"
 )
 
-// checkPasskey returns "" when in needs no passkey (its capability's policy does not say
-// "approval/passkey") or carries a valid assertion over its MAC by one of in.Approver's live
-// passkeys, whose new signature counter it has then stored (atomically: a second use of
-// the same counter fails there); else a refusal code and a detail. Store failures are
-// errors (the presentation is retried, and a retry of this presentation is accepted again:
-// store.UsePasskey keeps the nonce that raised the counter).
-func (a *Activities) checkPasskey(ctx context.Context, in ConsumeInput, now time.Time) (code, detail string, err error) {
-	if !a.approvalPolicy(in).Passkey {
+// passkeyRequired reports whether a decision on row needs the approver's passkey: its
+// capability's policy said "approval/passkey" when the confirmation was issued (what every
+// surface showed the approver), or says so now. Either is enough, so a worker whose policy
+// lost the rule (a rollback, a worker of the previous deploy) still refuses a decision
+// without a passkey on a confirmation issued under it, a denial included (an approval or an
+// edit would also be refused registry_changed).
+func (a *Activities) passkeyRequired(row store.Confirmation, in ConsumeInput) bool {
+	return row.PasskeyRequired || a.approvalPolicy(in).Passkey
+}
+
+// checkPasskey returns "" when a decision on row needs no passkey (passkeyRequired) or in
+// carries a valid assertion over its MAC by one of in.Approver's live passkeys, whose new
+// signature counter it has then stored (atomically: a second use of the same counter fails
+// there); else a refusal code and a detail. Store failures are errors (the presentation is
+// retried, and a retry of this presentation is accepted again: store.UsePasskey keeps the
+// nonce that raised the counter).
+func (a *Activities) checkPasskey(ctx context.Context, row store.Confirmation, in ConsumeInput, now time.Time) (code, detail string, err error) {
+	if !a.passkeyRequired(row, in) {
 		return "", "", nil
 	}
 	key := keyOf(in.CapabilityID, in.Version)

@@ -232,3 +232,66 @@ func TestPasskeyQuorumNeedsEachApproversPasskey(t *testing.T) {
 		t.Fatalf("approver proof = %q", row.ApproverProof)
 	}
 }
+
+// A confirmation issued while the policy required a passkey keeps needing one on a worker
+// whose policy lost the rule (a rollback, a worker of the previous deploy): a denial without
+// an assertion is refused passkey_required (an approval would also be registry_changed), and
+// the denial made with alice's passkey decides it, with "passkey" as its proof.
+func TestPasskeyRequiredAsIssuedOnAWorkerWithoutTheRule(t *testing.T) {
+	f, auth := passkeyFixture(t, calls(call("c1", "test_send", `{"to":"a","amount":1}`)), answer("denied"))
+	without, err := registry.Load(registry.WithStructuralPolicy(registry.Source{Name: "test", Data: []byte(testRegistry)}), testImpls(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pe, _ := without.Policy().Entry("test.send@1"); pe.Passkey {
+		t.Fatal("the second policy must not require a passkey")
+	}
+	deny := func(id string, withPasskey bool) workflows.Decision {
+		row, err := f.store.GetConfirmation(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := approval.Request{ConfirmationID: id, Decision: workflows.DecisionDeny, Reason: "no", Approver: "alice", Signer: credentialOf(t, "alice")}
+		if !withPasskey {
+			row.PasskeyRequired = false // a surface that ignores the rule
+			d, err := approval.Sign(f.key, row, req, time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}
+		nonce, mac, err := approval.Challenge(f.key, row, req, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, _ := base64.RawURLEncoding.DecodeString(mac)
+		as, err := auth.Assert(passkeytest.Assertion{Origin: "http://localhost:8780", RPID: "localhost", Challenge: ch, Flags: passkeytest.FlagUP | passkeytest.FlagUV, Counter: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Nonce, req.Passkey = nonce, as
+		d, err := approval.Sign(f.key, row, req, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	var id string
+	f.at(time.Minute, func() {
+		id = f.pending()[0].ConfirmationID
+		if row, _ := f.store.GetConfirmation(context.Background(), id); !row.PasskeyRequired {
+			t.Error("the confirmation was not issued as passkey-required")
+		}
+		f.acts.Registry = without // the worker now serves a policy without the rule
+		f.signal(deny(id, false))
+	})
+	f.at(time.Minute+time.Second, func() { f.signal(deny(id, true)) })
+	res := f.run(workflows.TurnRequest{ConfirmationTTL: 2 * time.Minute})
+	wantOutcomes(t, res, "denied:denied_by_approver")
+	if got := strings.Join(f.refusals(), " "); got != activities.PasskeyRequired {
+		t.Fatalf("refusals = %q, want %q", got, activities.PasskeyRequired)
+	}
+	if row, _ := f.store.GetConfirmation(context.Background(), id); row.ApproverProof != "passkey, attested by CLI credential" {
+		t.Fatalf("approver proof = %q", row.ApproverProof)
+	}
+}

@@ -169,6 +169,15 @@ func Parse(raw []byte) (*Assertion, error) {
 	return &Assertion{CredentialID: p.ID, parsed: p}, nil
 }
 
+// Origin is the origin the browser wrote in the assertion's client data: the page that asked
+// for it (unverified until Verify).
+func (a *Assertion) Origin() string {
+	if a == nil || a.parsed == nil {
+		return ""
+	}
+	return a.parsed.Response.CollectedClientData.Origin
+}
+
 // Credential is the registered passkey an assertion is verified against.
 type Credential struct {
 	// PublicKey is the COSE public key from registration.

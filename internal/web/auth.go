@@ -173,15 +173,20 @@ func validCSRF(sess session, got string) bool {
 	return got != "" && subtle.ConstantTimeCompare([]byte(sess.csrf), []byte(got)) == 1
 }
 
+// requestOrigin is the origin a request was sent to (scheme and Host), which sameOrigin
+// requires its Origin header to name.
+func requestOrigin(r *http.Request) string {
+	if r.TLS != nil {
+		return "https://" + r.Host
+	}
+	return "http://" + r.Host
+}
+
 // sameOrigin reports whether a state-changing request comes from this site: its Origin (or,
 // when a browser sent none, its Referer) names the scheme and host the request was sent to.
 // A request with neither is refused.
 func sameOrigin(r *http.Request) bool {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	want := scheme + "://" + r.Host
+	want := requestOrigin(r)
 	if o := r.Header.Get("Origin"); o != "" {
 		return o == want
 	}

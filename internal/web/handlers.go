@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/airlock-dev/airlock/activities"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -13,7 +12,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/approval"
+	"github.com/airlock-dev/airlock/internal/display"
+	"github.com/airlock-dev/airlock/internal/passkey"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/workflows"
 )
@@ -60,6 +62,16 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.limiter.forgive(at, keys...)
+	// A sign-in always starts a fresh session (never one whose id the browser brought: no
+	// fixation), and ends the one the browser is replacing, so signing in as someone else on
+	// a shared browser signs the previous approver out instead of leaving their session live
+	// for whoever copied its cookie.
+	if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
+		if err := s.sessions.remove(r.Context(), c.Value); err != nil {
+			s.fail(w, r, http.StatusInternalServerError, "could not end the previous session (the store did not answer); try again", err)
+			return
+		}
+	}
 	id, err := s.sessions.create(r.Context(), approver, stampOf(set, approver))
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, "could not start a session", err)
@@ -524,6 +536,16 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		req.Nonce, req.Passkey = r.PostForm.Get("nonce"), json.RawMessage(p)
 		if !json.Valid(req.Passkey) || len(req.Passkey) > workflows.MaxPasskeyAssertionBytes || req.Nonce == "" {
 			a.Text = "The passkey's answer is not one this page sends: nothing was sent."
+			s.answer(w, r, me, a)
+			return
+		}
+		// The assertion must have been made on this very page (the origin this form came
+		// from), not merely on one of the passkey origins: with the default loopback relying
+		// party every local port is one, and another local page could have had the approver's
+		// authenticator sign a MAC obtained with a stolen session.
+		if as, err := passkey.Parse(req.Passkey); err == nil && as.Origin() != requestOrigin(r) {
+			s.opt.Log.Warn("web: refused a passkey assertion made on another page", "approver", me.approver, "origin", display.Visible(as.Origin()))
+			a.Text = "The passkey's answer was made on another page than this one: nothing was sent."
 			s.answer(w, r, me, a)
 			return
 		}

@@ -81,9 +81,17 @@ func (h *liveHub) run(ctx context.Context, s *Server) {
 	}
 }
 
+// eventsRecheck is how often an open /events stream checks that its session still lives (and
+// sends a comment, which keeps proxies from closing the stream).
+const eventsRecheck = 15 * time.Second
+
 // events streams the version of the inbox: one "change" event on connect and one per change,
-// and a comment every 15s to keep proxies from closing the stream.
+// and a comment every eventsRecheck. The stream lasts only as long as the session that opened
+// it: signed out (on any instance), expired, its password changed or its approver removed, the
+// stream ends at the next change or check (the browser's reconnection then meets the sign-in
+// page), so a stolen cookie's stream does not outlive the session.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	me := current(r)
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{}) // a stream outlives the server's write timeout
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -99,20 +107,40 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if !send(v) {
 		return
 	}
-	ping := time.NewTicker(15 * time.Second)
+	every := s.recheck
+	if every <= 0 {
+		every = eventsRecheck
+	}
+	ping := time.NewTicker(every)
 	defer ping.Stop()
 	for {
 		select {
 		case <-r.Context().Done():
 			return
 		case v := <-ch:
-			if !send(v) {
+			if !s.sessionLive(r.Context(), me) || !send(v) {
 				return
 			}
 		case <-ping.C:
+			if !s.sessionLive(r.Context(), me) {
+				return
+			}
 			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil || rc.Flush() != nil {
 				return
 			}
 		}
 	}
+}
+
+// sessionLive reports whether me's session is still live: in the store, not expired, its
+// approver still in the approvers file with the password it signed in with (what authed checks
+// on every request). It does not refresh the session's idle time: an open stream is no
+// request. Any failure to tell is "no" (the stream ends; the browser reconnects through authed).
+func (s *Server) sessionLive(ctx context.Context, me signedIn) bool {
+	v, err := s.opt.Store.GetPageSession(ctx, hashID(me.id))
+	if err != nil || expired(v, s.opt.Now()) || v.Approver != me.approver {
+		return false
+	}
+	set, err := s.opt.Approvers()
+	return err == nil && set.Has(v.Approver) && stampOf(set, v.Approver) == v.Stamp
 }

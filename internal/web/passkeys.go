@@ -221,7 +221,10 @@ func (s *Server) passkeyBegin(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		var id string
 		if id, err = randomID(); err == nil {
-			if err = s.opt.Store.SavePasskeyChallenge(r.Context(), id, me.approver, raw, s.opt.Now().Add(store.PasskeyChallengeTTL)); err == nil {
+			// The store keys the ceremony by its id's hash (as it does sessions): a reader of the
+			// database who also stole the approver's cookie cannot finish a registration the
+			// approver began (with their password) by naming it with a credential of their own.
+			if err = s.opt.Store.SavePasskeyChallenge(r.Context(), hashID(id), me.approver, raw, s.opt.Now().Add(store.PasskeyChallengeTTL)); err == nil {
 				writeJSON(w, http.StatusOK, struct {
 					Ceremony string `json:"ceremony"`
 					*protocol.CredentialCreation
@@ -250,7 +253,7 @@ func (s *Server) passkeyFinish(w http.ResponseWriter, r *http.Request) {
 		refuse(err.Error(), nil)
 		return
 	}
-	raw, err := s.opt.Store.TakePasskeyChallenge(r.Context(), f.Get("ceremony"), me.approver, s.opt.Now())
+	raw, err := s.opt.Store.TakePasskeyChallenge(r.Context(), hashID(f.Get("ceremony")), me.approver, s.opt.Now())
 	if err != nil {
 		refuse("The registration expired or was already used: start it again.", err)
 		return

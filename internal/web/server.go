@@ -85,6 +85,8 @@ type Server struct {
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
 	live     liveHub // the live inbox's store watcher (live.go)
+	// recheck overrides eventsRecheck (tests).
+	recheck time.Duration
 	// slackSeen refuses a replayed Slack interaction (slack.go).
 	slackSeen slackReplays
 }
