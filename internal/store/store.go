@@ -159,6 +159,37 @@ func OpenExisting(ctx context.Context, url string) (*Store, error) {
 	return open(ctx, url, false)
 }
 
+// sqliteBusyWait bounds how long ping retries a SQLite connect that found the file locked.
+const sqliteBusyWait = 10 * time.Second
+
+// ping opens the first connection. On SQLite, a connection's journal_mode(WAL) pragma can be
+// answered SQLITE_BUSY at once, without the busy timeout, while other processes open the same
+// new file (SQLite refuses to wait there to avoid a deadlock): ping retries that, with backoff
+// from 5 ms to 200 ms, for up to sqliteBusyWait, so concurrent first opens (a worker and the
+// page starting together) all succeed.
+func ping(ctx context.Context, db *sqlx.DB, driver string) error {
+	deadline := time.Now().Add(sqliteBusyWait)
+	wait := 5 * time.Millisecond
+	for {
+		err := db.PingContext(ctx)
+		if err == nil || driver != DriverSQLite || !sqliteBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+	}
+}
+
+// sqliteBusy reports whether err is SQLite's "database is locked" (SQLITE_BUSY, code 5).
+func sqliteBusy(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "SQLITE_BUSY") || strings.Contains(msg, "database is locked")
+}
+
 // open implements Open (create) and OpenExisting (!create).
 func open(ctx context.Context, rawURL string, create bool) (*Store, error) {
 	driver, dsn, where, err := parseURL(rawURL, create)
@@ -179,7 +210,7 @@ func open(ctx context.Context, rawURL string, create bool) (*Store, error) {
 		db.SetMaxIdleConns(PostgresPoolSize)
 		db.SetConnMaxIdleTime(5 * time.Minute)
 	}
-	if err := db.PingContext(ctx); err != nil {
+	if err := ping(ctx, db, driver); err != nil {
 		db.Close()
 		return nil, redact.Error(fmt.Errorf("store: connect to %s %s: %w", driver, where, err), secrets...)
 	}
