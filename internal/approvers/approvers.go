@@ -32,7 +32,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -324,41 +323,25 @@ func (s *Set) Verify(approver, confirmationID, mac string, att Attestation) erro
 // file renamed over it, its size or its modification time), so approvers added while a worker runs count at once. Safe for
 // concurrent use.
 type Source struct {
-	path string
-	mu   sync.Mutex
-	set  *Set
-	fi   os.FileInfo // of the file set was parsed from
+	file privfile.Watched[*Set]
 }
 
 // NewSource watches the approvers file at path (which may not exist yet).
-func NewSource(path string) *Source { return &Source{path: path} }
+func NewSource(path string) *Source {
+	return &Source{file: privfile.Watched[*Set]{Path: path, Load: Load}}
+}
 
 // Path is the watched file.
-func (s *Source) Path() string { return s.path }
+func (s *Source) Path() string { return s.file.Path }
 
 // Current returns the parsed file. Errors: ErrNoFile, or a parse error: decisions then fail
 // closed (nobody is authenticated) and the error says why.
 func (s *Source) Current() (*Set, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fi, err := os.Stat(s.path)
-	if err != nil {
-		s.set = nil
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w at %s (create one with `airlock approvers add NAME`): %w", ErrNoFile, s.path, err)
-		}
-		return nil, fmt.Errorf("approvers: %w", err)
+	set, err := s.file.Current()
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w at %s (create one with `airlock approvers add NAME`): %w", ErrNoFile, s.file.Path, err)
 	}
-	if s.set != nil && privfile.Unchanged(s.fi, fi) {
-		return s.set, nil
-	}
-	set, err := Load(s.path)
-	if err != nil {
-		s.set = nil
-		return nil, err
-	}
-	s.set, s.fi = set, fi
-	return set, nil
+	return set, err
 }
 
 // Static is a Source-like holder of a fixed Set (tests, the evaluation's in-process approver).

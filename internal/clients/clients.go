@@ -32,7 +32,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/airlock-dev/airlock/internal/privfile"
 )
@@ -196,41 +195,25 @@ func (c Client) MaySpeakFor(principal string) bool {
 // file renamed over it, its size or its modification time), so a registration added or
 // removed while a worker runs counts at once. Safe for concurrent use.
 type Source struct {
-	path string
-	mu   sync.Mutex
-	set  *Set
-	fi   os.FileInfo
+	file privfile.Watched[*Set]
 }
 
 // NewSource watches the clients file at path (which may not exist yet).
-func NewSource(path string) *Source { return &Source{path: path} }
+func NewSource(path string) *Source {
+	return &Source{file: privfile.Watched[*Set]{Path: path, Load: Load}}
+}
 
 // Path is the watched file.
-func (s *Source) Path() string { return s.path }
+func (s *Source) Path() string { return s.file.Path }
 
 // Current returns the parsed file. Errors: ErrNoFile, ErrFileMode or a parse error: turns
 // then fail closed (no requester is authenticated) and the error says why.
 func (s *Source) Current() (*Set, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fi, err := os.Stat(s.path)
-	if err != nil {
-		s.set = nil
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w at %s (register one with `airlock clients add NAME --principal P`): %w", ErrNoFile, s.path, err)
-		}
-		return nil, fmt.Errorf("clients: %w", err)
+	set, err := s.file.Current()
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w at %s (register one with `airlock clients add NAME --principal P`): %w", ErrNoFile, s.file.Path, err)
 	}
-	if s.set != nil && privfile.Unchanged(s.fi, fi) {
-		return s.set, nil
-	}
-	set, err := Load(s.path)
-	if err != nil {
-		s.set = nil
-		return nil, err
-	}
-	s.set, s.fi = set, fi
-	return set, nil
+	return set, err
 }
 
 // Static is a Source-like holder of a fixed Set (tests, the evaluation and the benchmark,

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 )
 
 // ErrMode reports a private file that group or others may read or write.
@@ -77,4 +78,42 @@ func ReadOwnerOnly(path string) ([]byte, error) {
 func Unchanged(before, now fs.FileInfo) bool {
 	return before != nil && now != nil && os.SameFile(before, now) && before.ModTime().Equal(now.ModTime()) &&
 		before.Size() == now.Size() && before.Mode() == now.Mode()
+}
+
+// Watched is a live-reloading reader of one file: Current parses it with Load the first time
+// and again only when Unchanged says the file changed, so the approvers and clients files are
+// re-read as soon as they are edited without being parsed on every decision or turn. After an
+// error nothing is cached: a broken or missing file fails closed until it is fixed. Safe for
+// concurrent use. The zero value is not usable: set Path and Load.
+type Watched[T any] struct {
+	Path string
+	Load func(path string) (T, error)
+
+	mu     sync.Mutex
+	v      T
+	cached bool
+	fi     fs.FileInfo // of the file v was parsed from
+}
+
+// Current returns what Load made of the file as it is now. Errors: os.Stat's (fs.ErrNotExist
+// when the file is missing; the caller says how to create it) or Load's.
+func (w *Watched[T]) Current() (T, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var zero T
+	fi, err := os.Stat(w.Path)
+	if err != nil {
+		w.v, w.cached = zero, false
+		return zero, err
+	}
+	if w.cached && Unchanged(w.fi, fi) {
+		return w.v, nil
+	}
+	v, err := w.Load(w.Path)
+	if err != nil {
+		w.v, w.cached = zero, false
+		return zero, err
+	}
+	w.v, w.cached, w.fi = v, true, fi
+	return v, nil
 }
