@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -119,9 +118,8 @@ func NewAnthropic(cfg AnthropicConfig) (*Anthropic, error) {
 	if cfg.BaseURL == "" {
 		cfg.BaseURL = DefaultAnthropicBaseURL
 	}
-	u, err := url.Parse(cfg.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("inference: anthropic: base URL %s: want http(s)://host[/path]", redact.URL(cfg.BaseURL))
+	if _, err := checkBaseURL("anthropic", cfg.BaseURL); err != nil {
+		return nil, err
 	}
 	if cfg.Timeout < 0 || cfg.MaxTokens < 0 {
 		return nil, fmt.Errorf("inference: anthropic: negative timeout or max tokens")
@@ -164,7 +162,7 @@ func (p *Anthropic) Complete(ctx context.Context, req Request) (Response, error)
 	var httpResp *http.Response
 	_, err = p.msgs.New(ctx, params, option.WithResponseBodyInto(&body), option.WithResponseInto(&httpResp))
 	if err != nil {
-		return Response{}, p.scrub(classifyAnthropicError(err, httpResp))
+		return Response{}, p.scrub(classifyHTTPError("anthropic", err, httpResp))
 	}
 	usage, err := inspectAnthropicBody(body)
 	if err != nil {
@@ -188,7 +186,7 @@ func (p *Anthropic) Stream(ctx context.Context, req Request, sink Sink) (Respons
 	var httpResp *http.Response
 	_, err = p.msgs.New(ctx, params, option.WithJSONSet("stream", true), option.WithResponseBodyInto(&httpResp))
 	if err != nil {
-		return Response{}, p.scrub(classifyAnthropicError(err, httpResp))
+		return Response{}, p.scrub(classifyHTTPError("anthropic", err, httpResp))
 	}
 	if httpResp == nil || httpResp.Body == nil {
 		return Response{}, p.scrub(&ProviderError{Provider: "anthropic", StatusCode: http.StatusOK, Retryable: true, Message: "no response body"})
@@ -323,21 +321,6 @@ func anthropicTool(t Tool) (anthropic.ToolUnionParam, error) {
 	b.WriteByte('}')
 	tp := param.Override[anthropic.ToolParam](json.RawMessage(b.Bytes()))
 	return anthropic.ToolUnionParam{OfTool: &tp}, nil
-}
-
-// classifyAnthropicError turns an SDK error into a ProviderError when an HTTP status is known
-// (429 rate limits and 529 overloaded are retryable, as 5xx are).
-func classifyAnthropicError(err error, resp *http.Response) error {
-	if resp == nil || resp.StatusCode < 400 {
-		return fmt.Errorf("inference: anthropic: %w", err)
-	}
-	var excerpt string
-	if resp.Body != nil {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		excerpt = errorExcerpt(b)
-	}
-	return &ProviderError{Provider: "anthropic", StatusCode: resp.StatusCode, Message: excerpt,
-		Retryable: retryableStatus(resp.StatusCode), Err: err}
 }
 
 // inspectAnthropicBody checks that a 2xx body is a JSON object that is not an error report

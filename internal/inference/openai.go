@@ -103,10 +103,9 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	if cfg.BaseURL == "" {
 		cfg.BaseURL = DefaultOpenAIBaseURL
 	}
-	// url.Parse's error quotes the whole URL (userinfo included): never pass it on.
-	u, err := url.Parse(cfg.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("inference: openai: base URL %s: want http(s)://host[/path]", redact.URL(cfg.BaseURL))
+	u, err := checkBaseURL("openai", cfg.BaseURL)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Timeout < 0 || cfg.MaxTokens < 0 {
 		return nil, fmt.Errorf("inference: openai: negative timeout or max tokens")
@@ -152,7 +151,7 @@ func (p *OpenAI) Complete(ctx context.Context, req Request) (Response, error) {
 	)
 	_, err = p.chat.New(ctx, params, option.WithResponseBodyInto(&body), option.WithResponseInto(&httpResp))
 	if err != nil {
-		return Response{}, p.scrub(classifyOpenAIError(err, httpResp))
+		return Response{}, p.scrub(classifyHTTPError("openai", err, httpResp))
 	}
 	status := http.StatusOK
 	if httpResp != nil {
@@ -282,26 +281,34 @@ func openAITool(t Tool) (openai.ChatCompletionToolUnionParam, error) {
 	return openai.ChatCompletionFunctionTool(def), nil
 }
 
-// classifyOpenAIError turns an SDK error into a ProviderError when an HTTP status is known.
-// The status is read from the captured *http.Response, not from the SDK's error type: the SDK
-// fails to build its error when a server's error body is not OpenAI-shaped (Ollama's
-// {"error":"…"}, vLLM's top-level message), and the status would be lost.
-func classifyOpenAIError(err error, resp *http.Response) error {
+// classifyHTTPError is the one error classification of both providers' SDK calls: a
+// transport or context error (no response, or a status below 400) is wrapped as it is; an
+// HTTP error status becomes a *ProviderError with an excerpt of the body (errorExcerpt),
+// retryable for 408, 409, 429 and 5xx (retryableStatus). The status is read from the captured
+// *http.Response, not from the SDK's error type: an SDK fails to build its error when a
+// server's error body is not shaped as its provider's (Ollama's {"error":"…"}, vLLM's
+// top-level message), and the status would be lost.
+func classifyHTTPError(provider string, err error, resp *http.Response) error {
 	if resp == nil || resp.StatusCode < 400 {
-		return fmt.Errorf("inference: openai: %w", err)
+		return fmt.Errorf("inference: %s: %w", provider, err)
 	}
 	var excerpt string
 	if resp.Body != nil {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		excerpt = errorExcerpt(b)
 	}
-	return &ProviderError{
-		Provider:   "openai",
-		StatusCode: resp.StatusCode,
-		Message:    excerpt,
-		Retryable:  retryableStatus(resp.StatusCode),
-		Err:        err,
+	return &ProviderError{Provider: provider, StatusCode: resp.StatusCode, Message: excerpt,
+		Retryable: retryableStatus(resp.StatusCode), Err: err}
+}
+
+// checkBaseURL parses a provider's base URL: http(s) with a host. url.Parse's own error
+// quotes the whole URL (userinfo included), so the error names only its redacted form.
+func checkBaseURL(provider, raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("inference: %s: base URL %s: want http(s)://host[/path]", provider, redact.URL(raw))
 	}
+	return u, nil
 }
 
 // inspectBody checks that a 2xx body is a JSON object that is not a bare error report, and
@@ -395,7 +402,7 @@ func (p *OpenAI) Stream(ctx context.Context, req Request, sink Sink) (Response, 
 		option.WithJSONSet("stream_options", map[string]any{"include_usage": true}),
 		option.WithResponseBodyInto(&httpResp))
 	if err != nil {
-		return Response{}, p.scrub(classifyOpenAIError(err, httpResp))
+		return Response{}, p.scrub(classifyHTTPError("openai", err, httpResp))
 	}
 	if httpResp == nil || httpResp.Body == nil {
 		return Response{}, p.scrub(&ProviderError{Provider: "openai", StatusCode: http.StatusOK, Retryable: true, Message: "no response body"})
