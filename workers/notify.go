@@ -15,18 +15,13 @@ import (
 // NotifyFromEnv is the notify file AIRLOCK_NOTIFY_FILE names (issue 23), checked: it must parse
 // and every channel must open (its secrets readable). Nil with the setting unset: no notices.
 func NotifyFromEnv() (*notify.Source, error) {
-	path := os.Getenv(notify.EnvFile)
-	if path == "" {
-		return nil, nil
-	}
-	src := notify.NewSource(path)
-	f, _, err := src.Current()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", notify.EnvFile, err)
+	src, f, err := notify.SourceFromEnv()
+	if src == nil || err != nil {
+		return nil, err
 	}
 	for _, c := range f.Channels {
 		if _, err := channels.Open(c); err != nil {
-			return nil, fmt.Errorf("%s %s: %w", notify.EnvFile, path, err)
+			return nil, fmt.Errorf("%s %s: %w", notify.EnvFile, os.Getenv(notify.EnvFile), err)
 		}
 	}
 	return src, nil

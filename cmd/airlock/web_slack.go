@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/airlock-dev/airlock/internal/notify"
 	"github.com/airlock-dev/airlock/internal/web"
@@ -12,14 +11,9 @@ import (
 // when either is unset. Which capabilities Slack may decide follows the file live; the signing
 // secret and the user map are read at start.
 func slackInteractions() (*web.SlackInteractions, error) {
-	path := os.Getenv(notify.EnvFile)
-	if path == "" {
-		return nil, nil
-	}
-	src := notify.NewSource(path)
-	f, _, err := src.Current()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", notify.EnvFile, err)
+	src, f, err := notify.SourceFromEnv()
+	if src == nil || err != nil {
+		return nil, err
 	}
 	if f.SlackInteractive == nil {
 		return nil, nil

@@ -290,6 +290,22 @@ type Source struct {
 // NewSource watches the notify file at path.
 func NewSource(path string) *Source { return &Source{path: path} }
 
+// SourceFromEnv watches the notify file EnvFile names and reads it once, so a process fails
+// at start on a file that does not parse: (nil, nil, nil) when EnvFile is unset. The file is
+// what it holds now; the Source follows later edits.
+func SourceFromEnv() (*Source, *File, error) {
+	path := os.Getenv(EnvFile)
+	if path == "" {
+		return nil, nil, nil
+	}
+	src := NewSource(path)
+	f, _, err := src.Current()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", EnvFile, err)
+	}
+	return src, f, nil
+}
+
 // Path is the watched file.
 func (s *Source) Path() string { return s.path }
 
