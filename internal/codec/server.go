@@ -11,10 +11,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"go.temporal.io/sdk/converter"
+
+	"github.com/airlock-dev/airlock/internal/signin"
 )
 
 // CookieName is the codec server's sign-in cookie: the Temporal UI calls the codec server
@@ -58,45 +59,6 @@ func validSession(token, cookie string, now time.Time) bool {
 	return hmac.Equal([]byte(mac), []byte(sessionMAC(token, exp)))
 }
 
-// failures counts failed authentications per client address over LoginWindow.
-type failures struct {
-	mu  sync.Mutex
-	at  map[string][]time.Time
-	now func() time.Time
-}
-
-// blocked reports whether addr has LoginFailures failures within the window.
-func (f *failures) blocked(addr string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.recent(addr)) >= LoginFailures
-}
-
-func (f *failures) recent(addr string) []time.Time {
-	now := f.now()
-	kept := f.at[addr][:0]
-	for _, t := range f.at[addr] {
-		if now.Sub(t) < LoginWindow {
-			kept = append(kept, t)
-		}
-	}
-	if len(kept) == 0 {
-		delete(f.at, addr)
-		return nil
-	}
-	f.at[addr] = kept
-	return kept
-}
-
-func (f *failures) fail(addr string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.at) > 10000 { // bound the map under a spray of addresses
-		f.at = map[string][]time.Time{}
-	}
-	f.at[addr] = append(f.recent(addr), f.now())
-}
-
 func clientAddr(r *http.Request) string {
 	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		return h
@@ -127,16 +89,27 @@ func handlerAt(c *Codec, token string, origins []string, now func() time.Time) h
 	// Decrypt, then escape hidden characters: the UI shows them as \u escapes, also in
 	// payloads written before Airlock escaped them.
 	inner := converter.NewPayloadCodecHTTPHandler(c, Escape{})
-	fails := &failures{at: map[string][]time.Time{}, now: now}
+	fails := signin.NewLimiter(LoginFailures, LoginWindow, now)
+	tooMany := func(w http.ResponseWriter) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(LoginWindow.Seconds())))
+		http.Error(w, "too many failed sign-ins: try again later", http.StatusTooManyRequests)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodOptions && fails.blocked(clientAddr(r)) {
-			w.Header().Set("Retry-After", strconv.Itoa(int(LoginWindow.Seconds())))
-			http.Error(w, "too many failed sign-ins: try again later", http.StatusTooManyRequests)
+		addr := clientAddr(r)
+		if r.Method != http.MethodOptions && fails.Blocked(addr) {
+			tooMany(w)
 			return
 		}
 		if r.URL.Path == "/login" {
-			if !login(w, r, token, now()) {
-				fails.fail(clientAddr(r))
+			// The attempt is counted before the token is compared, so concurrent guesses
+			// cannot all pass the limit; a good sign-in gives it back.
+			at, blocked, _ := fails.Attempt(addr)
+			if blocked {
+				tooMany(w)
+				return
+			}
+			if login(w, r, token, now()) {
+				fails.Forgive(at, addr)
 			}
 			return
 		}
@@ -158,9 +131,13 @@ func handlerAt(c *Codec, token string, origins []string, now func() time.Time) h
 		}
 		ok := false
 		if got, bearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); bearer {
-			ok = token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
-			if !ok {
-				fails.fail(clientAddr(r))
+			at, blocked, _ := fails.Attempt(addr)
+			if blocked {
+				tooMany(w)
+				return
+			}
+			if ok = token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1; ok {
+				fails.Forgive(at, addr)
 			}
 		} else if ck, err := r.Cookie(CookieName); err == nil {
 			ok = validSession(token, ck.Value, now())

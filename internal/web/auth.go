@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/store"
@@ -195,71 +194,6 @@ func sameOrigin(r *http.Request) bool {
 		return err == nil && u.Scheme+"://"+u.Host == want
 	}
 	return false
-}
-
-// limiter counts failed sign-ins per key (an approver name or a client address) over a
-// sliding LoginWindow.
-type limiter struct {
-	mu       sync.Mutex
-	failures map[string][]time.Time
-	now      func() time.Time
-}
-
-func newLimiter(now func() time.Time) *limiter {
-	return &limiter{failures: map[string][]time.Time{}, now: now}
-}
-
-func (l *limiter) recent(key string, now time.Time) []time.Time {
-	kept := l.failures[key][:0]
-	for _, t := range l.failures[key] {
-		if now.Sub(t) < LoginWindow {
-			kept = append(kept, t)
-		}
-	}
-	if len(kept) == 0 {
-		delete(l.failures, key)
-		return nil
-	}
-	l.failures[key] = kept
-	return kept
-}
-
-// attempt reserves one sign-in attempt for keys, atomically: when any key already has
-// LoginFailures failures in the window it reports blocked and when the oldest of them leaves
-// it; otherwise it counts the attempt as a failure for every key now, before the password is
-// checked, so concurrent guesses cannot all pass the check before any is counted. A sign-in
-// that succeeds gives its attempt back (forgive with the returned time).
-func (l *limiter) attempt(keys ...string) (at time.Time, blocked bool, wait time.Duration) {
-	now := l.now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, k := range keys {
-		if r := l.recent(k, now); len(r) >= LoginFailures {
-			return now, true, LoginWindow - now.Sub(r[0])
-		}
-	}
-	for _, k := range keys {
-		l.failures[k] = append(l.recent(k, now), now)
-	}
-	return now, false, 0
-}
-
-// forgive takes back the attempt reserved at at for keys (the sign-in succeeded).
-func (l *limiter) forgive(at time.Time, keys ...string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, k := range keys {
-		ts := l.failures[k]
-		for i, t := range ts {
-			if t.Equal(at) {
-				l.failures[k] = append(ts[:i:i], ts[i+1:]...)
-				break
-			}
-		}
-		if len(l.failures[k]) == 0 {
-			delete(l.failures, k)
-		}
-	}
 }
 
 // clientIP is the request's peer address without the port (never a forwarded header: the

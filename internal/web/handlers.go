@@ -36,7 +36,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	name, password := strings.TrimSpace(r.PostForm.Get("name")), r.PostForm.Get("password")
 	keys := []string{userKey(name), ipKey(clientIP(r))}
-	at, blocked, wait := s.limiter.attempt(keys...)
+	at, blocked, wait := s.limiter.Attempt(keys...)
 	if blocked {
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
 		s.opt.Log.Warn("web: sign-in rate limited", "client", clientIP(r))
@@ -46,7 +46,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	set, err := s.opt.Approvers()
 	if err != nil {
-		s.limiter.forgive(at, keys...) // not the sign-in's fault
+		s.limiter.Forgive(at, keys...) // not the sign-in's fault
 		s.opt.Log.Error("web: read the approvers file", "err", err)
 		s.render(w, r, http.StatusInternalServerError, "login", "Sign in", "The approvers file could not be read: see the server's log.")
 		return
@@ -61,7 +61,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusUnauthorized, "login", "Sign in", "Unknown approver or wrong password.")
 		return
 	}
-	s.limiter.forgive(at, keys...)
+	s.limiter.Forgive(at, keys...)
 	// A sign-in always starts a fresh session (never one whose id the browser brought: no
 	// fixation), and ends the one the browser is replacing, so signing in as someone else on
 	// a shared browser signs the previous approver out instead of leaving their session live

@@ -178,14 +178,14 @@ func (s *Server) passkeyBegin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	keys := []string{userKey(me.approver), ipKey(clientIP(r))}
-	at, blocked, wait := s.limiter.attempt(keys...)
+	at, blocked, wait := s.limiter.Attempt(keys...)
 	if blocked {
 		writeJSON(w, http.StatusTooManyRequests, jsonError{fmt.Sprintf("Too many wrong passwords: try again in %d s.", int(wait.Seconds())+1)})
 		return
 	}
 	set, err := s.opt.Approvers()
 	if err != nil {
-		s.limiter.forgive(at, keys...)
+		s.limiter.Forgive(at, keys...)
 		s.opt.Log.Error("web: read the approvers file", "err", err)
 		writeJSON(w, http.StatusInternalServerError, jsonError{"the approvers file could not be read"})
 		return
@@ -199,7 +199,7 @@ func (s *Server) passkeyBegin(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, jsonError{"Wrong password: type your approver page password to register a passkey."})
 		return
 	}
-	s.limiter.forgive(at, keys...)
+	s.limiter.Forgive(at, keys...)
 	pks, creds, err := s.liveCredentials(r.Context(), me.approver)
 	if err != nil {
 		s.opt.Log.Error("web: read passkeys", "err", err)

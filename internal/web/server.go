@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/airlock-dev/airlock/internal/approval"
+	"github.com/airlock-dev/airlock/internal/signin"
 	"github.com/airlock-dev/airlock/internal/passkey"
 	"github.com/airlock-dev/airlock/internal/store"
 )
@@ -81,7 +82,7 @@ type Options struct {
 type Server struct {
 	opt      Options
 	sessions *sessions
-	limiter  *limiter
+	limiter  *signin.Limiter
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
 	live     liveHub // the live inbox's store watcher (live.go)
@@ -111,7 +112,7 @@ func New(opt Options) (*Server, error) {
 	if opt.Passkeys.RPID == "" {
 		opt.Passkeys.RPID = "localhost"
 	}
-	s := &Server{opt: opt, sessions: newSessions(opt.Store, opt.Now), limiter: newLimiter(opt.Now), pages: map[string]*template.Template{}}
+	s := &Server{opt: opt, sessions: newSessions(opt.Store, opt.Now), limiter: signin.NewLimiter(LoginFailures, LoginWindow, opt.Now), pages: map[string]*template.Template{}}
 	funcs := template.FuncMap{"show": func(s string) shown { return show(s, fieldLimit) }}
 	for _, p := range []string{"login", "inbox", "turn", "history", "proposals", "passkeys", "error"} {
 		t, err := template.New(p+".html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html", "templates/"+p+".html")
