@@ -183,7 +183,7 @@ func newApproversPasswdCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "password of %s changed\n", a.Name)
-			endPageSessions(cmd, a.Name)
+			forgetInStore(cmd, a.Name, false)
 			if !passwordStdin {
 				fmt.Fprintf(cmd.OutOrStdout(), "approver page password (shown once): %s\n", password)
 			}
@@ -252,40 +252,52 @@ is left where it is: delete it.`,
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "removed approver %s from %s: their credential and page sessions no longer decide\n", args[0], path)
-			endPageSessions(cmd, args[0])
-			n, err := removePasskeys(cmd.Context(), args[0])
-			switch {
-			case err != nil:
-				fmt.Fprintf(out, "warning: %s's passkeys were not removed (%v): airlock approvers passkeys %s --remove ID, once the store answers\n",
-					args[0], scrub(err), args[0])
-			case n > 0:
-				fmt.Fprintf(out, "removed %d passkey(s) of %s\n", n, args[0])
-			}
+			forgetInStore(cmd, args[0], true)
 			return nil
 		},
 	}
 }
 
-// endPageSessions ends every approver page session of name in the store (issue 21, item 4:
-// page sessions live in the store, shared by every page instance). When the store cannot be
-// reached it says so: the page still ends those sessions at their next request, because it
-// checks the approvers file (membership and password stamp) on every request.
-func endPageSessions(cmd *cobra.Command, name string) {
+// forgetInStore ends every approver page session of name in the store (issue 21, item 4:
+// page sessions live in the store, shared by every page instance) and, with passkeys, removes
+// the approver's passkeys (an approver added again under the name inherits none), opening the
+// store once. When the store cannot be reached it says so: the page still ends those sessions
+// at their next request, because it checks the approvers file (membership and password stamp)
+// on every request. A store that does not exist yet holds neither.
+func forgetInStore(cmd *cobra.Command, name string, passkeys bool) {
 	ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
 	defer cancel()
+	out, who := cmd.OutOrStdout(), display.Visible(name)
 	st, err := openExistingStore(ctx)
 	if errors.Is(err, store.ErrNoStore) {
-		return // no store yet: no page has signed anyone in
+		return
 	}
 	if err == nil {
 		defer st.Close()
-		var n int64
-		if n, err = st.DeleteApproverPageSessions(ctx, name); err == nil {
-			fmt.Fprintf(cmd.OutOrStdout(), "ended %d approver page session(s) of %s\n", n, display.Visible(name))
-			return
-		}
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "warning: could not end %s's page sessions in the store (%v); the page ends them at their next request\n", display.Visible(name), scrub(err))
+	var n int64
+	if err == nil {
+		n, err = st.DeleteApproverPageSessions(ctx, name)
+	}
+	if err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: could not end %s's page sessions in the store (%v); the page ends them at their next request\n", who, scrub(err))
+	} else {
+		fmt.Fprintf(out, "ended %d approver page session(s) of %s\n", n, who)
+	}
+	if !passkeys {
+		return
+	}
+	if st == nil {
+		fmt.Fprintf(out, "warning: %s's passkeys were not removed (%v): airlock approvers passkeys %s --remove ID, once the store answers\n", who, scrub(err), who)
+		return
+	}
+	removed, err := removePasskeys(ctx, st, name)
+	switch {
+	case err != nil:
+		fmt.Fprintf(out, "warning: %s's passkeys were not removed (%v): airlock approvers passkeys %s --remove ID, once the store answers\n", who, scrub(err), who)
+	case removed > 0:
+		fmt.Fprintf(out, "removed %d passkey(s) of %s\n", removed, who)
+	}
 }
 
 // findApprover is the approver named name in the approvers file at path; an error that says
@@ -351,17 +363,8 @@ the same authenticator cannot register it again (a new passkey can be registered
 	return cmd
 }
 
-// removePasskeys removes every live passkey of approver from the store and returns how many;
-// a store that does not exist yet holds none.
-func removePasskeys(ctx context.Context, approver string) (int, error) {
-	st, err := openExistingStore(ctx)
-	if errors.Is(err, store.ErrNoStore) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	defer st.Close()
+// removePasskeys removes every live passkey of approver from st and returns how many.
+func removePasskeys(ctx context.Context, st *store.Store, approver string) (int, error) {
 	pks, err := st.ListPasskeys(ctx, approver)
 	if err != nil {
 		return 0, err
