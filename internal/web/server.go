@@ -16,8 +16,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/airlock-dev/airlock/internal/approval"
-	"github.com/airlock-dev/airlock/internal/signin"
 	"github.com/airlock-dev/airlock/internal/passkey"
+	"github.com/airlock-dev/airlock/internal/signin"
 	"github.com/airlock-dev/airlock/internal/store"
 )
 
