@@ -161,7 +161,9 @@ type chaosHarness struct {
 	tracks   map[string]*chaosTrack
 	decided  map[string]bool
 	fired    map[string]bool
-	rearmed  []string // named points moved to a later turn (rearmLocked), for the report
+	rearmed  []string        // named points moved to a later turn (rearmLocked), for the report
+	effected map[string]bool // chaos_write entries the effect server logged
+	stranded map[string]bool // named points that missed their turn with no turn left to move to
 	started  atomic.Int32
 	problems []string // harness-side failures (a worker that would not start, …)
 
@@ -227,6 +229,10 @@ func TestChaos(t *testing.T) {
 		t.Errorf("duplicate audit rows = %d", rep.DuplicateAuditRows)
 	}
 	for _, p := range chaosPoints {
+		if rep.Kills[p] == 0 && h.stranded[p] {
+			t.Logf("named kill point %s did not fire: another fault got to its turn first and no later turn was left (%v)", p, rep.Rearmed)
+			continue
+		}
 		if rep.Kills[p] != 1 {
 			t.Errorf("named kill point %s fired %d times, want 1", p, rep.Kills[p])
 		}
@@ -249,7 +255,7 @@ func newChaosHarness(t *testing.T, seed int64, turns int) *chaosHarness {
 		t.Fatal(err)
 	}
 	h := &chaosHarness{t: t, ctx: ctx, seed: seed, rng: rand.New(rand.NewSource(seed)), dir: dir,
-		tracks: map[string]*chaosTrack{}, decided: map[string]bool{}, fired: map[string]bool{}, byEntry: map[string]*chaosTurn{},
+		tracks: map[string]*chaosTrack{}, decided: map[string]bool{}, fired: map[string]bool{}, effected: map[string]bool{}, stranded: map[string]bool{}, byEntry: map[string]*chaosTurn{},
 		marks: filepath.Join(dir, "marks"), queue: taskQueue(t)}
 	if err := os.Mkdir(h.marks, 0o755); err != nil {
 		t.Fatal(err)
@@ -421,6 +427,9 @@ func (h *chaosHarness) serveModel(w http.ResponseWriter, r *http.Request) {
 
 // onEffect is the effect point: the effect is on disk, the worker has not heard back.
 func (h *chaosHarness) onEffect(l effectLine) {
+	h.mu.Lock()
+	h.effected[l.Entry] = true
+	h.mu.Unlock()
 	if tr := h.byEntry[l.Entry]; tr != nil && h.pointOf(tr) == "effect" && l.Entry == tr.writes[0] && h.fire("effect") {
 		h.crash("effect", tr.wf, nil)
 	}
@@ -718,11 +727,12 @@ func (h *chaosHarness) pointOf(tr *chaosTurn) string {
 	return tr.point
 }
 
-// rearmLocked moves a named point that did not fire on tr (which has ended) to the next turn
-// runTurn has not taken yet whose first write is approved. A point misses its turn when
-// another fault got there first: a random kill or a restart during that turn's effect leaves
-// it outcome_unknown, so its Record of an executed write never starts. Every point still fires
-// exactly once a run, on a turn whose moment it can reach. h.mu is held.
+// rearmLocked moves a named point that did not fire on tr (which has ended) to a later turn
+// that has not ended and whose first write is approved and not yet run: a point misses its
+// turn when another fault got there first (a random kill or a restart during that turn's
+// effect leaves it outcome_unknown, so its Record of an executed write never starts). A turn
+// runTurn already took gets its record mark here. With no such turn left the point is
+// stranded: the report says so and the run does not count it as a miss. h.mu is held.
 func (h *chaosHarness) rearmLocked(tr *chaosTurn) {
 	p := tr.point
 	tr.point = ""
@@ -730,12 +740,23 @@ func (h *chaosHarness) rearmLocked(tr *chaosTurn) {
 		_ = os.Remove(recordKillMark(h.marks, tr.wf)) // the turn ended: nothing reads it now
 	}
 	for _, next := range h.plan {
-		if next.n > tr.n && next.point == "" && !next.claimed && !next.deny[next.writes[0]] {
-			next.point = p
-			h.rearmed = append(h.rearmed, fmt.Sprintf("%s: %s → %s", p, tr.wf, next.wf))
-			return
+		if next.n <= tr.n || next.point != "" || h.tracks[next.wf].done || next.deny[next.writes[0]] || h.effected[next.writes[0]] {
+			continue
 		}
+		if p == "confirm" && next.claimed {
+			continue // its confirmation may be decided already
+		}
+		next.point = p
+		if p == "record" && next.claimed {
+			if err := os.WriteFile(recordKillMark(h.marks, next.wf), nil, 0o644); err != nil {
+				continue
+			}
+		}
+		h.rearmed = append(h.rearmed, fmt.Sprintf("%s: %s → %s", p, tr.wf, next.wf))
+		return
 	}
+	h.stranded[p] = true
+	h.rearmed = append(h.rearmed, fmt.Sprintf("%s: %s → no turn left", p, tr.wf))
 }
 
 // decider plays the approvers: it decides every pending confirmation once, as planned. The
