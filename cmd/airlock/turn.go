@@ -324,8 +324,11 @@ func printPendingLimit(out io.Writer, p workflows.PendingConfirmation, limit int
 // values, cut to limit runes.
 func printDisclosure(out io.Writer, d *registry.Disclosure, limit int) {
 	fmt.Fprintf(out, "   does:        %s\n", display.Show(d.Description, limit).Line())
-	fmt.Fprintf(out, "   effect:      side effect %s, network %s\n", d.SideEffect, d.Network)
-	dest := string(d.Destination.Kind)
+	// Every registry-declared word is shown through display too: a registry layer or an MCP
+	// server's tool list is read from outside, and its raw control characters must not reach
+	// the approver's terminal.
+	fmt.Fprintf(out, "   effect:      side effect %s, network %s\n", display.Visible(string(d.SideEffect)), display.Visible(string(d.Network)))
+	dest := display.Visible(string(d.Destination.Kind))
 	if d.Destination.Name != "" && d.Destination.Name != registry.AnyHost {
 		dest += " " + display.Line(d.Destination.Name)
 	}
