@@ -131,3 +131,17 @@ func TestPendingMalformedProvenanceIsShownNotPanicked(t *testing.T) {
 		}()
 	}
 }
+
+// TestTurnResultShowsHostileTextEscaped: a turn's result names its workflow id, which holds the
+// conversation id a client app chose, and each outcome's tool name, reason and approver:
+// `airlock turn` prints none of them raw.
+func TestTurnResultShowsHostileTextEscaped(t *testing.T) {
+	var res workflows.TurnResult
+	fillStrings(reflect.ValueOf(&res).Elem(), hostileText)
+	var out bytes.Buffer
+	printResult(&out, res)
+	assertTerminalSafe(t, out.String())
+	if !strings.Contains(out.String(), "turn ok<U+001B>[2J") {
+		t.Errorf("the workflow id is not shown escaped:\n%.2000s", out.String())
+	}
+}

@@ -386,11 +386,12 @@ func prettyArgs(raw json.RawMessage, limit int) (string, bool) {
 }
 
 func printResult(out io.Writer, res workflows.TurnResult) {
-	fmt.Fprintf(out, "\nturn %s %s (%s) after %d round(s)\n", res.WorkflowID, res.Status, res.EndReason, res.Rounds)
+	// A turn's id holds its conversation id, which a client app chose: hostile as any text.
+	fmt.Fprintf(out, "\nturn %s %s (%s) after %d round(s)\n", display.Visible(res.WorkflowID), display.Visible(res.Status), display.Visible(string(res.EndReason)), res.Rounds)
 	for _, o := range res.Outcomes {
 		line := fmt.Sprintf("  #%d %-28s %-16s", o.Seq, display.Line(o.Name), display.Visible(string(o.Outcome)))
 		if o.Stage != "" && o.Outcome != "executed" {
-			line += " at " + string(o.Stage)
+			line += " at " + display.Visible(string(o.Stage))
 		}
 		if o.Reason != "" {
 			line += ": " + display.Line(o.Reason)
