@@ -16,6 +16,8 @@ import (
 
 	"github.com/invopop/jsonschema"
 	jsv "github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/airlock-dev/airlock/internal/canonical"
 )
 
 // Embedded is the checked-in production registry, compiled into the binary so a worker never
@@ -140,6 +142,14 @@ func load(sources []Source, impls []Implementation, bind bool) (*Registry, error
 		content = append(content, src.Data...)
 		policyDoc := isPolicy(src.Data)
 		raw, err := jsv.UnmarshalJSON(bytes.NewReader(src.Data))
+		if err == nil {
+			// A repeated member means two things: a reviewer reading the file sees the first,
+			// every JSON decoder here keeps the last (`"side-effect": "external-write",
+			// "side-effect": "none"`). Refused, at any depth, as malformed.
+			if _, cerr := canonical.Canonicalize(src.Data); errors.Is(cerr, canonical.ErrDuplicateKey) {
+				err = cerr
+			}
+		}
 		if err != nil {
 			rule := RuleDocumentParse
 			if policyDoc {

@@ -67,7 +67,7 @@ func ProposalWorkflow(ctx workflow.Context, req ProposalRequest) (ProposalStatus
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute, HeartbeatTimeout: HeartbeatTimeout,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
 			NonRetryableErrorTypes: []string{activities.ErrTypeUntrusted, activities.ErrTypeBadInput}},
-		Summary: "apply decision on proposal " + req.Kind})
+		Summary: summarize("apply decision on proposal " + req.Kind)})
 	for i := 0; i < MaxProposalSignals; i++ {
 		var sig ProposalDecisionSignal
 		ch.Receive(ctx, &sig)

@@ -101,7 +101,7 @@ func (t *turn) captureProposals(ctx workflow.Context, round int, inf activities.
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 			WorkflowID:        ProposalWorkflowID(v.ProposalID),
 			ParentClosePolicy: ParentClosePolicyAbandon,
-			StaticSummary:     "proposal " + v.Kind,
+			StaticSummary:     summarize("proposal " + v.Kind),
 		})
 		f := workflow.ExecuteChildWorkflow(cctx, ProposalWorkflowName, ProposalRequest{ProposalID: v.ProposalID, Kind: v.Kind, TurnWorkflowID: t.workflowID})
 		if err := f.GetChildWorkflowExecution().Get(ctx, nil); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/proposals"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/workflows"
@@ -42,17 +43,19 @@ func newProposalsCmd() *cobra.Command {
 			for _, r := range rows {
 				status := "pending"
 				if d, err := st.GetProposalDecision(c.Context(), r.ID); err == nil {
-					status = d.Disposition + " by " + d.Actor
+					status = d.Disposition + " by " + display.Line(d.Actor)
 					if rc, err := st.GetReceipt(c.Context(), d.ID); err == nil {
 						status += "; " + rc.Kind
 						if rc.Reason != "" {
-							status += " (" + rc.Reason + ")"
+							status += " (" + display.Line(rc.Reason) + ")"
 						}
 					} else {
 						status += "; not yet applied (airlock proposals project " + r.ID + ")"
 					}
 				}
-				fmt.Fprintf(c.OutOrStdout(), "%s\t%s\t%s\t%s\n", r.ID, r.Kind, r.WorkflowID, status)
+				// The turn id holds a client-chosen conversation id and the receipt reason is
+				// the projection target's: both are shown through display.
+				fmt.Fprintf(c.OutOrStdout(), "%s\t%s\t%s\t%s\n", display.Visible(r.ID), display.Visible(string(r.Kind)), display.Line(r.WorkflowID), display.Visible(status))
 			}
 			return nil
 		}}
@@ -150,7 +153,7 @@ the first). Prints ids and status only.`,
 // for its receipt; a decision with a receipt already is only reported.
 func project(ctx context.Context, w io.Writer, st *store.Store, row store.ProposalRow, d store.ProposalDecision) error {
 	if rc, err := st.GetReceipt(ctx, d.ID); err == nil {
-		fmt.Fprintf(w, "receipt %s: %s %s\n", rc.ID, rc.Kind, rc.Reason)
+		fmt.Fprintf(w, "receipt %s: %s %s\n", display.Visible(rc.ID), display.Visible(rc.Kind), display.Line(rc.Reason))
 		return nil
 	}
 	c, err := config.DialTemporal(ctx)
@@ -165,6 +168,6 @@ func project(ctx context.Context, w io.Writer, st *store.Store, row store.Propos
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "receipt %s: %s %s\n", s.ReceiptID, s.Receipt, s.Reason)
+	fmt.Fprintf(w, "receipt %s: %s %s\n", display.Visible(s.ReceiptID), display.Visible(string(s.Receipt)), display.Line(s.Reason))
 	return nil
 }

@@ -324,8 +324,11 @@ func printPendingLimit(out io.Writer, p workflows.PendingConfirmation, limit int
 // values, cut to limit runes.
 func printDisclosure(out io.Writer, d *registry.Disclosure, limit int) {
 	fmt.Fprintf(out, "   does:        %s\n", display.Show(d.Description, limit).Line())
-	fmt.Fprintf(out, "   effect:      side effect %s, network %s\n", d.SideEffect, d.Network)
-	dest := string(d.Destination.Kind)
+	// Every registry-declared word is shown through display too: a registry layer or an MCP
+	// server's tool list is read from outside, and its raw control characters must not reach
+	// the approver's terminal.
+	fmt.Fprintf(out, "   effect:      side effect %s, network %s\n", display.Visible(string(d.SideEffect)), display.Visible(string(d.Network)))
+	dest := display.Visible(string(d.Destination.Kind))
 	if d.Destination.Name != "" && d.Destination.Name != registry.AnyHost {
 		dest += " " + display.Line(d.Destination.Name)
 	}
@@ -383,11 +386,12 @@ func prettyArgs(raw json.RawMessage, limit int) (string, bool) {
 }
 
 func printResult(out io.Writer, res workflows.TurnResult) {
-	fmt.Fprintf(out, "\nturn %s %s (%s) after %d round(s)\n", res.WorkflowID, res.Status, res.EndReason, res.Rounds)
+	// A turn's id holds its conversation id, which a client app chose: hostile as any text.
+	fmt.Fprintf(out, "\nturn %s %s (%s) after %d round(s)\n", display.Visible(res.WorkflowID), display.Visible(res.Status), display.Visible(string(res.EndReason)), res.Rounds)
 	for _, o := range res.Outcomes {
 		line := fmt.Sprintf("  #%d %-28s %-16s", o.Seq, display.Line(o.Name), display.Visible(string(o.Outcome)))
 		if o.Stage != "" && o.Outcome != "executed" {
-			line += " at " + string(o.Stage)
+			line += " at " + display.Visible(string(o.Stage))
 		}
 		if o.Reason != "" {
 			line += ": " + display.Line(o.Reason)

@@ -35,6 +35,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/airlock-dev/airlock/internal/canonical"
 	"github.com/airlock-dev/airlock/internal/privfile"
 )
 
@@ -103,6 +104,11 @@ func Parse(b []byte) (*Set, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("approvers: parse: %w", err)
+	}
+	// A repeated member ("groups" twice, a second "principals") means what a reader of the
+	// file does not see: the decoder keeps the last. Refused, as trailing data is.
+	if _, err := canonical.Canonicalize(b); err != nil {
 		return nil, fmt.Errorf("approvers: parse: %w", err)
 	}
 	s := &Set{approvers: map[string]Approver{}, keys: map[string]ed25519.PublicKey{}}

@@ -264,6 +264,10 @@ func TestNamesDifferingOnlyInCaseAreRefused(t *testing.T) {
 	for _, bad := range []string{
 		`{"approvers":[{"name":"alice"},{"name":"Alice"}]}`,
 		`{"approvers":[{"name":"alice","groups":["pay ments"]}]}`,
+		// A repeated member: a reader sees alice in payments, the decoder keeps no group.
+		`{"approvers":[{"name":"alice","groups":["payments"],"groups":[]}]}`,
+		`{"approvers":[{"name":"alice"}],"approvers":[{"name":"mallory"}]}`,
+		`{"approvers":[{"name":"alice"}]} {"approvers":[]}`,
 	} {
 		if _, err := approvers.Parse([]byte(bad)); err == nil {
 			t.Errorf("Parse accepted %s", bad)

@@ -342,6 +342,9 @@ func TestGuidanceBinding(t *testing.T) {
 	if _, errs := ParseGuidance(registry.Source{Name: "bad", Data: []byte(`{"schema/v":"capability-guidance.v1","guidance":[],"extra":1}`)}); len(errs) != 1 {
 		t.Fatal("unknown keys must refuse the guidance document")
 	}
+	if _, errs := ParseGuidance(registry.Source{Name: "dup", Data: []byte(`{"schema/v":"capability-guidance.v1","guidance":[],"guidance":[]}`)}); len(errs) != 1 || !strings.Contains(errs[0].Error(), "duplicate") {
+		t.Fatalf("a repeated member must refuse the guidance document: %v", errs)
+	}
 }
 
 func contains(s []string, x string) bool {

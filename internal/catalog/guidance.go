@@ -88,6 +88,10 @@ func ParseGuidance(sources ...registry.Source) (*GuidanceSet, []error) {
 			errs = append(errs, fmt.Errorf("%w: %s: trailing data", ErrGuidance, src.Name))
 			continue
 		}
+		if _, err := canonical.Canonicalize(src.Data); errors.Is(err, canonical.ErrDuplicateKey) {
+			errs = append(errs, fmt.Errorf("%w: %s: %w", ErrGuidance, src.Name, err)) // a reader would see the first
+			continue
+		}
 		if doc.SchemaV != GuidanceSchema {
 			errs = append(errs, fmt.Errorf("%w: %s: schema/v %q is not %s", ErrGuidance, src.Name, doc.SchemaV, GuidanceSchema))
 			continue

@@ -33,6 +33,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/airlock-dev/airlock/internal/canonical"
 	"github.com/airlock-dev/airlock/internal/privfile"
 )
 
@@ -100,6 +101,11 @@ func Parse(b []byte) (*Set, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("clients: parse: %w", err)
+	}
+	// A repeated member ("groups" twice, a second "principals") means what a reader of the
+	// file does not see: the decoder keeps the last. Refused, as trailing data is.
+	if _, err := canonical.Canonicalize(b); err != nil {
 		return nil, fmt.Errorf("clients: parse: %w", err)
 	}
 	s := &Set{clients: map[string]entry{}}

@@ -94,6 +94,9 @@ func TestParseAndModes(t *testing.T) {
 		`{"clients":[{"name":"x y","public_key":"` + k.Public() + `","principals":["x"]}]}`,
 		`{"clients":[{"name":"x","public_key":"` + k.Public() + `","principals":["x"]},{"name":"x","public_key":"` + k.Public() + `","principals":["x"]}]}`,
 		`{"clients":[],"extra":1}`,
+		// A repeated member: a reader sees principal x, the decoder keeps "user:*".
+		`{"clients":[{"name":"x","public_key":"` + k.Public() + `","principals":["x"],"principals":["user:*"]}]}`,
+		`{"clients":[]} trailing`,
 	} {
 		if _, err := Parse([]byte(bad)); err == nil {
 			t.Errorf("Parse accepted %s", bad)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/canonical"
 	"github.com/airlock-dev/airlock/registry"
 )
 
@@ -171,6 +172,11 @@ func ParseServers(b []byte, base, name string) (*Servers, error) {
 	}
 	if dec.More() {
 		return fail("trailing data after the document")
+	}
+	// A repeated member (a second "command" or "env") means what a reader of the file does
+	// not see: the decoder keeps the last.
+	if _, err := canonical.Canonicalize(b); errors.Is(err, canonical.ErrDuplicateKey) {
+		return fail("%v", err)
 	}
 	if s.SchemaV != ServersSchemaVersion {
 		return fail("schema/v is %q, want %q", s.SchemaV, ServersSchemaVersion)

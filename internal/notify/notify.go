@@ -121,7 +121,7 @@ func DeliveryID(confirmation, kind, channel string) string {
 func Build(c store.Confirmation, kind, channel, baseURL string) Notice {
 	n := Notice{
 		DeliveryID: DeliveryID(c.ID, kind, channel), Kind: kind, Channel: channel, ConfirmationID: c.ID,
-		Capability: display.OneLine(fmt.Sprintf("%s@%d", c.CapabilityID, c.Version)),
+		Capability: display.Visible(display.OneLine(fmt.Sprintf("%s@%d", c.CapabilityID, c.Version))),
 		AskedBy:    display.Show(display.OneLine(c.WorkflowID), 120).Line(),
 		ArgsDigest: c.ArgsDigest, CreatedAt: c.CreatedAt.UTC(), ExpiresAt: c.ExpiresAt.UTC(),
 	}
@@ -149,8 +149,10 @@ func Build(c store.Confirmation, kind, channel, baseURL string) Notice {
 	var d registry.Disclosure
 	if len(c.Disclosure) > 0 && json.Unmarshal(c.Disclosure, &d) == nil {
 		n.Description = display.Show(display.OneLine(d.Description), valueLimit).Short
-		n.SideEffect = display.OneLine(string(d.SideEffect))
-		n.Leaves.Destination = string(d.Destination.Kind)
+		// Registry words too go through display: a registry layer or an MCP server's tool
+		// list is read from outside, and OneLine alone keeps control characters.
+		n.SideEffect = display.Visible(display.OneLine(string(d.SideEffect)))
+		n.Leaves.Destination = display.Visible(display.OneLine(string(d.Destination.Kind)))
 		if d.Destination.Name != "" {
 			n.Leaves.Destination += " " + display.OneLine(display.Line(d.Destination.Name))
 		}

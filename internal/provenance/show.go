@@ -40,14 +40,12 @@ func Lines(raw json.RawMessage) []Line {
 		l := Line{Path: v.Path, Label: v.Label(), Untrusted: v.UntrustedOnly(), Unattributed: v.Status != StatusFound}
 		switch v.Kind {
 		case KindHost, KindDomain:
-			base := v.Path[:strings.LastIndexByte(v.Path, '#')]
-			if parent[base] == l.Label {
+			if base, ok := wholeValue(v.Path); ok && parent[base] == l.Label {
 				continue
 			}
 		case KindURL, KindEmail, KindPart:
 			parent[v.Path] = l.Label
-			base := v.Path[:strings.LastIndexByte(v.Path, '#')]
-			if parent[base] == l.Label {
+			if base, ok := wholeValue(v.Path); ok && parent[base] == l.Label {
 				continue // a link inside text the user wrote, from the user too
 			}
 		default:
@@ -56,6 +54,17 @@ func Lines(raw json.RawMessage) []Line {
 		out = append(out, l)
 	}
 	return out
+}
+
+// wholeValue is the path of the leaf a part value ("to#host", "body#url0") was found in, and
+// false for a path without "#": a stored report is read back from the database, and one
+// written otherwise (another version, an edited row) is shown line by line, never a panic.
+func wholeValue(path string) (string, bool) {
+	i := strings.LastIndexByte(path, '#')
+	if i < 0 {
+		return "", false
+	}
+	return path[:i], true
 }
 
 // MarksUntrusted reports whether the stored report raw marks injected, a value known to come

@@ -176,13 +176,16 @@ func disclosure(raw json.RawMessage) *disclosed {
 	if json.Unmarshal(raw, &d) != nil {
 		return nil
 	}
-	out := &disclosed{Description: show(d.Description, literalLimit), SideEffect: string(d.SideEffect), Network: string(d.Network),
-		Kind: string(d.Destination.Kind)}
+	// The classes and kind are registry words, but a registry layer or an MCP server's tool
+	// list is read from outside: they are shown through display like every other value, so a
+	// bidi override or an escape sequence in one reaches the card as <U+XXXX>.
+	out := &disclosed{Description: show(d.Description, literalLimit), SideEffect: display.Visible(string(d.SideEffect)),
+		Network: display.Visible(string(d.Network)), Kind: display.Visible(string(d.Destination.Kind))}
 	if d.Destination.Name != registry.AnyHost {
 		out.Name = show(d.Destination.Name, fieldLimit)
 	}
 	for _, h := range d.Hosts {
-		dh := disclosedHost{Host: show(h.Host, fieldLimit), Field: h.Field, Differs: h.Differs()}
+		dh := disclosedHost{Host: show(h.Host, fieldLimit), Field: display.Visible(h.Field), Differs: h.Differs()}
 		if h.Written != "" {
 			dh.Written = show(h.Written, fieldLimit)
 		}
