@@ -72,6 +72,13 @@ func present(t *testing.T, e *webEnv, d workflows.Decision) string {
 	case err == nil:
 		return ""
 	case errors.As(err, &ref):
+		// The verdict is recorded before the refused presentation's token is reissued: wait
+		// for the new generation, so the next decision is signed with the token in force.
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if now, err := e.st.GetConfirmation(context.Background(), d.ConfirmationID); err != nil || now.Generation != row.Generation || now.Decision != "" {
+				break
+			}
+		}
 		return ref.Code
 	default:
 		t.Fatalf("verdict of %s: %v", d.ConfirmationID, err)
