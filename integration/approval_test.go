@@ -354,9 +354,11 @@ func TestApprovalTokenNeverInHistoryOrStore(t *testing.T) {
 			t.Fatalf("table %s is empty: the dump would prove nothing", want)
 		}
 	}
+	// Two rounds; on a loaded machine a round may be asked again (a workflow task that timed
+	// out re-runs its local inference), and every request is searched below all the same.
 	reqs := model.requests()
-	if len(reqs) != 2 {
-		t.Fatalf("model requests = %d, want 2", len(reqs))
+	if len(reqs) < 2 {
+		t.Fatalf("model requests = %d, want at least the turn's 2 rounds", len(reqs))
 	}
 	for gen, tok := range toks {
 		for _, form := range tokenForms(tok) {
