@@ -56,6 +56,7 @@ func startDaemon(dir, name string, argv, env []string) (int, <-chan struct{}, er
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	pid := cmd.Process.Pid
+	awaitExec(pid, argv[0], done)
 	content := strconv.Itoa(pid) + "\n" + argv[0] + "\n"
 	tmp := pidPath(dir, name) + ".tmp"
 	err = os.WriteFile(tmp, []byte(content), 0o644)
@@ -94,6 +95,28 @@ func runsExecutable(pid int, exe string) bool {
 	}
 	return bytes.HasPrefix(b, []byte(exe+"\x00"))
 }
+
+// awaitExec waits, at most execSettle, until the kernel shows exe as pid's command line or the
+// process ends. Start returns once execve is past its point of no return, but the new
+// program's argument area is published a moment later (Linux sets it while loading the ELF,
+// after it releases the parent): a daemonPID in that window read an empty command line, took
+// the daemon for a reused pid and removed its pid file (CI saw it on a loaded machine).
+func awaitExec(pid int, exe string, done <-chan struct{}) {
+	if !procFS() {
+		return
+	}
+	deadline := time.Now().Add(execSettle)
+	for !runsExecutable(pid, exe) && time.Now().Before(deadline) {
+		select {
+		case <-done:
+			return
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// execSettle bounds awaitExec; a program not shown by then is left to daemonPID's judgement.
+const execSettle = 2 * time.Second
 
 func procFS() bool { _, err := os.Stat("/proc/self/cmdline"); return err == nil }
 
