@@ -203,3 +203,24 @@ func TestNewSQLiteStoreIsOwnerOnly(t *testing.T) {
 		}
 	}
 }
+
+// A PostgreSQL URL gets lib/pq's one-round-trip mode unless it chooses for itself; the rest of
+// the URL (a percent-encoded password included) is kept.
+func TestPostgresURLOneRoundTrip(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"postgres://u:p@h:5432/db", "postgres://u:p@h:5432/db?binary_parameters=yes"},
+		{"postgres://u:p%40ss@h/db?sslmode=disable", "postgres://u:p%40ss@h/db?sslmode=disable&binary_parameters=yes"},
+		{"postgres://h/db?binary_parameters=no", "postgres://h/db?binary_parameters=no"},
+	} {
+		_, dsn, where, err := parseURL(tc.in, true)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		if dsn != tc.want {
+			t.Errorf("%s: dsn %s, want %s", tc.in, dsn, tc.want)
+		}
+		if strings.Contains(where, "binary_parameters") && !strings.Contains(tc.in, "binary_parameters") {
+			t.Errorf("%s: shown as %s: the added option is not the user's", tc.in, where)
+		}
+	}
+}
