@@ -100,7 +100,7 @@ else AIRLOCK_TEST_DATABASE_URL (scripts/ensure-postgres.sh prints one).`,
 			var rows []bench.Row
 			for _, s := range specs {
 				fmt.Fprintf(errOut, "› %s %s: %d turns, %d in flight, then %d at 1 in flight\n", s.Variant, s.Name(), n, c, max(c1n, 0))
-				row, err := bench.Run(ctx, bench.Config{Temporal: tc, DatabaseURL: dbURL, Turns: n, Concurrency: c, C1Turns: c1n, Progress: errOut}, s)
+				row, err := bench.Run(ctx, bench.Config{Temporal: tc, DatabaseURL: dbURL, Turns: n, Concurrency: c, C1Turns: c1Turns(c1n), Progress: errOut}, s)
 				if err != nil {
 					return err
 				}
@@ -176,4 +176,13 @@ func printBenchTable(w io.Writer, rows []bench.Row) {
 			r.TurnsPerS, r.P50Ms, r.P95Ms, r.HistoryEventsPerTurn, r.C1P50Ms)
 	}
 	tw.Flush()
+}
+
+// c1Turns maps the --c1-n flag onto bench.Config.C1Turns, where 0 means the default: the
+// flag's 0 (or less) skips the latency run, as its help says.
+func c1Turns(flag int) int {
+	if flag <= 0 {
+		return -1
+	}
+	return flag
 }

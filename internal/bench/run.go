@@ -52,8 +52,6 @@ const (
 	Principal = "bench-user"
 )
 
-// ApproverPoll is how often the approver goroutine reads the store's pending list.
-const ApproverPoll = 10 * time.Millisecond
 
 // HistorySample is how many evenly spaced turns history_events_per_turn averages over.
 const HistorySample = 20
@@ -447,20 +445,22 @@ func CheckResult(variant string, res workflows.TurnResult) error {
 	return nil
 }
 
-// approve is the approver: one goroutine reads the store's pending list (what the approver
-// page and airlock pending show) every ApproverPoll and approves each new confirmation at once
-// with the client's Decide (a signed, attested decide update, waiting for the turn's verdict).
+// approve is the approver: one goroutine watches the store's undecided confirmations as the
+// approver page's live inbox does (store.WatchConfirmations: PostgreSQL LISTEN/NOTIFY, woken at
+// the commit of each new confirmation or decision, re-checked every 2 s), reads the pending list
+// (what the page and airlock pending show) at each wake and approves each new confirmation at
+// once with the client's Decide (a signed, attested decide update, waiting for the turn's
+// verdict).
 func (r *rig) approve(ctx context.Context) {
 	seen := map[string]bool{}
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	t := time.NewTicker(ApproverPoll)
-	defer t.Stop()
+	wake := r.st.WatchConfirmations(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-wake:
 		}
 		rows, err := r.st.ListPendingConfirmations(ctx, time.Now())
 		if err != nil {
