@@ -52,7 +52,6 @@ const (
 	Principal = "bench-user"
 )
 
-
 // HistorySample is how many evenly spaced turns history_events_per_turn averages over.
 const HistorySample = 20
 
