@@ -156,3 +156,33 @@ func TestLayersLoadWithSchemaImplementations(t *testing.T) {
 		t.Fatalf("unknown layer error should list known layers: %v", err)
 	}
 }
+
+// The strict decode into a Go-typed capability's arguments tells a value the Go type cannot hold
+// (the schema says "number"; float64 cannot hold 1e400) from a field the type lacks.
+func TestDecodeErrorNamesTheField(t *testing.T) {
+	type args struct {
+		N     float64 `json:"n"`
+		Count int32   `json:"count"`
+		Inner struct {
+			K int `json:"k"`
+		} `json:"inner"`
+	}
+	for _, tc := range []struct{ raw, code, detail string }{
+		{`{"n":1e400}`, "schema_mismatch", "/n: number 1e400 does not fit the capability's Go type float64"},
+		{`{"count":3000000000}`, "schema_mismatch", "/count: number 3000000000 does not fit the capability's Go type int32"},
+		{`{"inner":{"k":1.5}}`, "schema_mismatch", "/inner/k: number 1.5 does not fit the capability's Go type int"},
+		{`{"other":1}`, "unknown_field", `json: unknown field "other"`},
+		{`{"n":1` + strings.Repeat("0", 500) + `e400}`, "schema_mismatch", "/n: number 1" + strings.Repeat("0", 40) + "… does not fit the capability's Go type float64"},
+	} {
+		dec := json.NewDecoder(strings.NewReader(tc.raw))
+		dec.DisallowUnknownFields()
+		err := dec.Decode(new(args))
+		if err == nil {
+			t.Fatalf("%s: decoded", tc.raw)
+		}
+		got := decodeError(err)
+		if got.Code != tc.code || got.Detail != tc.detail {
+			t.Errorf("%s: %s %q, want %s %q", tc.raw, got.Code, got.Detail, tc.code, tc.detail)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"bytes"
+	"strings"
 
 	"encoding/json"
 	"errors"
@@ -71,7 +72,7 @@ func (c *Capability) ValidateArguments(raw json.RawMessage) (decoded any, err er
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(ptr.Interface()); err != nil {
-		return nil, &ArgumentError{Code: "unknown_field", Detail: err.Error()}
+		return nil, decodeError(err)
 	}
 	if err := structValidator().Struct(ptr.Interface()); err != nil {
 		var inv *validator.InvalidValidationError
@@ -82,6 +83,33 @@ func (c *Capability) ValidateArguments(raw json.RawMessage) (decoded any, err er
 	}
 	return ptr.Interface(), nil
 }
+
+// decodeError names what the strict decode into a Go-typed capability's arguments refused: a
+// field the struct lacks is "unknown_field"; a value the schema let through but the Go type
+// cannot hold (1e400 for a float64, 3000000000 for an int32, a fraction for an int) is
+// "schema_mismatch" naming the field, the value's kind and the type; anything else is
+// "schema_mismatch" with the decoder's words.
+func decodeError(err error) *ArgumentError {
+	var ute *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &ute):
+		field := ute.Field
+		if field == "" {
+			field = "(the arguments)"
+		}
+		value := ute.Value // "number 1e400": the kind and the model's literal, which may be long
+		if len(value) > maxShownValue {
+			value = value[:maxShownValue] + "…"
+		}
+		return &ArgumentError{Code: "schema_mismatch", Detail: fmt.Sprintf("/%s: %s does not fit the capability's Go type %s", strings.ReplaceAll(field, ".", "/"), value, ute.Type)}
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return &ArgumentError{Code: "unknown_field", Detail: err.Error()}
+	}
+	return &ArgumentError{Code: "schema_mismatch", Detail: err.Error()}
+}
+
+// maxShownValue bounds the model's literal quoted in a decode error's detail (bytes).
+const maxShownValue = 48
 
 var printer = message.NewPrinter(language.English)
 
