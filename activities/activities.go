@@ -962,7 +962,7 @@ func (a *Activities) Record(ctx context.Context, in RecordInput) error {
 		// The run is part of the key: a whole-workflow retry or a reset is a new run that numbers
 		// its proposals from 1 again, and its outcomes are new events, not replays of the old.
 		key := fmt.Sprintf("%s/%s/%d/%s", r.WorkflowID, r.RunID, r.Seq, r.Kind)
-		if r.Kind == AuditConfirmationRefused {
+		if r.Kind == AuditConfirmationRefused || r.Kind == AuditApprovalCounted {
 			key = fmt.Sprintf("%s/%s/%d/%s/%d", r.WorkflowID, r.RunID, r.Seq, r.Kind, r.Attempt)
 		}
 		rec.Audit = &store.AuditEvent{Key: key, WorkflowID: r.WorkflowID, RunID: r.RunID, Seq: r.Seq,

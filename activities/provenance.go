@@ -91,7 +91,7 @@ func (a *Activities) catalogTools() []inference.Tool {
 // Automatic calls are not looked up: they cost no extra store read.
 func heldForAHuman(r *AuditRecord) bool {
 	switch r.Kind {
-	case string(OutcomeDenied), string(OutcomeExpired), AuditConfirmationRefused:
+	case string(OutcomeDenied), string(OutcomeExpired), AuditConfirmationRefused, AuditApprovalCounted:
 		return true
 	}
 	return r.Approver != ""

@@ -52,6 +52,10 @@ const (
 // AuditKind distinguishes outcome rows from refused confirmation attempts and edits.
 const (
 	AuditConfirmationRefused = "confirmation_refused"
+	// AuditApprovalCounted: a valid approval counted towards the capability's quorum
+	// ("approval/quorum"); the call waits for more (Reason QuorumPending). It is no refusal:
+	// the approver's decision stands, in confirmation_approvals too.
+	AuditApprovalCounted = "approval_counted"
 	// AuditProposalEdited: an approver's edit created a proposal (the row's Seq) from a model
 	// proposal; the row carries both digests (ArgsDigest the edited arguments',
 	// OriginalDigest the model's) and the approver.

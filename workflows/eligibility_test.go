@@ -90,8 +90,12 @@ func TestQuorumOfEligibleApprovers(t *testing.T) {
 	if err != nil || len(approvals) != 2 || approvals[0].Approver != "alice" || approvals[1].Approver != "bob" {
 		t.Fatalf("approvals = %+v, %v", approvals, err)
 	}
-	if got := strings.Join(f.refusals(), " "); got != strings.Join([]string{activities.ApproverIneligible, activities.ApproverIneligible, activities.QuorumPending, activities.ApproverAlreadyApproved}, " ") {
+	if got := strings.Join(f.refusals(), " "); got != strings.Join([]string{activities.ApproverIneligible, activities.ApproverIneligible, activities.ApproverAlreadyApproved}, " ") {
 		t.Fatalf("audited refusals = %s", got)
+	}
+	// alice's counted approval is audited as counted, with its approver, never as a refusal.
+	if got := f.countedApprovals(); got != "alice:"+activities.QuorumPending {
+		t.Fatalf("audited counted approvals = %q, want alice:%s", got, activities.QuorumPending)
 	}
 }
 

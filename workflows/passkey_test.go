@@ -224,9 +224,12 @@ func TestPasskeyQuorumNeedsEachApproversPasskey(t *testing.T) {
 	if f.sends.Load() != 1 {
 		t.Fatalf("sends = %d, want 1", f.sends.Load())
 	}
-	want := strings.Join([]string{activities.QuorumPending, activities.PasskeyRequired, activities.PasskeyUnknown}, " ")
+	want := strings.Join([]string{activities.PasskeyRequired, activities.PasskeyUnknown}, " ")
 	if got := strings.Join(f.refusals(), " "); got != want {
 		t.Fatalf("refusals = %q, want %q", got, want)
+	}
+	if got := f.countedApprovals(); got != "alice:"+activities.QuorumPending {
+		t.Fatalf("counted approvals = %q, want alice's", got)
 	}
 	if row, _ := f.store.GetConfirmation(context.Background(), id); row.ApproverProof != "passkey, attested by CLI credential; quorum of alice, bob" {
 		t.Fatalf("approver proof = %q", row.ApproverProof)

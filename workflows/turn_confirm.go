@@ -478,8 +478,12 @@ func (t *turn) judge(ctx workflow.Context, w *awaited, d Decision, n int) (res D
 			detail = cons.Detail + "; the confirmation is void and the call is surfaced again under the new registry"
 		}
 		res := DecisionResult{Refusal: cons.Refusal, Detail: detail, Reissued: cons.Reissued}
-		w.refused++
 		t.wake.SendAsync(true)
+		if cons.Refusal == activities.QuorumPending {
+			// Counted, not refused: audited as such, and never towards MaxRefusedDecisions.
+			return res, false, t.auditDecision(ctx, activities.AuditApprovalCounted, p.Seq, &p, d.Approver, cons.Refusal, detail)
+		}
+		w.refused++
 		return res, false, t.refuse(ctx, p.Seq, &p, d.Approver, cons.Refusal, detail)
 	}
 	w.decided, w.editedDigest = &d, cons.EditedDigest
@@ -519,8 +523,15 @@ func (t *turn) consume(ctx workflow.Context, p PendingConfirmation, adm activiti
 // refuse audits a refused decision (confirmation_refused); p is the proposal it was presented
 // to, nil when none was pending.
 func (t *turn) refuse(ctx workflow.Context, seq int, p *PendingConfirmation, approver, code, detail string) error {
+	return t.auditDecision(ctx, activities.AuditConfirmationRefused, seq, p, approver, code, detail)
+}
+
+// auditDecision audits a presented decision that did not decide the confirmation, as kind
+// (AuditConfirmationRefused or AuditApprovalCounted) with reason code. Each such row is
+// numbered (t.refusals, the row's Attempt) so that several on one proposal are distinct.
+func (t *turn) auditDecision(ctx workflow.Context, kind string, seq int, p *PendingConfirmation, approver, code, detail string) error {
 	t.refusals++
-	r := &activities.AuditRecord{Kind: activities.AuditConfirmationRefused, WorkflowID: t.workflowID, RunID: t.runID,
+	r := &activities.AuditRecord{Kind: kind, WorkflowID: t.workflowID, RunID: t.runID,
 		Seq: seq, Attempt: t.refusals, Stage: activities.StageConfirm, Reason: code, Detail: detail, Approver: approver}
 	if p != nil {
 		r.CallID, r.CapabilityID, r.Version, r.ArgsDigest = p.CallID, p.CapabilityID, p.Version, p.ArgsDigest

@@ -245,6 +245,18 @@ func (f *fixture) refusals() []string {
 	return out
 }
 
+// countedApprovals lists "approver:reason" of the approval_counted audit rows (approvals
+// towards a quorum), space-separated, in order.
+func (f *fixture) countedApprovals() string {
+	var out []string
+	for _, r := range f.audit() {
+		if r.Outcome == activities.AuditApprovalCounted {
+			out = append(out, r.Approver+":"+r.Reason)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
 func (f *fixture) run(req workflows.TurnRequest) workflows.TurnResult {
 	f.t.Helper()
 	if req.Conversation == "" {

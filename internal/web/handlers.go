@@ -501,7 +501,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 	}
 	for i := len(evs) - 1; i >= 0 && len(d.Events) < 200; i-- {
 		e := evs[i]
-		if e.Approver != "" || e.Outcome == "denied" || e.Outcome == "expired" || e.Outcome == "confirmation_refused" {
+		if e.Approver != "" || e.Outcome == "denied" || e.Outcome == "expired" || e.Outcome == activities.AuditConfirmationRefused || e.Outcome == activities.AuditApprovalCounted {
 			d.Events = append(d.Events, s.event(e))
 		}
 	}
