@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -706,10 +707,29 @@ func (s *server) call(ctx context.Context, p pin, args json.RawMessage) (registr
 		if ctx.Err() != nil {
 			return registry.Output{}, fmt.Errorf("%w: MCP server %q did not answer in time and the request was cancelled: %v", registry.ErrOutcomeUnknown, s.cfg.Name, ctx.Err())
 		}
+		if neverSent(err) {
+			// No connection could be opened (refused, no route): the request never left this
+			// process, so nothing ran, and saying so is not a guess.
+			s.lost(sess, fmt.Errorf("the server could not be reached for a call: %v", err))
+			return registry.Output{}, &registry.NotRunError{Code: ReasonServerDown, Detail: fmt.Sprintf("MCP server %q could not be reached, so the call was not sent: %v", s.cfg.Name, err)}
+		}
 		s.lost(sess, fmt.Errorf("the connection failed during a call: %v", err))
 		return registry.Output{}, fmt.Errorf("%w: the connection to MCP server %q failed during the call: %v", registry.ErrOutcomeUnknown, s.cfg.Name, err)
 	}
 	return toOutput(s.cfg.Name, p.tool, res), nil
+}
+
+// neverSent reports whether err is a failure to open a connection (a dial error: refused,
+// unreachable, no such host), after which no byte of the request was written. A failure on an
+// open connection (reset, EOF, a timeout mid-answer) may come after the server took the call
+// and is not this.
+func neverSent(err error) bool {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		return true
+	}
+	var dnsErr *net.DNSError
+	return errors.As(err, &dnsErr)
 }
 
 // tail keeps the last max bytes written (a server's stderr, for connect diagnostics).

@@ -470,3 +470,30 @@ func TestImportSuggestionsAndOverrides(t *testing.T) {
 		t.Fatalf("unenforceable schema imported: %v", err)
 	}
 }
+
+// A server gone between the pin check and the call (verify/max-age lets calls skip the
+// listing): the call cannot be sent, so it is not run (server_down), never outcome_unknown,
+// and the bridge sees the server down.
+func TestServerUnreachableAtCallIsNotRun(t *testing.T) {
+	dir := t.TempDir()
+	ts := httpServer(t, newTestServer("v1", dir))
+	c := ServerConfig{Name: "notes", URL: ts.URL, Refresh: "1h", VerifyMaxAge: "1h", ConnectTimeout: "1s"}
+	reg, _, _ := bound(t, c, ImportOptions{})
+	wn := capability(t, reg, "write_note")
+	if err := wn.Unavailable(); err != nil {
+		t.Fatalf("before the server went: %v", err)
+	}
+	ts.CloseClientConnections()
+	ts.Close()
+	_, err := wn.Impl.Invoke(context.Background(), registry.Invocation{Arguments: json.RawMessage(`{"text":"never sent"}`)})
+	var nr *registry.NotRunError
+	if !errors.As(err, &nr) || nr.Code != ReasonServerDown || errors.Is(err, registry.ErrOutcomeUnknown) {
+		t.Fatalf("want not run (server_down), got %v", err)
+	}
+	if !strings.Contains(nr.Detail, "the call was not sent") {
+		t.Fatalf("refused before the call (%q), not at it: the test missed the call path", nr.Detail)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "notes")); !os.IsNotExist(err) {
+		t.Fatal("a write landed on a server that was gone")
+	}
+}

@@ -22,5 +22,7 @@
 //   - results are untrusted data (Result, with provenance mcp://<server>/tools/<tool>);
 //   - the execute timeout and cancellation reach the server (notifications/cancelled); a
 //     call whose answer is lost (the server died, timed out) returns
-//     registry.ErrOutcomeUnknown, so an effectful call is outcome_unknown and never re-run.
+//     registry.ErrOutcomeUnknown, so an effectful call is outcome_unknown and never re-run; a
+//     call that could not be sent at all (no connection could be opened) is not run
+//     (registry.NotRunError, server_down).
 package mcp
