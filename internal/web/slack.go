@@ -44,7 +44,8 @@ type SlackInteractions struct {
 	// and the verdict follows through the response_url (default 2 s: Slack shows an error to
 	// the clicking user when no answer comes within 3 s).
 	AckWithin time.Duration
-	// Client posts to response URLs (nil: a client with a 10 s timeout).
+	// Client posts to response URLs (nil: a client with a 10 s timeout that follows no
+	// redirect).
 	Client *http.Client
 }
 
@@ -150,7 +151,9 @@ func (s *Server) slackRespond(p slackPayload, text string) {
 	}
 	client := cfg.Client
 	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
+		// No redirects: the allowed host is the only one ever contacted.
+		client = &http.Client{Timeout: 10 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	body, _ := json.Marshal(slackMessage(text))
 	host := ""
