@@ -478,22 +478,11 @@ func TestSlackCannotDecideAPasskeyCall(t *testing.T) {
 	srv := httptest.NewServer(s)
 	defer srv.Close()
 	for i, action := range []string{SlackActionApprove, SlackActionDeny} {
-		p, _ := json.Marshal(map[string]any{"type": "block_actions", "user": map[string]string{"id": "UALICE"},
-			"actions": []map[string]string{{"action_id": action, "value": "cf-slpk|sha256:slpk"}}})
-		body := []byte(url.Values{"payload": {string(p)}}.Encode())
+		body := slackPayloadBody("UALICE", action, "cf-slpk|sha256:slpk", "")
 		ts := strconv.FormatInt(time.Now().Add(time.Duration(i)*time.Second).Unix(), 10)
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/slack/interactions", strings.NewReader(string(body)))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("X-Slack-Request-Timestamp", ts)
-		req.Header.Set("X-Slack-Signature", SlackSignature(secret, ts, body))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || !strings.Contains(string(out), "decided only with your passkey") {
-			t.Fatalf("Slack %s on a passkey call = %d %s", action, resp.StatusCode, out)
+		status, out := postSlack(t, srv.URL, body, ts, SlackSignature(secret, ts, body))
+		if status != http.StatusOK || !strings.Contains(out, "decided only with your passkey") {
+			t.Fatalf("Slack %s on a passkey call = %d %s", action, status, out)
 		}
 	}
 	if row, _ := e.st.GetConfirmation(context.Background(), "cf-slpk"); row.Decision != "" || row.Generation != 0 {

@@ -41,22 +41,10 @@ func TestSlackInteractionsDecideOnlyWhenEverythingChecks(t *testing.T) {
 	post := func(user, action, value string, at time.Time, sign func(ts string, body []byte) string, raw []byte) (int, string) {
 		body := raw
 		if body == nil {
-			p, _ := json.Marshal(map[string]any{"type": "block_actions", "user": map[string]string{"id": user},
-				"actions": []map[string]string{{"action_id": action, "value": value}}})
-			body = []byte(url.Values{"payload": {string(p)}}.Encode())
+			body = slackPayloadBody(user, action, value, "")
 		}
 		ts := strconv.FormatInt(at.Unix(), 10)
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/slack/interactions", strings.NewReader(string(body)))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("X-Slack-Request-Timestamp", ts)
-		req.Header.Set("X-Slack-Signature", sign(ts, body))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return postSlack(t, srv.URL, body, ts, sign(ts, body))
 	}
 	good := func(ts string, body []byte) string { return SlackSignature(secret, ts, body) }
 	now := time.Now()
@@ -158,21 +146,9 @@ func TestSlackAnswersThroughTheResponseURL(t *testing.T) {
 	at := time.Now()
 	click := func(value, responseURL string) (int, string) {
 		at = at.Add(time.Second) // a fresh signature each time, never a replay
-		p, _ := json.Marshal(map[string]any{"type": "block_actions", "user": map[string]string{"id": "UALICE"},
-			"actions": []map[string]string{{"action_id": SlackActionApprove, "value": value}}, "response_url": responseURL})
-		body := []byte(url.Values{"payload": {string(p)}}.Encode())
+		body := slackPayloadBody("UALICE", SlackActionApprove, value, responseURL)
 		ts := strconv.FormatInt(at.Unix(), 10)
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/slack/interactions", strings.NewReader(string(body)))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("X-Slack-Request-Timestamp", ts)
-		req.Header.Set("X-Slack-Signature", SlackSignature(secret, ts, body))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return postSlack(t, srv.URL, body, ts, SlackSignature(secret, ts, body))
 	}
 	next := func(what string) string {
 		t.Helper()
@@ -246,4 +222,33 @@ func TestSlackAnswersThroughTheResponseURL(t *testing.T) {
 			t.Errorf("%s allowed", u)
 		}
 	}
+}
+
+// slackPayloadBody is the form body Slack posts for one block action (response_url omitted
+// when empty).
+func slackPayloadBody(user, action, value, responseURL string) []byte {
+	m := map[string]any{"type": "block_actions", "user": map[string]string{"id": user},
+		"actions": []map[string]string{{"action_id": action, "value": value}}}
+	if responseURL != "" {
+		m["response_url"] = responseURL
+	}
+	p, _ := json.Marshal(m)
+	return []byte(url.Values{"payload": {string(p)}}.Encode())
+}
+
+// postSlack sends body to base's Slack interactions endpoint with Slack's timestamp and
+// signature headers, and returns the status and body of the answer.
+func postSlack(t testing.TB, base string, body []byte, ts, sig string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/slack/interactions", strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Slack-Request-Timestamp", ts)
+	req.Header.Set("X-Slack-Signature", sig)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
