@@ -366,16 +366,8 @@ func TestCraftedPasskeyRegistrations(t *testing.T) {
 			}
 			t.Cleanup(func() { st.Close() })
 			p := &passkeyPage{t: t, st: st, rec: &recorder{}}
-			s, err := New(Options{Store: st, Approvers: func() (Authenticator, error) { return users{"alice": "correct horse", "bob": "battery staple"}, nil },
+			p.serve(Options{Store: st, Approvers: func() (Authenticator, error) { return users{"alice": "correct horse", "bob": "battery staple"}, nil },
 				Decide: p.rec.decide, Passkeys: passkey.Config{RPID: "localhost"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p.srv = httptest.NewServer(s)
-			t.Cleanup(p.srv.Close)
-			u, _ := url.Parse(p.srv.URL)
-			p.origin = "http://localhost:" + u.Port()
-			p.c = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 			p.do("POST", "/login", url.Values{"name": {"bob"}, "password": {"battery staple"}})
 			_, page := p.do("GET", "/passkeys", nil)
 			m := csrfRe.FindStringSubmatch(page)
@@ -537,16 +529,8 @@ func TestDatabaseReaderCannotFinishARegistration(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	p := &passkeyPage{t: t, st: st, rec: &recorder{}}
-	s, err := New(Options{Store: st, Approvers: func() (Authenticator, error) { return users{"alice": "correct horse"}, nil },
+	p.serve(Options{Store: st, Approvers: func() (Authenticator, error) { return users{"alice": "correct horse"}, nil },
 		Decide: p.rec.decide, Passkeys: passkey.Config{RPID: "localhost"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.srv = httptest.NewServer(s)
-	t.Cleanup(p.srv.Close)
-	u, _ := url.Parse(p.srv.URL)
-	p.origin = "http://localhost:" + u.Port()
-	p.c = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	csrf := p.signIn()
 	resp, body := p.do("POST", "/passkeys/begin", url.Values{"csrf": {csrf}, "password": {"correct horse"}})
 	var begun struct {

@@ -43,23 +43,31 @@ func newPasskeyPage(t *testing.T) *passkeyPage {
 	}
 	t.Cleanup(func() { st.Close() })
 	p := &passkeyPage{t: t, st: st, rec: &recorder{}}
-	s, err := New(Options{Store: st, Approvers: func() (Authenticator, error) { return users{"alice": "correct horse"}, nil },
+	p.serve(Options{Store: st, Approvers: func() (Authenticator, error) { return users{"alice": "correct horse"}, nil },
 		Decide: p.rec.decide, Passkeys: passkey.Config{RPID: "localhost"},
 		Challenge: func(_ context.Context, r approval.Request) (string, string, error) {
 			p.asked = append(p.asked, r)
 			return "nonce-1", fixedMAC, nil
 		},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	jar, _ := cookiejar.New(nil)
+	p.c.Jar = jar
+	return p
+}
+
+// serve starts the page of o on a local server for p: its origin as the browser names it
+// (http://localhost:PORT) and a client that follows no redirect (and keeps no cookies).
+func (p *passkeyPage) serve(o Options) {
+	p.t.Helper()
+	s, err := New(o)
 	if err != nil {
-		t.Fatal(err)
+		p.t.Fatal(err)
 	}
 	p.srv = httptest.NewServer(s)
-	t.Cleanup(p.srv.Close)
+	p.t.Cleanup(p.srv.Close)
 	u, _ := url.Parse(p.srv.URL)
 	p.origin = "http://localhost:" + u.Port()
-	jar, _ := cookiejar.New(nil)
-	p.c = &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	return p
+	p.c = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 func (p *passkeyPage) do(method, path string, form url.Values) (*http.Response, string) {
