@@ -135,11 +135,11 @@ func slackAnswer(w http.ResponseWriter, status int, text string) {
 // payload's response_url (in the background) when cfg allows that URL.
 func (s *Server) slackReply(w http.ResponseWriter, p slackPayload, status int, text string) {
 	slackAnswer(w, status, text)
-	s.slackRespond(p, text)
+	go s.slackRespond(p, text)
 }
 
-// slackRespond posts text to p's response_url, in the background, when the URL is allowed;
-// a failure is logged (with the URL's host only: the URL itself is a credential).
+// slackRespond posts text to p's response_url when the URL is allowed (callers run it in the
+// background); a failure is logged (with the URL's host only: the URL itself is a credential).
 func (s *Server) slackRespond(p slackPayload, text string) {
 	cfg := s.opt.Slack
 	allowed := cfg.ResponseURLAllowed
@@ -160,19 +160,17 @@ func (s *Server) slackRespond(p slackPayload, text string) {
 	if u, err := url.Parse(p.ResponseURL); err == nil {
 		host = u.Host
 	}
-	go func() {
-		resp, err := client.Post(p.ResponseURL, "application/json", bytes.NewReader(body))
-		if err == nil {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			resp.Body.Close()
-			if resp.StatusCode/100 != 2 {
-				err = fmt.Errorf("HTTP %d", resp.StatusCode)
-			}
+	resp, err := client.Post(p.ResponseURL, "application/json", bytes.NewReader(body))
+	if err == nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			err = fmt.Errorf("HTTP %d", resp.StatusCode)
 		}
-		if err != nil {
-			s.opt.Log.Warn("web: could not answer a Slack click through its response URL", "host", host, "err", redactURLError(err))
-		}
-	}()
+	}
+	if err != nil {
+		s.opt.Log.Warn("web: could not answer a Slack click through its response URL", "host", host, "err", redactURLError(err))
+	}
 }
 
 // redactURLError drops the URL from a *url.Error (a Slack response URL is a credential).
