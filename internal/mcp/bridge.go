@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"reflect"
@@ -16,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -519,13 +521,30 @@ type headerTransport struct {
 	h    http.Header
 }
 
+// RoundTrip sets the configured headers and sends r. net/http itself resends a replayable
+// request on a new connection when a reused one fails (a POST is replayable once it carries
+// an Idempotency-Key or X-Idempotency-Key header); if an attempt was written and a later one
+// could not connect, the error returned is a *sentError, which keeps no dial error inside, so
+// that neverSent never calls a request that may have run "not sent".
 func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	for k, v := range t.h {
 		r.Header[k] = v
 	}
-	return t.base.RoundTrip(r)
+	var wrote atomic.Bool
+	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{WroteHeaders: func() { wrote.Store(true) }}))
+	resp, err := t.base.RoundTrip(r)
+	if err != nil && wrote.Load() {
+		return nil, &sentError{msg: err.Error()}
+	}
+	return resp, err
 }
+
+// sentError is a failed HTTP exchange after the request was written at least once: its
+// outcome is unknown. It deliberately wraps nothing (see headerTransport.RoundTrip).
+type sentError struct{ msg string }
+
+func (e *sentError) Error() string { return "the request was sent, then the exchange failed: " + e.msg }
 
 // list reads the server's tool list into s.tools and reports pins it breaks.
 func (s *server) list(ctx context.Context, sess *sdk.ClientSession) error {
