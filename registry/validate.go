@@ -3,6 +3,7 @@ package registry
 import (
 	"bytes"
 	"strings"
+	"unicode/utf8"
 
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	jsv "github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/airlock-dev/airlock/internal/canonical"
+	"github.com/airlock-dev/airlock/internal/display"
 )
 
 // ArgumentError is a stage-2 (validate) rejection. Code is one of "duplicate_key",
@@ -97,11 +99,19 @@ func decodeError(err error) *ArgumentError {
 		if field == "" {
 			field = "(the arguments)"
 		}
-		value := ute.Value // "number 1e400": the kind and the model's literal, which may be long
+		// "number 1e400": the kind and the model's literal (a map key can be any text), bounded
+		// on a character boundary and with hidden characters shown, since the detail reaches
+		// the audit and the model.
+		value := ute.Value
 		if len(value) > maxShownValue {
-			value = value[:maxShownValue] + "…"
+			n := maxShownValue
+			for n > 0 && !utf8.RuneStart(value[n]) {
+				n--
+			}
+			value = value[:n] + "…"
 		}
-		return &ArgumentError{Code: "schema_mismatch", Detail: fmt.Sprintf("/%s: %s does not fit the capability's Go type %s", strings.ReplaceAll(field, ".", "/"), value, ute.Type)}
+		return &ArgumentError{Code: "schema_mismatch", Detail: fmt.Sprintf("/%s: %s does not fit the capability's Go type %s",
+			display.Visible(strings.ReplaceAll(field, ".", "/")), display.Visible(value), ute.Type)}
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return &ArgumentError{Code: "unknown_field", Detail: err.Error()}
 	}
