@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 
@@ -25,6 +26,7 @@ func newBenchCmd() *cobra.Command {
 	var n, c, c1n int
 	var address, namespace, temporalCLI string
 	var serverArgs bool
+	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure Airlock on the reference workload the peer benchmarks run (LangGraph.js, bare Temporal): turns/s, latency, history events",
@@ -36,8 +38,9 @@ lookup({"key":"k<round>"}), round 4 answers "done: v1,v2,v3"; the model and the 
 once. Every check is on (strict parse, resolve, validate, policy, budgets, audit, context
 persistence) and every turn's result is checked (3 executed lookups, answered).
   --variant approval: the round-2 call is lookup_confirmed, which needs a human confirmation;
-  one approver goroutine reads the store's pending list every 10 ms and approves each new one
-  at once with a real credential (signed, attested decide update, as airlock approve does).
+  one approver goroutine, woken by the store's notifications (PostgreSQL LISTEN/NOTIFY, as the
+  approver page's live inbox), reads the pending list and approves each new confirmation at
+  once with a real credential (signed, attested decide update, as airlock approve does).
   --class recorded: the script is a recorded session served by the replay provider (local
   inference activities). --class network: a local HTTP server speaking the OpenAI
   chat-completions API, served through the OpenAI provider as a live model; run with regular
@@ -96,6 +99,15 @@ else AIRLOCK_TEST_DATABASE_URL (scripts/ensure-postgres.sh prints one).`,
 				return fmt.Errorf("connect to Temporal at %s: %w", o.HostPort, err)
 			}
 			defer tc.Close()
+			if cpuProfile != "" {
+				// The profile covers the rows only (worker, client and approver: this process),
+				// not the dev server's start.
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			fmt.Fprintf(errOut, "load average before: %s\n", loadAvg())
 			var rows []bench.Row
 			for _, s := range specs {
@@ -125,9 +137,24 @@ else AIRLOCK_TEST_DATABASE_URL (scripts/ensure-postgres.sh prints one).`,
 	f.StringVar(&address, "address", "", "use the Temporal server at host:port instead of starting a throwaway dev server")
 	f.StringVar(&namespace, "namespace", stack.DefaultNamespace, "Temporal namespace")
 	f.StringVar(&temporalCLI, "temporal-cli", "", "Temporal CLI that starts the dev server (default <repo>/bin/temporal)")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of this process (worker, client and approver) over the rows to this file (go tool pprof reads it)")
 	f.BoolVar(&serverArgs, "server-args", false, "print the dev server's start-dev flags (the ones airlock stack uses) and exit")
 	cmd.AddCommand(newBenchReportCmd())
 	return cmd
+}
+
+// startCPUProfile starts a runtime/pprof CPU profile into path; the returned func stops it and
+// closes the file.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func newBenchReportCmd() *cobra.Command {
