@@ -523,11 +523,9 @@ func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (
 	if in.Decision == DecisionDeny {
 		decided, reason = store.DecisionDenied, in.Reason
 	}
-	if err := a.Store.DecideConfirmation(ctx, in.ConfirmationID, decided, in.Approver, reason, now); err != nil {
+	// The decision and how its approver was proven, in one statement.
+	if err := a.Store.DecideProved(ctx, in.ConfirmationID, decided, in.Approver, reason, a.proofOf(ctx, row, in), now); err != nil {
 		return ConsumeOutput{}, fmt.Errorf("record decision for %s: %w", in.ConfirmationID, err)
-	}
-	if err := a.recordProof(ctx, row, in); err != nil {
-		return ConsumeOutput{}, err
 	}
 	return ConsumeOutput{Valid: true, Generation: row.Generation}, nil
 }

@@ -106,6 +106,12 @@ func ProofOf(signer string, withPasskey bool) string {
 // recordProof records how the final decision's approver proved it, with the quorum's earlier
 // approvers when there were any.
 func (a *Activities) recordProof(ctx context.Context, row store.Confirmation, in ConsumeInput) error {
+	return a.Store.SetApproverProof(ctx, in.ConfirmationID, a.proofOf(ctx, row, in))
+}
+
+// proofOf is the approver proof recorded with a valid decision: how the approver was proven
+// (credential, passkey) and, for the last approval of a quorum, who else approved.
+func (a *Activities) proofOf(ctx context.Context, row store.Confirmation, in ConsumeInput) string {
 	// A passkey assertion counts as proof only where checkPasskey verified it.
 	proof := ProofOf(in.Attestation.Signer, len(in.Passkey) > 0 && a.passkeyRequired(row, in))
 	if a.approvalPolicy(in).Approvals() > 1 && in.Decision == DecisionApprove {
@@ -117,5 +123,5 @@ func (a *Activities) recordProof(ctx context.Context, row store.Confirmation, in
 			proof += "; quorum of " + strings.Join(names, ", ")
 		}
 	}
-	return a.Store.SetApproverProof(ctx, in.ConfirmationID, proof)
+	return proof
 }

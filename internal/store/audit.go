@@ -97,13 +97,8 @@ func (s *Store) AppendAudit(ctx context.Context, e AuditEvent) (inserted bool, e
 
 // appendAudit inserts e through x (the store or a transaction); see AppendAudit.
 func (s *Store) appendAudit(ctx context.Context, x sqlx.ExecerContext, e AuditEvent) (inserted bool, err error) {
-	res, err := x.ExecContext(ctx, s.q(`INSERT INTO audit_events
-		(event_key, workflow_id, run_id, seq, call_id, capability_id, version,
-		 outcome, stage, reason, detail, args_digest, original_digest, approver, at, provenance)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (event_key) DO NOTHING`),
-		e.Key, e.WorkflowID, e.RunID, e.Seq, e.CallID, e.CapabilityID, e.Version,
-		e.Outcome, e.Stage, e.Reason, e.Detail, e.ArgsDigest, e.OriginalDigest, e.Approver, tsArg(orNow(e.At)), string(e.Provenance))
+	q, args := auditInsert(e)
+	res, err := x.ExecContext(ctx, s.q(q), args...)
 	if err != nil {
 		return false, fmt.Errorf("store: append audit event %q: %w", e.Key, err)
 	}
@@ -112,6 +107,18 @@ func (s *Store) appendAudit(ctx context.Context, x sqlx.ExecerContext, e AuditEv
 		return false, fmt.Errorf("store: append audit event %q: %w", e.Key, err)
 	}
 	return n == 1, nil
+}
+
+// auditInsert is the statement (with ? placeholders) and arguments that insert e unless its
+// Key is stored.
+func auditInsert(e AuditEvent) (string, []any) {
+	return `INSERT INTO audit_events
+		(event_key, workflow_id, run_id, seq, call_id, capability_id, version,
+		 outcome, stage, reason, detail, args_digest, original_digest, approver, at, provenance)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (event_key) DO NOTHING`,
+		[]any{e.Key, e.WorkflowID, e.RunID, e.Seq, e.CallID, e.CapabilityID, e.Version,
+			e.Outcome, e.Stage, e.Reason, e.Detail, e.ArgsDigest, e.OriginalDigest, e.Approver, tsArg(orNow(e.At)), string(e.Provenance)}
 }
 
 // auditListLimit bounds ListAudit("").

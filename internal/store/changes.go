@@ -14,6 +14,30 @@ import (
 // live inbox listens on it (issue 23). The payload is empty; listeners re-read.
 const ConfirmationsChannel = "airlock_confirmations"
 
+// notifyChanged is the PostgreSQL form of a data-changing statement q (with ? placeholders,
+// no RETURNING) that signals ConfirmationsChannel once for each row it changed and returns
+// how many it changed, in the statement's one round trip: the notification rides the change
+// (delivered at its commit) instead of following it as a statement of its own.
+func notifyChanged(q string) string {
+	return `WITH changed AS (` + q + ` RETURNING 1) SELECT count(*) FROM changed, LATERAL (SELECT pg_notify('` + ConfirmationsChannel + `', '')) AS note`
+}
+
+// execChanging runs the data-changing statement q through x and returns the rows it changed;
+// on PostgreSQL a change also signals ConfirmationsChannel, in the same statement
+// (notifyChanged). It is what a write that adds, decides or reissues a confirmation uses.
+func (s *Store) execChanging(ctx context.Context, x sqlx.ExtContext, q string, args ...any) (int64, error) {
+	if s.driver == DriverPostgres {
+		var n int64
+		err := sqlx.GetContext(ctx, x, &n, s.q(notifyChanged(q)), args...)
+		return n, err
+	}
+	res, err := x.ExecContext(ctx, s.q(q), args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
 // touch signals ConfirmationsChannel through x (inside a transaction, PostgreSQL delivers it at
 // commit). Best effort: a listener that misses it still polls.
 func (s *Store) touch(ctx context.Context, x sqlx.ExecerContext) {

@@ -146,19 +146,31 @@ func (s *Store) CreateConfirmation(ctx context.Context, c Confirmation) (Confirm
 	if err != nil {
 		return Confirmation{}, err
 	}
-	_, err = s.db.ExecContext(ctx, s.q(`INSERT INTO confirmations
+	// RETURNING hands back the row just inserted in the same round trip; a retry (the id
+	// already stored) inserts nothing and reads the stored row instead.
+	// On PostgreSQL the new row's notification rides the insert too (notifyChanged).
+	q := `INSERT INTO confirmations
 		(id, token_hash, sealed_token, workflow_id, run_id, seq, call_id, capability_id,
 		 version, args_digest, arguments, display, created_at, expires_at, registry_revision, provenance, disclosure, approver_groups, passkey_required)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (id) DO NOTHING`),
+		ON CONFLICT (id) DO NOTHING
+		RETURNING ` + confirmationCols
+	if s.driver == DriverPostgres {
+		q = `WITH created AS (` + q + `) SELECT created.* FROM created, LATERAL (SELECT pg_notify('` + ConfirmationsChannel + `', '')) AS note`
+	}
+	var r confirmationRow
+	err = s.db.GetContext(ctx, &r, s.q(q),
 		c.ID, c.TokenHash, bytesArg(c.SealedToken), c.WorkflowID, c.RunID, c.Seq, c.CallID,
 		c.CapabilityID, c.Version, c.ArgsDigest, args, c.Display,
 		tsArg(orNow(c.CreatedAt)), tsArg(c.ExpiresAt), c.RegistryRevision, string(c.Provenance), string(c.Disclosure), joinGroups(c.ApproverGroups), boolInt(c.PasskeyRequired))
-	if err != nil {
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		s.touch(ctx, s.db) // the first attempt may have ended before its notification
+		return s.GetConfirmation(ctx, c.ID)
+	case err != nil:
 		return Confirmation{}, fmt.Errorf("store: create confirmation %q: %w", c.ID, err)
 	}
-	s.touch(ctx, s.db)
-	return s.GetConfirmation(ctx, c.ID)
+	return r.confirmation(), nil
 }
 
 // newConfirmationArgs checks the fields every new confirmation row needs (ID, TokenHash,
@@ -209,7 +221,20 @@ func (s *Store) DecideConfirmation(ctx context.Context, id, decision, approver, 
 	default:
 		return fmt.Errorf("store: confirmation %q: decision %q is not approved, denied or expired", id, decision)
 	}
-	return s.decideConfirmation(ctx, s.db, id, decision, approver, reason, at)
+	return s.decideConfirmation(ctx, s.db, id, decision, approver, reason, "", at)
+}
+
+// DecideProved is DecideConfirmation that also records how the approver proved who they were
+// (SetApproverProof's proof) in the same statement: the decision and its proof land together,
+// in one round trip. A retry that finds the same decision recorded sets the proof unless one
+// is recorded.
+func (s *Store) DecideProved(ctx context.Context, id, decision, approver, reason, proof string, at time.Time) error {
+	switch decision {
+	case DecisionApproved, DecisionDenied, DecisionExpired:
+	default:
+		return fmt.Errorf("store: confirmation %q: decision %q is not approved, denied or expired", id, decision)
+	}
+	return s.decideConfirmation(ctx, s.db, id, decision, approver, reason, proof, at)
 }
 
 // SetApproverProof records how the approver of decided confirmation id proved who they were
@@ -222,18 +247,16 @@ func (s *Store) SetApproverProof(ctx context.Context, id, proof string) error {
 	return nil
 }
 
-// decideConfirmation is DecideConfirmation through x (the store or a transaction).
-func (s *Store) decideConfirmation(ctx context.Context, x sqlx.ExtContext, id, decision, approver, reason string, at time.Time) error {
-	res, err := x.ExecContext(ctx, s.q(`UPDATE confirmations
-		SET decision = ?, approver = ?, reason = ?, decided_at = ?
-		WHERE id = ? AND decision = ''`), decision, approver, reason, tsArg(orNow(at)), id)
+// decideConfirmation is DecideConfirmation through x (the store or a transaction), recording
+// proof ("" for none) as the approver's proof with the decision (DecideProved).
+func (s *Store) decideConfirmation(ctx context.Context, x sqlx.ExtContext, id, decision, approver, reason, proof string, at time.Time) error {
+	n, err := s.execChanging(ctx, x, `UPDATE confirmations
+		SET decision = ?, approver = ?, reason = ?, decided_at = ?, approver_proof = ?
+		WHERE id = ? AND decision = ''`, decision, approver, reason, tsArg(orNow(at)), proof, id)
 	if err != nil {
 		return fmt.Errorf("store: decide confirmation %q: %w", id, err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("store: decide confirmation %q: %w", id, err)
-	} else if n == 1 {
-		s.touch(ctx, x)
+	if n == 1 {
 		return nil
 	}
 	var existing string
@@ -241,6 +264,12 @@ func (s *Store) decideConfirmation(ctx context.Context, x sqlx.ExtContext, id, d
 		return notFound(err, "confirmation %q", id)
 	}
 	if existing == decision {
+		if proof != "" {
+			// A retry after the decision was recorded: its proof too, unless one is.
+			if _, err := x.ExecContext(ctx, s.q(`UPDATE confirmations SET approver_proof = ? WHERE id = ? AND approver_proof = ''`), proof, id); err != nil {
+				return fmt.Errorf("store: record approver proof of %q: %w", id, err)
+			}
+		}
 		return nil
 	}
 	return fmt.Errorf("%w: confirmation %q already %s, cannot record %s", ErrConflict, id, existing, decision)
@@ -260,16 +289,13 @@ func (s *Store) EditConfirmation(ctx context.Context, id, approver, editedDigest
 	if editedDigest == "" {
 		return fmt.Errorf("store: edit confirmation %q: needs the edited arguments' digest", id)
 	}
-	res, err := s.db.ExecContext(ctx, s.q(`UPDATE confirmations
+	n, err := s.execChanging(ctx, s.db, `UPDATE confirmations
 		SET decision = ?, approver = ?, reason = ?, decided_at = ?, edited_digest = ?
-		WHERE id = ? AND decision = ''`), DecisionDenied, approver, ReasonEditedByApprover, tsArg(orNow(at)), editedDigest, id)
+		WHERE id = ? AND decision = ''`, DecisionDenied, approver, ReasonEditedByApprover, tsArg(orNow(at)), editedDigest, id)
 	if err != nil {
 		return fmt.Errorf("store: edit confirmation %q: %w", id, err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("store: edit confirmation %q: %w", id, err)
-	} else if n == 1 {
-		s.touch(ctx, s.db)
+	if n == 1 {
 		return nil
 	}
 	got, err := s.GetConfirmation(ctx, id)
@@ -392,19 +418,12 @@ func (s *Store) ReissueToken(ctx context.Context, id, presentation string, gen i
 	if len(tokenHash) == 0 || gen < 1 {
 		return false, fmt.Errorf("store: reissue token of %q: needs a token hash and a generation >= 1", id)
 	}
-	res, err := s.db.ExecContext(ctx, s.q(`UPDATE confirmations
+	n, err := s.execChanging(ctx, s.db, `UPDATE confirmations
 		SET token_hash = ?, sealed_token = ?, generation = ?, consumed_at = NULL, consumed_by = ''
-		WHERE id = ? AND consumed_by = ? AND generation = ? AND decision = ''`),
+		WHERE id = ? AND consumed_by = ? AND generation = ? AND decision = ''`,
 		tokenHash, bytesArg(sealed), gen, id, presentation, gen-1)
 	if err != nil {
 		return false, fmt.Errorf("store: reissue token of %q: %w", id, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("store: reissue token of %q: %w", id, err)
-	}
-	if n == 1 {
-		s.touch(ctx, s.db)
 	}
 	return n == 1, nil
 }

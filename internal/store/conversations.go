@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -66,6 +67,9 @@ func (s *Store) AppendContext(ctx context.Context, entries []ContextEntry) error
 	if err != nil || len(entries) == 0 {
 		return err
 	}
+	if oneStatement(entries) {
+		return s.insertContext(ctx, s.db, entries, args, false)
+	}
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: append context: begin: %w", err)
@@ -104,24 +108,91 @@ func contextArgs(entries []ContextEntry) ([][]any, error) {
 	return args, nil
 }
 
-// insertContext inserts entries (args from contextArgs) in tx, skipping stored keys, or with
-// replace giving a stored key the new payload (it keeps its place in the conversation). One
-// statement per entry, unprepared: a turn records one or two entries at a time, and a prepared
-// statement would cost two more round trips than it saves.
-func (s *Store) insertContext(ctx context.Context, tx *sqlx.Tx, entries []ContextEntry, args [][]any, replace bool) error {
-	conflict := `DO NOTHING`
-	if replace {
-		conflict = `DO UPDATE SET payload = excluded.payload, workflow_id = excluded.workflow_id`
+// insertContext inserts entries (args from contextArgs) through x (the store or a transaction),
+// skipping stored keys, or with replace giving a stored key the new payload (it keeps its place
+// in the conversation). Entries with distinct keys go in multi-row statements of up to
+// contextRowsPerStatement rows, unprepared: one round trip where a turn's recording used to
+// make one per entry (a prepared statement would cost two more round trips than it saves), and
+// one statement is atomic without a transaction of its own. A batch that repeats a key goes
+// one statement per entry, in order, so the first of the repeated entries wins as before
+// (PostgreSQL refuses a DO UPDATE that would touch one row twice in a statement).
+func (s *Store) insertContext(ctx context.Context, x sqlx.ExecerContext, entries []ContextEntry, args [][]any, replace bool) error {
+	conflict := contextConflict(replace)
+	insert := func(from, to int) error {
+		q, flat := contextInsert(args[from:to], conflict)
+		if _, err := x.ExecContext(ctx, s.q(q), flat...); err != nil {
+			if to-from == 1 {
+				return fmt.Errorf("store: append context entry %q of %q: %w", entries[from].Key, entries[from].Conversation, err)
+			}
+			return fmt.Errorf("store: append context entries %q…%q of %q: %w", entries[from].Key, entries[to-1].Key, entries[from].Conversation, err)
+		}
+		return nil
 	}
-	q := s.q(`INSERT INTO context_entries
-		(conversation, entry_key, workflow_id, payload, created_at) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (conversation, entry_key) ` + conflict)
-	for i, a := range args {
-		if _, err := tx.ExecContext(ctx, q, a...); err != nil {
-			return fmt.Errorf("store: append context entry %q of %q: %w", entries[i].Key, entries[i].Conversation, err)
+	if !distinctKeys(entries) {
+		for i := range entries {
+			if err := insert(i, i+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for from := 0; from < len(entries); from += contextRowsPerStatement {
+		if err := insert(from, min(from+contextRowsPerStatement, len(entries))); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// contextInsert is one multi-row insert (with ? placeholders) of the entries whose arguments
+// are args, resolving a stored key by conflict, and its flattened arguments.
+func contextInsert(args [][]any, conflict string) (string, []any) {
+	var q strings.Builder
+	q.WriteString(`INSERT INTO context_entries (conversation, entry_key, workflow_id, payload, created_at) VALUES `)
+	flat := make([]any, 0, 5*len(args))
+	for i, a := range args {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, ?, ?)")
+		flat = append(flat, a...)
+	}
+	q.WriteString(` ON CONFLICT (conversation, entry_key) ` + conflict)
+	return q.String(), flat
+}
+
+// contextConflict is insertContext's resolution of a stored key.
+func contextConflict(replace bool) string {
+	if replace {
+		return `DO UPDATE SET payload = excluded.payload, workflow_id = excluded.workflow_id`
+	}
+	return `DO NOTHING`
+}
+
+// contextRowsPerStatement bounds a multi-row context insert: 5 parameters a row, far below
+// SQLite's 32,766 and PostgreSQL's 65,535 parameters per statement.
+const contextRowsPerStatement = 100
+
+// oneStatement reports whether insertContext writes entries in a single statement, which is
+// atomic by itself: no transaction (two round trips, BEGIN and COMMIT) is needed around it.
+func oneStatement(entries []ContextEntry) bool {
+	return len(entries) <= contextRowsPerStatement && distinctKeys(entries)
+}
+
+// distinctKeys reports whether no (conversation, key) repeats in entries.
+func distinctKeys(entries []ContextEntry) bool {
+	if len(entries) < 2 {
+		return true
+	}
+	seen := make(map[[2]string]bool, len(entries))
+	for _, e := range entries {
+		k := [2]string{e.Conversation, e.Key}
+		if seen[k] {
+			return false
+		}
+		seen[k] = true
+	}
+	return true
 }
 
 // LoadContext returns the LAST limit entries of conversation, in insertion

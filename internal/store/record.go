@@ -51,6 +51,22 @@ func (s *Store) Record(ctx context.Context, r Recording) error {
 	if err != nil {
 		return err
 	}
+	if r.Audit == nil && r.Decision == nil && oneStatement(r.Context) {
+		// Context messages alone (an inference round's): one statement, atomic by itself,
+		// without the two round trips of a transaction.
+		return s.insertContext(ctx, s.db, r.Context, args, r.ReplaceContext)
+	}
+	if s.driver == DriverPostgres && r.Audit != nil && r.Decision == nil && len(r.Context) > 0 && oneStatement(r.Context) {
+		// An outcome's audit row and its messages (an automatic call's record): on PostgreSQL
+		// one statement, a data-modifying WITH, atomic by itself, instead of a transaction of
+		// four round trips. SQLite has no data-modifying WITH and takes the transaction.
+		aq, aargs := auditInsert(*r.Audit)
+		cq, cargs := contextInsert(args, contextConflict(r.ReplaceContext))
+		if _, err := s.db.ExecContext(ctx, s.q(`WITH audit AS (`+aq+`) `+cq), append(aargs, cargs...)...); err != nil {
+			return fmt.Errorf("store: record %q: %w", r.Audit.Key, err)
+		}
+		return nil
+	}
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: record: begin: %w", err)
@@ -62,7 +78,7 @@ func (s *Store) Record(ctx context.Context, r Recording) error {
 		}
 	}
 	if d := r.Decision; d != nil {
-		if err := s.decideConfirmation(ctx, tx, d.ConfirmationID, d.Decision, d.Approver, d.Reason, d.At); err != nil {
+		if err := s.decideConfirmation(ctx, tx, d.ConfirmationID, d.Decision, d.Approver, d.Reason, "", d.At); err != nil {
 			return err
 		}
 	}

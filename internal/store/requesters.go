@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -53,10 +54,17 @@ func (s *Store) RecordRequester(ctx context.Context, r TurnRequester) (TurnReque
 			return TurnRequester{}, ErrAttestationUsed
 		}
 	}
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO turn_requesters (`+requesterCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`),
+	// RETURNING: the row just inserted comes back in the same round trip; nothing comes back
+	// when the run has a requester already (a retry, or another signature), read below.
+	var ins requesterRow
+	err := s.db.GetContext(ctx, &ins, s.q(`INSERT INTO turn_requesters (`+requesterCols+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING `+requesterCols),
 		r.WorkflowID, r.RunID, r.FirstRunID, r.Principal, r.Client, r.Signature, tsArg(orNow(r.At)))
-	if err != nil {
+	if err == nil {
+		ins.TurnRequester.At = ins.AtCol.Time
+		return ins.TurnRequester, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
 		return TurnRequester{}, fmt.Errorf("store: record turn requester: %w", err)
 	}
 	got, err := s.GetRequester(ctx, r.WorkflowID, r.RunID)
@@ -112,11 +120,27 @@ func (s *Store) BindConversation(ctx context.Context, conversation, principal, w
 	if conversation == "" || principal == "" {
 		return "", errors.New("store: binding a conversation needs a conversation and a principal")
 	}
-	if _, err := s.db.ExecContext(ctx, s.q(`INSERT INTO conversation_principals (conversation, principal, workflow_id, at)
-		VALUES (?, ?, ?, ?) ON CONFLICT (conversation) DO NOTHING`), conversation, principal, workflowID, tsArg(orNow(at))); err != nil {
+	bind := `INSERT INTO conversation_principals (conversation, principal, workflow_id, at)
+		VALUES (?, ?, ?, ?) ON CONFLICT (conversation) DO NOTHING`
+	var owner string
+	if s.driver == DriverPostgres {
+		// One round trip whether the conversation is new or not: the insert's row when it
+		// bound it, else the owner stored before the statement (its snapshot).
+		err := s.db.GetContext(ctx, &owner, s.q(`WITH bound AS (`+bind+` RETURNING principal)
+			SELECT principal FROM bound UNION ALL
+			SELECT principal FROM conversation_principals WHERE conversation = ? LIMIT 1`),
+			conversation, principal, workflowID, tsArg(orNow(at)), conversation)
+		if err == nil {
+			return owner, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return "", fmt.Errorf("store: bind conversation %q: %w", conversation, err)
+		}
+		// Neither: another statement bound it after this one's snapshot was taken (two first
+		// turns at once); the owner it stored is read below.
+	} else if _, err := s.db.ExecContext(ctx, s.q(bind), conversation, principal, workflowID, tsArg(orNow(at))); err != nil {
 		return "", fmt.Errorf("store: bind conversation %q: %w", conversation, err)
 	}
-	var owner string
 	if err := s.db.GetContext(ctx, &owner, s.q(`SELECT principal FROM conversation_principals WHERE conversation = ?`), conversation); err != nil {
 		return "", fmt.Errorf("store: owner of conversation %q: %w", conversation, err)
 	}

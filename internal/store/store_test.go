@@ -883,22 +883,7 @@ func TestAppendContextAtomicOnDatabaseError(t *testing.T) {
 		ctx := testCtx(t)
 		// A trigger makes the database reject the second entry of the batch,
 		// after the first one was inserted inside the transaction.
-		var ddl []string
-		if s.Driver() == DriverPostgres {
-			ddl = []string{
-				`CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$
-				BEGIN IF NEW.entry_key = 'boom' THEN RAISE EXCEPTION 'boom'; END IF; RETURN NEW; END $$`,
-				`CREATE TRIGGER boom BEFORE INSERT ON context_entries FOR EACH ROW EXECUTE FUNCTION boom()`,
-			}
-		} else {
-			ddl = []string{`CREATE TRIGGER boom BEFORE INSERT ON context_entries
-				WHEN NEW.entry_key = 'boom' BEGIN SELECT RAISE(ABORT, 'boom'); END`}
-		}
-		for _, q := range ddl {
-			if _, err := s.db.ExecContext(ctx, q); err != nil {
-				t.Fatal(err)
-			}
-		}
+		refuseContextKey(t, s, "boom")
 		err := s.AppendContext(ctx, []ContextEntry{
 			{Conversation: "c", Key: "a", Payload: json.RawMessage(`1`)},
 			{Conversation: "c", Key: "boom", Payload: json.RawMessage(`2`)},
@@ -913,6 +898,28 @@ func TestAppendContextAtomicOnDatabaseError(t *testing.T) {
 			t.Fatalf("store unusable after a failed batch: %v", err)
 		}
 	})
+}
+
+// refuseContextKey installs a trigger that makes the database reject the insert of a context
+// entry with key (a database error in mid-statement, after other rows were written).
+func refuseContextKey(t *testing.T, s *Store, key string) {
+	t.Helper()
+	var ddl []string
+	if s.Driver() == DriverPostgres {
+		ddl = []string{
+			`CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN IF NEW.entry_key = '` + key + `' THEN RAISE EXCEPTION 'boom'; END IF; RETURN NEW; END $$`,
+			`CREATE TRIGGER boom BEFORE INSERT ON context_entries FOR EACH ROW EXECUTE FUNCTION boom()`,
+		}
+	} else {
+		ddl = []string{`CREATE TRIGGER boom BEFORE INSERT ON context_entries
+			WHEN NEW.entry_key = '` + key + `' BEGIN SELECT RAISE(ABORT, 'boom'); END`}
+	}
+	for _, q := range ddl {
+		if _, err := s.db.ExecContext(testCtx(t), q); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func TestTurnResult(t *testing.T) {

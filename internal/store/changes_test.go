@@ -1,0 +1,145 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// Every change to the undecided confirmations wakes a PostgreSQL listener through NOTIFY, in
+// the statement that makes it (a new confirmation, a decision with its proof, a reissued
+// token, an edit), well before the listener's 2 s fallback poll; a write that changes nothing
+// (a refused second decision) changes nothing stored.
+func TestConfirmationChangesNotifyListeners(t *testing.T) {
+	t.Parallel()
+	u := freshURL(t, DriverPostgres)
+	s := openStore(t, u)
+	ctx := testCtx(t)
+	wake := s.WatchConfirmations(ctx)
+	time.Sleep(300 * time.Millisecond) // the listener is connected
+	drain := func() {
+		for {
+			select {
+			case <-wake:
+			case <-time.After(100 * time.Millisecond):
+				return
+			}
+		}
+	}
+	woken := func(what string) {
+		t.Helper()
+		select {
+		case <-wake:
+		case <-time.After(time.Second):
+			t.Fatalf("%s: no notification within 1 s", what)
+		}
+	}
+	drain()
+	c := newConfirmation("c-n", 7)
+	if _, err := s.CreateConfirmation(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	woken("create")
+	drain()
+	if _, err := s.PresentToken(ctx, "c-n", "p1", base); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.ReissueToken(ctx, "c-n", "p1", 1, bytes.Repeat([]byte{8}, 32), []byte("sealed-2")); err != nil || !ok {
+		t.Fatalf("reissue = %v, %v", ok, err)
+	}
+	woken("reissue")
+	drain()
+	if err := s.DecideProved(ctx, "c-n", DecisionApproved, "alice", "", "CLI credential", base); err != nil {
+		t.Fatal(err)
+	}
+	woken("decide")
+	row, err := s.GetConfirmation(ctx, "c-n")
+	if err != nil || row.Decision != DecisionApproved || row.ApproverProof != "CLI credential" {
+		t.Fatalf("row = %+v, %v; want approved with its proof", row, err)
+	}
+	if err := s.DecideProved(ctx, "c-n", DecisionDenied, "bob", "no", "other", base); !errors.Is(err, ErrConflict) {
+		t.Fatalf("second decision err = %v, want ErrConflict", err)
+	}
+	if row, _ := s.GetConfirmation(ctx, "c-n"); row.Approver != "alice" || row.ApproverProof != "CLI credential" {
+		t.Fatalf("a refused decision changed the row: %+v", row)
+	}
+	drain()
+	e := newConfirmation("c-e", 9)
+	if _, err := s.CreateConfirmation(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	drain()
+	if err := s.EditConfirmation(ctx, "c-e", "alice", "sha256:ed", base); err != nil {
+		t.Fatal(err)
+	}
+	woken("edit")
+}
+
+// A retried decision finds it recorded and adds its proof only when none is recorded (an
+// earlier attempt that recorded the decision without one, through DecideConfirmation).
+func TestDecideProvedRetry(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, s *Store, _ string) {
+		ctx := testCtx(t)
+		if _, err := s.CreateConfirmation(ctx, newConfirmation("c-r", 3)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DecideConfirmation(ctx, "c-r", DecisionApproved, "alice", "", base); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DecideProved(ctx, "c-r", DecisionApproved, "alice", "", "passkey", base); err != nil {
+			t.Fatalf("retry: %v", err)
+		}
+		if err := s.DecideProved(ctx, "c-r", DecisionApproved, "alice", "", "later", base); err != nil {
+			t.Fatalf("second retry: %v", err)
+		}
+		if row, _ := s.GetConfirmation(ctx, "c-r"); row.ApproverProof != "passkey" {
+			t.Fatalf("proof = %q, want the first one recorded", row.ApproverProof)
+		}
+		if err := s.DecideProved(ctx, "c-r", "maybe", "alice", "", "x", base); err == nil {
+			t.Fatal("an invalid decision must be refused")
+		}
+	})
+}
+
+// The first principal to bind a conversation owns it: later binds, and binds racing the first
+// one, all return that owner and never an error.
+func TestBindConversationFirstOwnerWins(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, s *Store, _ string) {
+		ctx := testCtx(t)
+		if owner, err := s.BindConversation(ctx, "conv", "alice", "turn/conv/1", base); err != nil || owner != "alice" {
+			t.Fatalf("first bind = %q, %v; want alice", owner, err)
+		}
+		if owner, err := s.BindConversation(ctx, "conv", "mallory", "turn/conv/2", base); err != nil || owner != "alice" {
+			t.Fatalf("second bind = %q, %v; want alice", owner, err)
+		}
+		for round := range 5 {
+			conv := fmt.Sprintf("race-%d", round)
+			owners := make(chan string, 8)
+			errs := make(chan error, 8)
+			for i := range 8 {
+				go func() {
+					o, err := s.BindConversation(ctx, conv, fmt.Sprintf("p%d", i), "turn/"+conv+"/1", base)
+					owners <- o
+					errs <- err
+				}()
+			}
+			first := ""
+			for range 8 {
+				if err := <-errs; err != nil {
+					t.Fatalf("racing bind: %v", err)
+				}
+				o := <-owners
+				if first == "" {
+					first = o
+				}
+				if o != first || o == "" {
+					t.Fatalf("racing binds returned owners %q and %q", first, o)
+				}
+			}
+		}
+	})
+}
