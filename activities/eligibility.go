@@ -106,7 +106,7 @@ func ProofOf(signer string, withPasskey bool) string {
 // recordProof records how the final decision's approver proved it, with the quorum's earlier
 // approvers when there were any.
 func (a *Activities) recordProof(ctx context.Context, row store.Confirmation, in ConsumeInput) error {
-	return a.Store.SetApproverProof(ctx, in.ConfirmationID, a.proofOf(ctx, row, in))
+	return a.Store.SetApproverProof(ctx, in.ConfirmationID, in.Approver, a.proofOf(ctx, row, in))
 }
 
 // proofOf is the approver proof recorded with a valid decision: how the approver was proven

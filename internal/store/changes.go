@@ -24,7 +24,9 @@ func notifyChanged(q string) string {
 
 // execChanging runs the data-changing statement q through x and returns the rows it changed;
 // on PostgreSQL a change also signals ConfirmationsChannel, in the same statement
-// (notifyChanged). It is what a write that adds, decides or reissues a confirmation uses.
+// (notifyChanged). It is what a write that adds, decides or reissues a confirmation uses. The
+// notification is part of the write: were PostgreSQL's notification queue full (8 GB behind a
+// stuck listener) the write would fail and be retried, never succeed unannounced.
 func (s *Store) execChanging(ctx context.Context, x sqlx.ExtContext, q string, args ...any) (int64, error) {
 	if s.driver == DriverPostgres {
 		var n int64

@@ -237,11 +237,11 @@ func (s *Store) DecideProved(ctx context.Context, id, decision, approver, reason
 	return s.decideConfirmation(ctx, s.db, id, decision, approver, reason, proof, at)
 }
 
-// SetApproverProof records how the approver of decided confirmation id proved who they were
-// (issue 21): written once, after DecideConfirmation or EditConfirmation; a second call with
-// another proof leaves the first.
-func (s *Store) SetApproverProof(ctx context.Context, id, proof string) error {
-	if _, err := s.db.ExecContext(ctx, s.q(`UPDATE confirmations SET approver_proof = ? WHERE id = ? AND decision <> '' AND approver_proof = ''`), proof, id); err != nil {
+// SetApproverProof records how approver, the approver of decided confirmation id, proved who
+// they were (issue 21): written once, after DecideConfirmation or EditConfirmation, and only on
+// a row approver decided; a second call with another proof leaves the first.
+func (s *Store) SetApproverProof(ctx context.Context, id, approver, proof string) error {
+	if _, err := s.db.ExecContext(ctx, s.q(`UPDATE confirmations SET approver_proof = ? WHERE id = ? AND decision <> '' AND approver = ? AND approver_proof = ''`), proof, id, approver); err != nil {
 		return fmt.Errorf("store: record approver proof of %q: %w", id, err)
 	}
 	return nil
@@ -265,8 +265,9 @@ func (s *Store) decideConfirmation(ctx context.Context, x sqlx.ExtContext, id, d
 	}
 	if existing == decision {
 		if proof != "" {
-			// A retry after the decision was recorded: its proof too, unless one is.
-			if _, err := x.ExecContext(ctx, s.q(`UPDATE confirmations SET approver_proof = ? WHERE id = ? AND approver_proof = ''`), proof, id); err != nil {
+			// A retry after the decision was recorded: its proof too, unless one is, and only
+			// on the decision of this approver (never one approver's proof on another's).
+			if _, err := x.ExecContext(ctx, s.q(`UPDATE confirmations SET approver_proof = ? WHERE id = ? AND approver = ? AND approver_proof = ''`), proof, id, approver); err != nil {
 				return fmt.Errorf("store: record approver proof of %q: %w", id, err)
 			}
 		}
