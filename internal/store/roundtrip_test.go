@@ -326,27 +326,12 @@ func TestRecordAuditRefusedWritesNoContext(t *testing.T) {
 	t.Parallel()
 	eachDriver(t, func(t *testing.T, s *Store, _ string) {
 		ctx := testCtx(t)
-		var ddl []string
-		if s.Driver() == DriverPostgres {
-			ddl = []string{
-				`CREATE FUNCTION aboom() RETURNS trigger LANGUAGE plpgsql AS $$
-				BEGIN IF NEW.event_key = 'bad' THEN RAISE EXCEPTION 'aboom'; END IF; RETURN NEW; END $$`,
-				`CREATE TRIGGER aboom BEFORE INSERT ON audit_events FOR EACH ROW EXECUTE FUNCTION aboom()`,
-			}
-		} else {
-			ddl = []string{`CREATE TRIGGER aboom BEFORE INSERT ON audit_events
-				WHEN NEW.event_key = 'bad' BEGIN SELECT RAISE(ABORT, 'aboom'); END`}
-		}
-		for _, q := range ddl {
-			if _, err := s.db.ExecContext(ctx, q); err != nil {
-				t.Fatal(err)
-			}
-		}
+		refuseInsert(t, s, "audit_events", "event_key", "bad")
 		err := s.Record(ctx, Recording{
 			Audit:   &AuditEvent{Key: "bad", WorkflowID: "wf", Outcome: "executed", At: base},
 			Context: []ContextEntry{{Conversation: "cv", Key: "k", Payload: json.RawMessage(`1`)}, {Conversation: "cv", Key: "k2", Payload: json.RawMessage(`2`)}},
 		})
-		if err == nil || !strings.Contains(err.Error(), "aboom") {
+		if err == nil || !strings.Contains(err.Error(), "boom") {
 			t.Fatalf("err = %v, want the trigger's", err)
 		}
 		if got, _ := s.LoadContext(ctx, "cv", 0); len(got) != 0 {

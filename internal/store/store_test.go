@@ -904,16 +904,23 @@ func TestAppendContextAtomicOnDatabaseError(t *testing.T) {
 // entry with key (a database error in mid-statement, after other rows were written).
 func refuseContextKey(t *testing.T, s *Store, key string) {
 	t.Helper()
+	refuseInsert(t, s, "context_entries", "entry_key", key)
+}
+
+// refuseInsert installs a trigger that makes the database reject, with the error "boom", the
+// insert into table of a row whose column is value (one such trigger per table).
+func refuseInsert(t *testing.T, s *Store, table, column, value string) {
+	t.Helper()
 	var ddl []string
 	if s.Driver() == DriverPostgres {
 		ddl = []string{
-			`CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$
-			BEGIN IF NEW.entry_key = '` + key + `' THEN RAISE EXCEPTION 'boom'; END IF; RETURN NEW; END $$`,
-			`CREATE TRIGGER boom BEFORE INSERT ON context_entries FOR EACH ROW EXECUTE FUNCTION boom()`,
+			`CREATE FUNCTION boom_` + table + `() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN IF NEW.` + column + ` = '` + value + `' THEN RAISE EXCEPTION 'boom'; END IF; RETURN NEW; END $$`,
+			`CREATE TRIGGER boom_` + table + ` BEFORE INSERT ON ` + table + ` FOR EACH ROW EXECUTE FUNCTION boom_` + table + `()`,
 		}
 	} else {
-		ddl = []string{`CREATE TRIGGER boom BEFORE INSERT ON context_entries
-			WHEN NEW.entry_key = '` + key + `' BEGIN SELECT RAISE(ABORT, 'boom'); END`}
+		ddl = []string{`CREATE TRIGGER boom_` + table + ` BEFORE INSERT ON ` + table + `
+			WHEN NEW.` + column + ` = '` + value + `' BEGIN SELECT RAISE(ABORT, 'boom'); END`}
 	}
 	for _, q := range ddl {
 		if _, err := s.db.ExecContext(testCtx(t), q); err != nil {
