@@ -19,7 +19,13 @@ const ConfirmationsChannel = "airlock_confirmations"
 // how many it changed, in the statement's one round trip: the notification rides the change
 // (delivered at its commit) instead of following it as a statement of its own.
 func notifyChanged(q string) string {
-	return `WITH changed AS (` + q + ` RETURNING 1) SELECT count(*) FROM changed, LATERAL (SELECT pg_notify('` + ConfirmationsChannel + `', '')) AS note`
+	return notifying(q+` RETURNING 1`, `count(*)`)
+}
+
+// notifying wraps the PostgreSQL statement q (with a RETURNING clause) so that it signals
+// ConfirmationsChannel once for each row it returns, and selects sel from those rows.
+func notifying(q, sel string) string {
+	return `WITH changed AS (` + q + `) SELECT ` + sel + ` FROM changed, LATERAL (SELECT pg_notify('` + ConfirmationsChannel + `', '')) AS note`
 }
 
 // execChanging runs the data-changing statement q through x and returns the rows it changed;

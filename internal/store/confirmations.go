@@ -156,7 +156,7 @@ func (s *Store) CreateConfirmation(ctx context.Context, c Confirmation) (Confirm
 		ON CONFLICT (id) DO NOTHING
 		RETURNING ` + confirmationCols
 	if s.driver == DriverPostgres {
-		q = `WITH created AS (` + q + `) SELECT created.* FROM created, LATERAL (SELECT pg_notify('` + ConfirmationsChannel + `', '')) AS note`
+		q = notifying(q, `changed.*`)
 	}
 	var r confirmationRow
 	err = s.db.GetContext(ctx, &r, s.q(q),
@@ -216,12 +216,7 @@ func (s *Store) GetConfirmation(ctx context.Context, id string) (Confirmation, e
 // different one returns an error wrapping ErrConflict and changes nothing.
 // Unknown id → ErrNotFound; any other decision string is an error.
 func (s *Store) DecideConfirmation(ctx context.Context, id, decision, approver, reason string, at time.Time) error {
-	switch decision {
-	case DecisionApproved, DecisionDenied, DecisionExpired:
-	default:
-		return fmt.Errorf("store: confirmation %q: decision %q is not approved, denied or expired", id, decision)
-	}
-	return s.decideConfirmation(ctx, s.db, id, decision, approver, reason, "", at)
+	return s.DecideProved(ctx, id, decision, approver, reason, "", at)
 }
 
 // DecideProved is DecideConfirmation that also records how the approver proved who they were
@@ -241,7 +236,12 @@ func (s *Store) DecideProved(ctx context.Context, id, decision, approver, reason
 // they were (issue 21): written once, after DecideConfirmation or EditConfirmation, and only on
 // a row approver decided; a second call with another proof leaves the first.
 func (s *Store) SetApproverProof(ctx context.Context, id, approver, proof string) error {
-	if _, err := s.db.ExecContext(ctx, s.q(`UPDATE confirmations SET approver_proof = ? WHERE id = ? AND decision <> '' AND approver = ? AND approver_proof = ''`), proof, id, approver); err != nil {
+	return s.setApproverProof(ctx, s.db, id, approver, proof)
+}
+
+// setApproverProof is SetApproverProof through x (the store or a transaction).
+func (s *Store) setApproverProof(ctx context.Context, x sqlx.ExecerContext, id, approver, proof string) error {
+	if _, err := x.ExecContext(ctx, s.q(`UPDATE confirmations SET approver_proof = ? WHERE id = ? AND decision <> '' AND approver = ? AND approver_proof = ''`), proof, id, approver); err != nil {
 		return fmt.Errorf("store: record approver proof of %q: %w", id, err)
 	}
 	return nil
@@ -267,9 +267,7 @@ func (s *Store) decideConfirmation(ctx context.Context, x sqlx.ExtContext, id, d
 		if proof != "" {
 			// A retry after the decision was recorded: its proof too, unless one is, and only
 			// on the decision of this approver (never one approver's proof on another's).
-			if _, err := x.ExecContext(ctx, s.q(`UPDATE confirmations SET approver_proof = ? WHERE id = ? AND approver = ? AND approver_proof = ''`), proof, id, approver); err != nil {
-				return fmt.Errorf("store: record approver proof of %q: %w", id, err)
-			}
+			return s.setApproverProof(ctx, x, id, approver, proof)
 		}
 		return nil
 	}
