@@ -7,6 +7,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -168,6 +169,16 @@ func CheckDecision(d Decision) error {
 	if len(d.Reason) > MaxDecisionReasonBytes {
 		return bad("its reason is %d bytes, at most %d", len(d.Reason), MaxDecisionReasonBytes)
 	}
+	// No surface sends a NUL or bytes that are not UTF-8, and PostgreSQL's text columns (the
+	// nonce, the decision, the audit row) cannot hold them: such a decision is malformed here,
+	// before it reaches the store, instead of failing the turn's writes there.
+	for _, f := range []struct{ name, v string }{{"confirmation id", d.ConfirmationID}, {"decision", d.Decision}, {"approver", d.Approver},
+		{"reason", d.Reason}, {"nonce", d.Nonce}, {"mac", d.MAC}, {"args_digest", d.ArgsDigest},
+		{"attestation signer", d.Attestation.Signer}, {"attestation signature", d.Attestation.Signature}} {
+		if !utf8.ValidString(f.v) || strings.ContainsRune(f.v, 0) {
+			return bad("its %s holds a NUL or bytes that are not UTF-8", f.name)
+		}
+	}
 	if len(d.Passkey) > MaxPasskeyAssertionBytes {
 		return bad("its passkey assertion is %d bytes, at most %d", len(d.Passkey), MaxPasskeyAssertionBytes)
 	}
@@ -190,8 +201,10 @@ func seenKey(d Decision) string {
 }
 
 // bounded cuts s to at most n bytes (on a rune boundary), for audit rows and details about a
-// decision that may be hostile or huge.
+// decision that may be hostile or huge; a NUL or bytes that are not UTF-8 (which no text column
+// of PostgreSQL can hold) become U+FFFD, so the refusal of such a decision is still recorded.
 func bounded(s string, n int) string {
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 	if len(s) <= n {
 		return s
 	}
