@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 )
 
@@ -106,7 +108,33 @@ func ensureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 	if len(missing) > 0 {
 		return fmt.Errorf("stack: search attribute %s still missing from namespace %s after add", missing[0].name, namespace)
 	}
-	return nil
+	return awaitSearchAttributes(ctx, c, namespace, attrs)
+}
+
+// awaitSearchAttributes waits until a visibility query on every attribute of attrs is
+// accepted: a server with its search-attribute cache on (ServerSettings; every production
+// server) refuses an attribute added at run time until its caches refresh (up to a minute), and
+// a turn started meanwhile would be refused for it. It returns at once on a server that
+// already knows them, and the last refusal when ctx ends first.
+func awaitSearchAttributes(ctx context.Context, c client.Client, namespace string, attrs []searchAttr) error {
+	names := make([]string, len(attrs))
+	for i, sa := range attrs {
+		names[i] = sa.name + " IS NOT NULL"
+	}
+	query := strings.Join(names, " AND ")
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		_, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: namespace, Query: query})
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stack: search attributes of namespace %s not usable yet (the server's cache refreshes within a minute): %w", namespace, err)
+		case <-tick.C:
+		}
+	}
 }
 
 // missingSearchAttributes lists the namespace's attributes and returns those of attrs that are

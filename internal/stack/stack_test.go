@@ -16,6 +16,8 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 )
 
 const testNamespace = "airlock-stack-test"
@@ -66,6 +68,23 @@ func listAttrs(ctx context.Context, t *testing.T, addr, namespace string) map[st
 		t.Fatalf("list search attributes: %v", err)
 	}
 	return resp.GetCustomAttributes()
+}
+
+// startWithAttribute starts a workflow (no worker runs it) carrying update in namespace on the
+// server at addr, fails the test if the server refuses the attribute, and terminates it.
+func startWithAttribute(ctx context.Context, t *testing.T, addr, namespace string, update temporal.SearchAttributeUpdate) {
+	t.Helper()
+	c, err := dial(ctx, addr, namespace)
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	defer c.Close()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "probe-" + strconv.FormatInt(time.Now().UnixNano(), 36), TaskQueue: "no-worker",
+		TypedSearchAttributes: temporal.NewSearchAttributes(update)}, "Probe")
+	if err != nil {
+		t.Fatalf("a workflow with a search attribute EnsureTemporal just registered in %s was refused: %v", namespace, err)
+	}
+	_ = c.TerminateWorkflow(ctx, run.GetID(), run.GetRunID(), "probe")
 }
 
 func processGone(pid int) error {
@@ -146,6 +165,9 @@ func TestEnsureTemporalChildAndReuse(t *testing.T) {
 	if got := listAttrs(ctx, t, srv.Address, testNamespace)["AirlockRound"]; got != enumspb.INDEXED_VALUE_TYPE_INT {
 		t.Errorf("AirlockRound on reused server = %v", got)
 	}
+	// The server keeps its search-attribute cache on (ServerSettings): an attribute added at
+	// run time is usable the moment EnsureTemporal returns, not a cache refresh later.
+	startWithAttribute(ctx, t, srv.Address, testNamespace, temporal.NewSearchAttributeKeyInt64("AirlockRound").ValueSet(3))
 	if err := reused.Stop(ctx); err != nil {
 		t.Errorf("Stop of reused server: %v", err)
 	}
@@ -168,6 +190,7 @@ func TestEnsureTemporalChildAndReuse(t *testing.T) {
 	if got := listAttrs(ctx, t, srv.Address, opts.Namespace)["AirlockStatus"]; got != enumspb.INDEXED_VALUE_TYPE_KEYWORD {
 		t.Errorf("AirlockStatus in %s = %v", opts.Namespace, got)
 	}
+	startWithAttribute(ctx, t, srv.Address, opts.Namespace, temporal.NewSearchAttributeKeyKeyword("AirlockStatus").ValueSet("running"))
 
 	began = time.Now()
 	if err := srv.Stop(ctx); err != nil {
