@@ -201,15 +201,6 @@ func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, err
 	if err != nil {
 		return InferOutput{}, err
 	}
-	req := inference.Request{Model: in.Model, Session: in.Session, Round: in.Round, Messages: msgs}
-	out := InferOutput{RegistryRevision: reg.Revision()}
-	for _, c := range cat {
-		req.Tools = append(req.Tools, inference.Tool{Name: c.Name, Description: c.Description, Parameters: c.Parameters})
-		out.Catalog = append(out.Catalog, CatalogRef{Name: c.Name, CapabilityID: c.CapabilityID, Version: c.Version, PerTurnCap: c.PerTurnCap})
-	}
-	if err := a.offerProposals(ctx, in, reg, allow, now, &req, &out); err != nil {
-		return out, err
-	}
 	p := a.Live
 	if in.Session != "" {
 		p = a.Replay
@@ -219,8 +210,42 @@ func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, err
 		if in.Session != "" {
 			what = "replay sessions (start the worker with a corpus)"
 		}
-		return out, temporal.NewNonRetryableApplicationError("this worker is not configured for "+what, ErrTypeBadInput, nil)
+		return InferOutput{RegistryRevision: reg.Revision()}, temporal.NewNonRetryableApplicationError("this worker is not configured for "+what, ErrTypeBadInput, nil)
 	}
+	o, err := a.buildOffer(ctx, in, reg, allow, now)
+	if err != nil {
+		return InferOutput{RegistryRevision: reg.Revision()}, err
+	}
+	// At most twice: a second time only when an earlier attempt of this round stored another
+	// snapshot (keepOffer), whose offer the round is then asked with.
+	for asked := 1; ; asked++ {
+		out, err := a.inferWith(ctx, p, in, reg, cat, msgs, o)
+		if err != nil || o == nil || !namesProposal(out) {
+			return out, err
+		}
+		same, stored, err := a.keepOffer(ctx, in, o)
+		if err != nil || same {
+			return out, err
+		}
+		if asked == 2 {
+			return out, fmt.Errorf("infer round %d: the stored proposal snapshot changed while the round was asked again", in.Round)
+		}
+		if o, err = offerStored(stored, reg, allow, now); err != nil {
+			return out, err
+		}
+	}
+}
+
+// inferWith asks provider p once for round in.Round with the catalog cat and the proposal
+// offer o (nil: none) over the context msgs, then folds the answer (foldAfter).
+func (a *Activities) inferWith(ctx context.Context, p inference.Provider, in InferInput, reg *registry.Registry, cat []registry.CatalogEntry, msgs []inference.Message, o *offer) (InferOutput, error) {
+	req := inference.Request{Model: in.Model, Session: in.Session, Round: in.Round, Messages: msgs}
+	out := InferOutput{RegistryRevision: reg.Revision()}
+	for _, c := range cat {
+		req.Tools = append(req.Tools, inference.Tool{Name: c.Name, Description: c.Description, Parameters: c.Parameters})
+		out.Catalog = append(out.Catalog, CatalogRef{Name: c.Name, CapabilityID: c.CapabilityID, Version: c.Version, PerTurnCap: c.PerTurnCap})
+	}
+	o.add(&req, &out)
 	resp, err := a.complete(ctx, p, in, req)
 	if errors.Is(err, inference.ErrSessionExhausted) {
 		return out, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeSessionExhausted, err)

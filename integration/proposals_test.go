@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/proposals"
 	"github.com/airlock-dev/airlock/internal/store"
+	"github.com/airlock-dev/airlock/registry"
 	"github.com/airlock-dev/airlock/workers"
 	"github.com/airlock-dev/airlock/workflows"
 )
@@ -229,5 +231,63 @@ func TestProposalRefusals(t *testing.T) {
 	if err != nil || p.Authority == nil || *p.Authority != (proposals.FocusAuthority{}) || p.DependencyResolution != "unchecked" ||
 		p.Fingerprint != "focus:"+proposals.Digest(p.Declaration) {
 		t.Fatalf("focus record: %v %s", err, rows[0].Payload)
+	}
+}
+
+// A round's proposal snapshot is stored only when its answer names a proposal tool (a round
+// that uses none costs no snapshot write), and a snapshot an earlier attempt of the round
+// stored binds the round: when it differs from the one rebuilt (the attempt died between its
+// store and its answer reaching history), the round is asked again with the stored offer, so
+// what the model saw and what capture validates against are one snapshot.
+func TestProposalSnapshotStoredOnlyWhenUsed(t *testing.T) {
+	model := newModelServer(t, func(n int, _ []byte) (int, string) {
+		switch n {
+		case 0:
+			return http.StatusOK, answer("The capital of Australia is Sydney.")
+		case 1: // turn 2, asked with the snapshot it built: a correction of turn 1
+			return http.StatusOK, calls(call("c1", "submit_correction", correctionArgs("latest", secretReplacement)))
+		}
+		return http.StatusOK, answer("Noted.")
+	})
+	c, cfg, st := liveModelStack(t, model)
+	ctx := context.Background()
+	conv := "snap-" + cfg.TaskQueue
+	wf1, wf2 := workflows.TurnWorkflowID(conv, 1), workflows.TurnWorkflowID(conv, 2)
+	if r1 := result(t, startTurnSeq(t, c, cfg, conv, 1, "What is the capital of Australia?")); r1.EndReason != "answered" {
+		t.Fatalf("turn 1: %+v", r1)
+	}
+	if !strings.Contains(model.requests()[0], `"propose_focus"`) {
+		t.Fatalf("turn 1 was offered no proposal tool, so the test proves nothing: %s", model.requests()[0])
+	}
+	if _, err := st.GetSnapshot(ctx, proposals.SnapshotID(wf1, 1)); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("turn 1 named no proposal tool, yet its snapshot is stored (err %v)", err)
+	}
+	// What an earlier attempt of turn 2's round 1 stored: a snapshot admitting no correction
+	// target, so it offers propose_focus and not submit_correction.
+	earlier := proposals.Snapshot{ID: proposals.SnapshotID(wf2, 1), WorkflowID: wf2, Round: 1, Conversation: conv,
+		InputID: proposals.InputID(wf2), Targets: []proposals.CorrectionTarget{}, Evidence: []string{proposals.InputID(wf2)},
+		Offered: []string{registry.ProposalFocusDeclaration}}
+	if _, err := st.PutSnapshot(ctx, earlier.ID, wf2, 1, earlier.Encode()); err != nil {
+		t.Fatal(err)
+	}
+	r2 := result(t, startTurnSeq(t, c, cfg, conv, 2, "That was wrong, correct your last reply."))
+	reqs := model.requests()
+	if len(reqs) != 3 {
+		t.Fatalf("turn 2 made %d model requests, want 2 (asked again with the stored offer)", len(reqs)-1)
+	}
+	if !strings.Contains(reqs[1], `"submit_correction"`) {
+		t.Fatalf("turn 2's first request did not offer the correction its own snapshot admits: %s", reqs[1])
+	}
+	if strings.Contains(reqs[2], `"submit_correction"`) || !strings.Contains(reqs[2], `"propose_focus"`) {
+		t.Fatalf("turn 2's second request is not the stored snapshot's offer: %s", reqs[2])
+	}
+	if r2.EndReason != "answered" || r2.Prose != "Noted." || len(r2.Outcomes) != 0 {
+		t.Fatalf("turn 2: %s %q %s", r2.EndReason, r2.Prose, outcomeList(r2))
+	}
+	if got, err := st.GetSnapshot(ctx, earlier.ID); err != nil || string(got) != string(earlier.Encode()) {
+		t.Fatalf("the stored snapshot changed: %s %v", got, err)
+	}
+	if rows, err := st.ListProposals(ctx, wf2); err != nil || len(rows) != 0 {
+		t.Fatalf("proposals of turn 2: %v %v", rows, err)
 	}
 }

@@ -129,8 +129,10 @@ type CorrectionTarget struct {
 }
 
 // Snapshot is the trusted context a turn's proposal offer is built from: what it admits is
-// all a proposal may bind to. It is stored (store.PutSnapshot) before the model sees the
-// offer; capture and settlement validate against the stored bytes.
+// all a proposal may bind to. It is stored (store.PutSnapshot, the first write winning) once
+// the model's answer names a proposal tool, before that answer leaves the round; an answer
+// asked with another offer than the stored one is asked again with the stored one, so capture
+// and settlement validate against the bytes the model's offer was built from.
 type Snapshot struct {
 	ID           string             `json:"id"`
 	WorkflowID   string             `json:"workflow_id"`
