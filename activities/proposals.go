@@ -39,7 +39,7 @@ type offer struct {
 // buildOffer builds this round's context snapshot and the proposal tools it admits (live
 // turns only: a recorded session never offers them); nil when none is offered. Nothing is
 // stored: a round whose answer uses no proposal tool never needs its snapshot, so Infer
-// stores it (keepOffer) only when the answer names one. That is 3 statements fewer per round
+// stores it (keepOffer) only when the answer names one. That is 2 statements fewer per round
 // of a live turn (the snapshot's insert and read-back), and the same offer.
 func (a *Activities) buildOffer(ctx context.Context, in InferInput, reg *registry.Registry, allow func(string) bool, now time.Time) (*offer, error) {
 	if in.Session != "" || a.Store == nil || in.WorkflowID == "" {
