@@ -45,6 +45,9 @@ func (s *Store) RecordRequester(ctx context.Context, r TurnRequester) (TurnReque
 	if r.FirstRunID == "" {
 		r.FirstRunID = r.RunID
 	}
+	if s.driver == DriverPostgres {
+		return s.recordRequesterPG(ctx, r)
+	}
 	var chains []string
 	if err := s.db.SelectContext(ctx, &chains, s.q(`SELECT first_run_id FROM turn_requesters WHERE signature = ?`), r.Signature); err != nil {
 		return TurnRequester{}, fmt.Errorf("store: record turn requester: %w", err)
@@ -66,6 +69,51 @@ func (s *Store) RecordRequester(ctx context.Context, r TurnRequester) (TurnReque
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
 		return TurnRequester{}, fmt.Errorf("store: record turn requester: %w", err)
+	}
+	got, err := s.GetRequester(ctx, r.WorkflowID, r.RunID)
+	if errors.Is(err, ErrNotFound) {
+		return TurnRequester{}, ErrAttestationUsed
+	}
+	if err != nil {
+		return TurnRequester{}, err
+	}
+	if got.Signature != r.Signature {
+		return got, ErrAttestationUsed
+	}
+	return got, nil
+}
+
+// recordRequesterPG is RecordRequester in one PostgreSQL round trip (a turn's first round pays
+// it): the check for another chain's use of the signature, the insert (made only when there is
+// none) and the inserted row, in one statement. Its one row says how many other chains used
+// the signature and, when the insert was made, the row it inserted; a run that has a requester
+// already is read as RecordRequester reads it.
+func (s *Store) recordRequesterPG(ctx context.Context, r TurnRequester) (TurnRequester, error) {
+	var row struct {
+		Other    int  `db:"other"`
+		Inserted bool `db:"inserted"`
+		requesterRow
+	}
+	err := s.db.GetContext(ctx, &row, s.q(`WITH other AS (
+			SELECT count(*) AS n FROM turn_requesters WHERE signature = ? AND first_run_id <> ?),
+		ins AS (
+			INSERT INTO turn_requesters (`+requesterCols+`) SELECT ?, ?, ?, ?, ?, ?, ?
+			WHERE (SELECT n FROM other) = 0 ON CONFLICT DO NOTHING RETURNING `+requesterCols+`)
+		SELECT o.n AS other, i.workflow_id IS NOT NULL AS inserted,
+			COALESCE(i.workflow_id, '') AS workflow_id, COALESCE(i.run_id, '') AS run_id,
+			COALESCE(i.first_run_id, '') AS first_run_id, COALESCE(i.principal, '') AS principal,
+			COALESCE(i.client, '') AS client, COALESCE(i.signature, '') AS signature, COALESCE(i.at, now()) AS at
+		FROM other o LEFT JOIN ins i ON true`),
+		r.Signature, r.FirstRunID,
+		r.WorkflowID, r.RunID, r.FirstRunID, r.Principal, r.Client, r.Signature, tsArg(orNow(r.At)))
+	switch {
+	case err != nil:
+		return TurnRequester{}, fmt.Errorf("store: record turn requester: %w", err)
+	case row.Other > 0:
+		return TurnRequester{}, ErrAttestationUsed
+	case row.Inserted:
+		row.TurnRequester.At = row.AtCol.Time
+		return row.TurnRequester, nil
 	}
 	got, err := s.GetRequester(ctx, r.WorkflowID, r.RunID)
 	if errors.Is(err, ErrNotFound) {
