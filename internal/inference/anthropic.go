@@ -128,7 +128,7 @@ func NewAnthropic(cfg AnthropicConfig) (*Anthropic, error) {
 		cfg.MaxTokens = DefaultAnthropicMaxTokens
 	}
 	opts := []option.RequestOption{
-		option.WithHTTPClient(&http.Client{}),
+		option.WithHTTPClient(newHTTPClient()),
 		option.WithBaseURL(cfg.BaseURL),
 		option.WithMaxRetries(0),
 	}

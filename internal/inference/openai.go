@@ -111,7 +111,7 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 		return nil, fmt.Errorf("inference: openai: negative timeout or max tokens")
 	}
 	opts := []option.RequestOption{
-		option.WithHTTPClient(&http.Client{}),
+		option.WithHTTPClient(newHTTPClient()),
 		option.WithBaseURL(cfg.BaseURL),
 		option.WithMaxRetries(0),
 	}

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -435,5 +437,45 @@ func TestOpenAIErrorsNeverShowTheAPIKey(t *testing.T) {
 	}
 	if s := fmt.Sprintf("%+v", OpenAIConfig{BaseURL: "https://u:Hunter2secret@h/v1", APIKey: key}); strings.Contains(s, "secret") {
 		t.Errorf("OpenAIConfig prints a secret: %s", s)
+	}
+}
+
+// A provider keeps its connections: 16 rounds in flight at once, three times over, open at
+// most 16 connections to the endpoint (net/http's default transport keeps 2 idle per host,
+// and would open about 40).
+func TestProviderKeepsConnectionsAcrossConcurrentRounds(t *testing.T) {
+	var opened atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, okBody)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	p := newTestOpenAI(t, OpenAIConfig{BaseURL: srv.URL + "/v1", APIKey: "k", Model: "gpt-4o"})
+	const inFlight = 16
+	for range 3 {
+		var wg sync.WaitGroup
+		errs := make(chan error, inFlight)
+		for range inFlight {
+			wg.Go(func() {
+				if _, err := p.Complete(context.Background(), fullRequest()); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	if n := opened.Load(); n > inFlight {
+		t.Fatalf("48 rounds, %d at once, opened %d connections: want at most %d (idle ones reused)", inFlight, n, inFlight)
 	}
 }
