@@ -121,6 +121,18 @@ func auditInsert(e AuditEvent) (string, []any) {
 			e.Outcome, e.Stage, e.Reason, e.Detail, e.ArgsDigest, e.OriginalDigest, e.Approver, tsArg(orNow(e.At)), string(e.Provenance)}
 }
 
+// auditInsertWhere is auditInsert made only when the SQL condition cond holds (a data-modifying
+// WITH's condition on PostgreSQL: the parameters take the columns' types).
+func auditInsertWhere(e AuditEvent, cond string) (string, []any) {
+	_, args := auditInsert(e)
+	return `INSERT INTO audit_events
+		(event_key, workflow_id, run_id, seq, call_id, capability_id, version,
+		 outcome, stage, reason, detail, args_digest, original_digest, approver, at, provenance)
+		SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+		WHERE ` + cond + `
+		ON CONFLICT (event_key) DO NOTHING`, args
+}
+
 // auditListLimit bounds ListAudit("").
 const auditListLimit = 1000
 

@@ -67,6 +67,13 @@ func (s *Store) Record(ctx context.Context, r Recording) error {
 		}
 		return nil
 	}
+	if s.driver == DriverPostgres && r.Decision != nil && len(r.Context) <= 1 {
+		// A decision recorded already (a confirmed call's outcome: the decision was recorded
+		// when the turn judged it): one statement instead of a transaction of five round trips.
+		if done, err := s.recordDecidedPG(ctx, r, args); done || err != nil {
+			return err
+		}
+	}
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: record: begin: %w", err)
@@ -89,4 +96,32 @@ func (s *Store) Record(ctx context.Context, r Recording) error {
 		return fmt.Errorf("store: record: commit: %w", err)
 	}
 	return nil
+}
+
+// recordDecidedPG records r (its Decision set, at most one context entry; args from
+// contextArgs) in one PostgreSQL statement when the confirmation holds r's decision already:
+// its audit row and message are inserted only if it does, in the snapshot that read it (a
+// decision, once recorded, never changes). It reports done false, having written nothing, when
+// the confirmation is undecided, decided otherwise or unknown: Record's transaction then
+// decides it or reports the conflict, as for any decision.
+func (s *Store) recordDecidedPG(ctx context.Context, r Recording, args [][]any) (done bool, err error) {
+	const decided = `EXISTS (SELECT 1 FROM ok)`
+	q := `WITH cur AS (SELECT decision FROM confirmations WHERE id = ?),
+		ok AS (SELECT 1 FROM cur WHERE decision = ?)`
+	qargs := []any{r.Decision.ConfirmationID, r.Decision.Decision}
+	if r.Audit != nil {
+		aq, aargs := auditInsertWhere(*r.Audit, decided)
+		q += `, audit AS (` + aq + `)`
+		qargs = append(qargs, aargs...)
+	}
+	if len(args) == 1 {
+		q += `, message AS (INSERT INTO context_entries (conversation, entry_key, workflow_id, payload, created_at)
+			SELECT ?, ?, ?, ?, ? WHERE ` + decided + ` ON CONFLICT (conversation, entry_key) ` + contextConflict(r.ReplaceContext) + `)`
+		qargs = append(qargs, args[0]...)
+	}
+	var got string
+	if err := s.db.GetContext(ctx, &got, s.q(q+` SELECT COALESCE((SELECT decision FROM cur), '')`), qargs...); err != nil {
+		return false, fmt.Errorf("store: record decided %q: %w", r.Decision.ConfirmationID, err)
+	}
+	return got == r.Decision.Decision, nil
 }

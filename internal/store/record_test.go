@@ -53,6 +53,32 @@ func TestRecordIsAtomicAndIdempotent(t *testing.T) {
 		if len(entries) != 1 || entries[0].Key != "wf/r/1/denied/0" {
 			t.Fatalf("context entries = %+v, want the one denied entry", entries)
 		}
+		// A decision the turn recorded when it judged it (DecideProved), then its outcome: the
+		// audit row and the message are written (on PostgreSQL in one statement).
+		c2 := newConfirmation("c-2", 2)
+		c2.CreatedAt, c2.ExpiresAt = base, base.Add(10*time.Minute)
+		if _, err := s.CreateConfirmation(ctx, c2); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DecideProved(ctx, "c-2", DecisionApproved, "alice", "", "", base); err != nil {
+			t.Fatal(err)
+		}
+		executed := Recording{
+			Audit:    &AuditEvent{Key: "wf/r/2/executed", WorkflowID: "wf", RunID: "r", Seq: 2, Outcome: "executed", Stage: "execute", Approver: "alice", At: base},
+			Decision: &RecordedDecision{ConfirmationID: "c-2", Decision: DecisionApproved, Approver: "alice", At: base},
+			Context:  []ContextEntry{{Conversation: "conv", Key: "wf/r/2/executed/0", WorkflowID: "wf", Payload: json.RawMessage(`{"role":"tool","n":2}`), CreatedAt: base}},
+		}
+		for range 2 { // and its retry, a no-op
+			if err := s.Record(ctx, executed); err != nil {
+				t.Fatalf("record the outcome of a decided confirmation: %v", err)
+			}
+		}
+		if rows, err := s.ListAudit(ctx, "wf"); err != nil || len(rows) != 2 || rows[1].Outcome != "executed" || rows[1].Approver != "alice" || !rows[1].At.Equal(base.Truncate(time.Microsecond)) {
+			t.Fatalf("audit rows = %+v, %v; want the denied row and one executed row", rows, err)
+		}
+		if entries, err := s.LoadContext(ctx, "conv", 0); err != nil || len(entries) != 2 || string(entries[1].Payload) != `{"role":"tool","n":2}` || entries[1].WorkflowID != "wf" {
+			t.Fatalf("context entries = %+v, %v; want the denied entry and the executed one", entries, err)
+		}
 		if err := s.Record(ctx, Recording{Audit: &AuditEvent{WorkflowID: "wf", Outcome: "x"}}); err == nil {
 			t.Fatal("an audit event without a key must be refused")
 		}
