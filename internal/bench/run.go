@@ -446,10 +446,10 @@ func CheckResult(variant string, res workflows.TurnResult) error {
 
 // approve is the approver: one goroutine watches the store's undecided confirmations as the
 // approver page's live inbox does (store.WatchConfirmations: PostgreSQL LISTEN/NOTIFY, woken at
-// the commit of each new confirmation or decision, re-checked every 2 s), reads the pending list
-// (what the page and airlock pending show) at each wake and approves each new confirmation at
-// once with the client's Decide (a signed, attested decide update, waiting for the turn's
-// verdict).
+// the commit of each new confirmation or decision, re-checked every 2 s), reads the pending ids
+// at each wake (store.PendingIDs: an automated approver shows nothing, so it reads no row
+// whole) and approves each new confirmation at once with the client's Decide, which reads the
+// confirmation it signs for (a signed, attested decide update, waiting for the turn's verdict).
 func (r *rig) approve(ctx context.Context) {
 	seen := map[string]bool{}
 	var wg sync.WaitGroup
@@ -461,15 +461,15 @@ func (r *rig) approve(ctx context.Context) {
 			return
 		case <-wake:
 		}
-		rows, err := r.st.ListPendingConfirmations(ctx, time.Now())
+		ids, err := r.st.PendingIDs(ctx, time.Now())
 		if err != nil {
 			continue
 		}
-		for _, p := range rows {
-			if seen[p.ID] {
+		for _, id := range ids {
+			if seen[id] {
 				continue
 			}
-			seen[p.ID] = true
+			seen[id] = true
 			wg.Add(1)
 			go func(id string) {
 				defer wg.Done()
@@ -480,7 +480,7 @@ func (r *rig) approve(ctx context.Context) {
 					return
 				}
 				r.decided.Add(1)
-			}(p.ID)
+			}(id)
 		}
 	}
 }

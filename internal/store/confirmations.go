@@ -356,6 +356,20 @@ func (s *Store) ListPendingConfirmations(ctx context.Context, now time.Time) ([]
 	return out, nil
 }
 
+// PendingIDs returns the ids of the undecided, unexpired confirmations (at now), oldest first.
+// It reads ids only, through the pending index: what a watcher that acts on each confirmation
+// once (an automated approver woken by WatchConfirmations, keeping the ids it has seen) needs,
+// where ListPendingConfirmations returns every pending row whole for a page to show. (A cursor
+// over created_at would miss a row committed after a later-stamped one was read.)
+func (s *Store) PendingIDs(ctx context.Context, now time.Time) ([]string, error) {
+	var ids []string
+	if err := s.db.SelectContext(ctx, &ids, s.q(`SELECT id FROM confirmations
+		WHERE decision = '' AND expires_at > ? ORDER BY created_at, id`), tsArg(now)); err != nil {
+		return nil, fmt.Errorf("store: pending confirmation ids: %w", err)
+	}
+	return ids, nil
+}
+
 // PresentToken consumes the current token of confirmation id for one identified presentation
 // of a decision (DESIGN "Tokens": any presentation to a pending proposal consumes its token,
 // whatever else is wrong with the decision). In one statement it marks the row consumed by

@@ -123,3 +123,33 @@ func TestUndecidedPagesAndFilters(t *testing.T) {
 		}
 	})
 }
+
+// PendingIDs lists exactly the undecided, unexpired confirmations, oldest first, whatever
+// order they were inserted in.
+func TestPendingIDs(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, s *Store, _ string) {
+		ctx := testCtx(t)
+		add := func(id string, hash byte, created time.Time, ttl time.Duration) {
+			c := newConfirmation(id, hash)
+			c.CreatedAt, c.ExpiresAt = created, created.Add(ttl)
+			if _, err := s.CreateConfirmation(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		add("p-late", 1, base.Add(2*time.Second), time.Hour) // inserted first, created last
+		add("p-early", 2, base, time.Hour)
+		add("p-decided", 3, base.Add(time.Second), time.Hour)
+		add("p-expired", 4, base.Add(time.Second), time.Minute)
+		if err := s.DecideProved(ctx, "p-decided", DecisionDenied, "bob", "no", "", base); err != nil {
+			t.Fatal(err)
+		}
+		ids, err := s.PendingIDs(ctx, base.Add(10*time.Minute))
+		if err != nil || strings.Join(ids, ",") != "p-early,p-late" {
+			t.Fatalf("PendingIDs = %v, %v; want p-early,p-late", ids, err)
+		}
+		if ids, err := s.PendingIDs(ctx, base.Add(2*time.Hour)); err != nil || len(ids) != 0 {
+			t.Fatalf("PendingIDs after every expiry = %v, %v; want none", ids, err)
+		}
+	})
+}
