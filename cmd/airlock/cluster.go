@@ -110,7 +110,9 @@ TEMPORAL_SQL_PASSWORD_FILE (or TEMPORAL_SQL_PASSWORD), and AIRLOCK_DATABASE_URL 
 		Short: "Register the namespace (if missing) and Airlock's search attributes on the Temporal server TEMPORAL_ADDRESS names",
 		Long: `Prepare an existing Temporal server (a production cluster, docker/compose.yaml's
 airlock-init) for Airlock: create TEMPORAL_NAMESPACE if it is missing (retention 1 day) and
-register the search attributes turns carry. Idempotent.`,
+register the search attributes turns carry. It returns once the server accepts a visibility
+query on each of them: a server with its search-attribute cache on (every production server)
+refuses an attribute added at run time for up to a minute. Idempotent.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
 			defer cancel()
