@@ -70,17 +70,7 @@ func (s *Store) RecordRequester(ctx context.Context, r TurnRequester) (TurnReque
 	if !errors.Is(err, sql.ErrNoRows) {
 		return TurnRequester{}, fmt.Errorf("store: record turn requester: %w", err)
 	}
-	got, err := s.GetRequester(ctx, r.WorkflowID, r.RunID)
-	if errors.Is(err, ErrNotFound) {
-		return TurnRequester{}, ErrAttestationUsed
-	}
-	if err != nil {
-		return TurnRequester{}, err
-	}
-	if got.Signature != r.Signature {
-		return got, ErrAttestationUsed
-	}
-	return got, nil
+	return s.recordedRequester(ctx, r)
 }
 
 // recordRequesterPG is RecordRequester in one PostgreSQL round trip (a turn's first round pays
@@ -115,6 +105,13 @@ func (s *Store) recordRequesterPG(ctx context.Context, r TurnRequester) (TurnReq
 		row.TurnRequester.At = row.AtCol.Time
 		return row.TurnRequester, nil
 	}
+	return s.recordedRequester(ctx, r)
+}
+
+// recordedRequester is RecordRequester's answer when r's insert was not made because its run
+// has a requester already: that one when it carries r's signature (a retry), else
+// ErrAttestationUsed.
+func (s *Store) recordedRequester(ctx context.Context, r TurnRequester) (TurnRequester, error) {
 	got, err := s.GetRequester(ctx, r.WorkflowID, r.RunID)
 	if errors.Is(err, ErrNotFound) {
 		return TurnRequester{}, ErrAttestationUsed
