@@ -39,8 +39,8 @@ once. Every check is on (strict parse, resolve, validate, policy, budgets, audit
 persistence) and every turn's result is checked (3 executed lookups, answered).
   --variant approval: the round-2 call is lookup_confirmed, which needs a human confirmation;
   one approver goroutine, woken by the store's notifications (PostgreSQL LISTEN/NOTIFY, as the
-  approver page's live inbox), reads the pending list and approves each new confirmation at
-  once with a real credential (signed, attested decide update, as airlock approve does).
+  approver page's live inbox), reads the pending confirmations' ids and approves each new one
+  at once with a real credential (signed, attested decide update, as airlock approve does).
   --class recorded: the script is a recorded session served by the replay provider (local
   inference activities). --class network: a local HTTP server speaking the OpenAI
   chat-completions API, served through the OpenAI provider as a live model; run with regular
