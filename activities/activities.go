@@ -219,7 +219,7 @@ func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, err
 	// At most twice: a second time only when an earlier attempt of this round stored another
 	// snapshot (keepOffer), whose offer the round is then asked with.
 	for asked := 1; ; asked++ {
-		out, err := a.inferWith(ctx, p, in, reg, cat, msgs, o)
+		out, err := a.inferWith(ctx, p, in, reg, cat, msgs, o, asked)
 		if err != nil || o == nil || !namesProposal(out) {
 			return out, err
 		}
@@ -237,8 +237,9 @@ func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, err
 }
 
 // inferWith asks provider p once for round in.Round with the catalog cat and the proposal
-// offer o (nil: none) over the context msgs, then folds the answer (foldAfter).
-func (a *Activities) inferWith(ctx context.Context, p inference.Provider, in InferInput, reg *registry.Registry, cat []registry.CatalogEntry, msgs []inference.Message, o *offer) (InferOutput, error) {
+// offer o (nil: none) over the context msgs, then folds the answer (foldAfter). ask is which
+// asking of the round this is within the attempt (1, or 2 with a stored snapshot's offer).
+func (a *Activities) inferWith(ctx context.Context, p inference.Provider, in InferInput, reg *registry.Registry, cat []registry.CatalogEntry, msgs []inference.Message, o *offer, ask int) (InferOutput, error) {
 	req := inference.Request{Model: in.Model, Session: in.Session, Round: in.Round, Messages: msgs}
 	out := InferOutput{RegistryRevision: reg.Revision()}
 	for _, c := range cat {
@@ -246,7 +247,7 @@ func (a *Activities) inferWith(ctx context.Context, p inference.Provider, in Inf
 		out.Catalog = append(out.Catalog, CatalogRef{Name: c.Name, CapabilityID: c.CapabilityID, Version: c.Version, PerTurnCap: c.PerTurnCap})
 	}
 	o.add(&req, &out)
-	resp, err := a.complete(ctx, p, in, req)
+	resp, err := a.complete(ctx, p, in, req, ask)
 	if errors.Is(err, inference.ErrSessionExhausted) {
 		return out, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeSessionExhausted, err)
 	}
@@ -345,6 +346,14 @@ func Admit(reg *registry.Registry, in AdmitInput) Admission {
 			code = registry.RefusalNotDispatchable // as before: not offered to the model
 		}
 		return reject(StageResolve, code, el.Detail)
+	}
+	if cap.IsProposal() {
+		// A proposal tool reaches Admit only when the round did not offer it (an offered one
+		// goes to the proposal hook, never here): e.g. a round asked again with a stored
+		// snapshot's offer that lacks it. It is captured or refused, never a capability call:
+		// without this it was admitted and a human was asked to confirm a call that can never
+		// run (registry proposal tools are dispatchable to the capture only).
+		return reject(StageResolve, registry.RefusalNotDispatchable, c.Name+" is a proposal tool not offered in this round")
 	}
 	ad.Warning = el.Warning
 	if err := cap.Unavailable(); err != nil {

@@ -20,7 +20,7 @@ import (
 // events and the provider can stream (the deltas become TEXT_MESSAGE_* and TOOL_CALL_*
 // events), else unstreamed. Either way the Response is the complete message, parsed after
 // this returns: no call is acted on before its message is complete and parsed.
-func (a *Activities) complete(ctx context.Context, p inference.Provider, in InferInput, req inference.Request) (inference.Response, error) {
+func (a *Activities) complete(ctx context.Context, p inference.Provider, in InferInput, req inference.Request, ask int) (inference.Response, error) {
 	turn := in.WorkflowID
 	if a.Events.Store == nil || turn == "" {
 		return p.Complete(ctx, req)
@@ -34,7 +34,10 @@ func (a *Activities) complete(ctx context.Context, p inference.Provider, in Infe
 	if activity.IsActivity(ctx) {
 		attempt = activity.GetInfo(ctx).Attempt
 	}
-	round := a.Events.Round(ctx, turn, in.Round, attempt)
+	// A second ask of the round in this attempt (Infer) streams as a message of its own: its
+	// events share the first ask's dedup keys otherwise, and the store dropped them as repeats
+	// (the client saw the discarded answer and lost the one the turn kept).
+	round := a.Events.RoundAsk(ctx, turn, in.Round, attempt, ask)
 	resp, err := s.Stream(ctx, req, round.Sink())
 	round.End()
 	return resp, err

@@ -33,7 +33,19 @@ type Round struct {
 
 // Round starts the events of round (1-based) attempt (1-based) of turn.
 func (w Writer) Round(ctx context.Context, turn string, round int, attempt int32) *Round {
-	return &Round{ctx: ctx, w: w, turn: turn, msgID: fmt.Sprintf("%s/r%d/a%d", turn, round, attempt), calls: map[int]string{}}
+	return w.RoundAsk(ctx, turn, round, attempt, 1)
+}
+
+// RoundAsk is Round for the ask-th asking of the round within one attempt (Infer asks a round
+// again with a stored snapshot's offer): ask 1 is Round's message, a later ask a message of
+// its own ("<turn>/r<round>/a<attempt>.<ask>"), so its events never share the dedup keys of
+// an earlier ask's (the store would drop them as repeats).
+func (w Writer) RoundAsk(ctx context.Context, turn string, round int, attempt int32, ask int) *Round {
+	id := fmt.Sprintf("%s/r%d/a%d", turn, round, attempt)
+	if ask > 1 {
+		id = fmt.Sprintf("%s.%d", id, ask)
+	}
+	return &Round{ctx: ctx, w: w, turn: turn, msgID: id, calls: map[int]string{}}
 }
 
 func (r *Round) emit(ev Event) {
