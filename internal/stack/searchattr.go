@@ -111,12 +111,19 @@ func ensureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 	return awaitSearchAttributes(ctx, c, namespace, attrs)
 }
 
+// awaitAttributesLimit bounds awaitSearchAttributes: the server's search-attribute cache
+// refreshes within a minute (its namespace registry within seconds).
+const awaitAttributesLimit = 90 * time.Second
+
 // awaitSearchAttributes waits until a visibility query on every attribute of attrs is
 // accepted: a server with its search-attribute cache on (ServerSettings; every production
 // server) refuses an attribute added at run time until its caches refresh (up to a minute), and
 // a turn started meanwhile would be refused for it. It returns at once on a server that
-// already knows them, and the last refusal when ctx ends first.
+// already knows them, and the last refusal when ctx ends first or after awaitAttributesLimit
+// (a server that never accepts the query must not hang a caller without a deadline).
 func awaitSearchAttributes(ctx context.Context, c client.Client, namespace string, attrs []searchAttr) error {
+	ctx, cancel := context.WithTimeout(ctx, awaitAttributesLimit)
+	defer cancel()
 	names := make([]string, len(attrs))
 	for i, sa := range attrs {
 		names[i] = sa.name + " IS NOT NULL"
