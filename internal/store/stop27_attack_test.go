@@ -13,7 +13,7 @@ import (
 // stop27Audit is a full audit event (every column set, odd text included) for key.
 func stop27Audit(key, wf string) AuditEvent {
 	return AuditEvent{Key: key, WorkflowID: wf, RunID: "run-é", Seq: 7, CallID: "call_7", CapabilityID: "files.write", Version: 3,
-		Outcome: "executed", Stage: "execute", Reason: "ok", Detail: "détail ‮ bidi", ArgsDigest: "sha256:ab",
+		Outcome: "executed", Stage: "execute", Reason: "ok", Detail: "détail \u202e bidi", ArgsDigest: "sha256:ab",
 		OriginalDigest: "sha256:cd", Approver: "alice", Provenance: json.RawMessage(`{"b": 1, "a": [true, null]}`), At: base}
 }
 
