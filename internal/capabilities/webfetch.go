@@ -216,7 +216,11 @@ func NewFetcher(cfg FetchConfig) *Fetcher {
 		TLSHandshakeTimeout:    min(10*time.Second, cfg.Timeout),
 		MaxResponseHeaderBytes: 64 << 10,
 		MaxIdleConns:           16,
-		IdleConnTimeout:        90 * time.Second,
+		// As many idle connections to one host as to all: net/http keeps 2 per host by default,
+		// and an HTTP capability (which shares this transport) called by 16 turns at once would
+		// open a new connection, with its TLS handshake, for nearly every call.
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     90 * time.Second,
 	}
 	f.client = &http.Client{Transport: transport, CheckRedirect: f.checkRedirect}
 	return f

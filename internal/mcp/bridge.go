@@ -480,8 +480,12 @@ func (s *server) transport() (sdk.Transport, error) {
 			}
 			h.Set(hd.Name, hd.Prefix+v)
 		}
+		// Up to 16 idle connections to the server (net/http keeps 2 per host): tool calls of
+		// turns in flight at once would otherwise open a connection each.
+		base := http.DefaultTransport.(*http.Transport).Clone()
+		base.MaxIdleConnsPerHost = 16
 		return &sdk.StreamableClientTransport{Endpoint: c.URL, MaxRetries: 2,
-			HTTPClient: &http.Client{Transport: headerTransport{base: http.DefaultTransport, h: h}}}, nil
+			HTTPClient: &http.Client{Transport: headerTransport{base: base, h: h}}}, nil
 	}
 	env := []string{}
 	for _, k := range []string{"PATH", "HOME"} {
