@@ -264,12 +264,7 @@ func TestProposalSnapshotStoredOnlyWhenUsed(t *testing.T) {
 	}
 	// What an earlier attempt of turn 2's round 1 stored: a snapshot admitting no correction
 	// target, so it offers propose_focus and not submit_correction.
-	earlier := proposals.Snapshot{ID: proposals.SnapshotID(wf2, 1), WorkflowID: wf2, Round: 1, Conversation: conv,
-		InputID: proposals.InputID(wf2), Targets: []proposals.CorrectionTarget{}, Evidence: []string{proposals.InputID(wf2)},
-		Offered: []string{registry.ProposalFocusDeclaration}}
-	if _, err := st.PutSnapshot(ctx, earlier.ID, wf2, 1, earlier.Encode()); err != nil {
-		t.Fatal(err)
-	}
+	earlier := storeFocusOnlySnapshot(ctx, t, st, conv, wf2)
 	r2 := result(t, startTurnSeq(t, c, cfg, conv, 2, "That was wrong, correct your last reply."))
 	reqs := model.requests()
 	if len(reqs) != 3 {
@@ -290,4 +285,17 @@ func TestProposalSnapshotStoredOnlyWhenUsed(t *testing.T) {
 	if rows, err := st.ListProposals(ctx, wf2); err != nil || len(rows) != 0 {
 		t.Fatalf("proposals of turn 2: %v %v", rows, err)
 	}
+}
+
+// storeFocusOnlySnapshot stores, as an earlier attempt of turn wf2's round 1 would have, a
+// snapshot admitting no correction target: it offers propose_focus and not submit_correction.
+func storeFocusOnlySnapshot(ctx context.Context, t *testing.T, st *store.Store, conv, wf2 string) proposals.Snapshot {
+	t.Helper()
+	earlier := proposals.Snapshot{ID: proposals.SnapshotID(wf2, 1), WorkflowID: wf2, Round: 1, Conversation: conv,
+		InputID: proposals.InputID(wf2), Targets: []proposals.CorrectionTarget{}, Evidence: []string{proposals.InputID(wf2)},
+		Offered: []string{registry.ProposalFocusDeclaration}}
+	if _, err := st.PutSnapshot(ctx, earlier.ID, wf2, 1, earlier.Encode()); err != nil {
+		t.Fatal(err)
+	}
+	return earlier
 }

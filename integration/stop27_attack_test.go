@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/parse"
-	"github.com/airlock-dev/airlock/internal/proposals"
 	"github.com/airlock-dev/airlock/internal/stream"
 	"github.com/airlock-dev/airlock/registry"
 	"github.com/airlock-dev/airlock/workflows"
@@ -90,12 +89,7 @@ func TestStop27SecondAskStreamsItsOwnMessage(t *testing.T) {
 	if r1 := result(t, startTurnSeq(t, c, cfg, conv, 1, "What is the capital of Australia?")); r1.EndReason != "answered" {
 		t.Fatalf("turn 1: %+v", r1)
 	}
-	earlier := proposals.Snapshot{ID: proposals.SnapshotID(wf2, 1), WorkflowID: wf2, Round: 1, Conversation: conv,
-		InputID: proposals.InputID(wf2), Targets: []proposals.CorrectionTarget{}, Evidence: []string{proposals.InputID(wf2)},
-		Offered: []string{registry.ProposalFocusDeclaration}}
-	if _, err := st.PutSnapshot(ctx, earlier.ID, wf2, 1, earlier.Encode()); err != nil {
-		t.Fatal(err)
-	}
+	storeFocusOnlySnapshot(ctx, t, st, conv, wf2)
 	r2 := result(t, startTurnSeq(t, c, cfg, conv, 2, "That was wrong, correct your last reply."))
 	if reqs := model.requests(); len(reqs) != 3 || !strings.Contains(reqs[1], `"stream":true`) {
 		t.Fatalf("turn 2 made %d requests (want 2, streamed), so the test proves nothing", len(reqs)-1)
@@ -157,12 +151,7 @@ func TestStop27SecondAskCapturesAgainstStoredSnapshot(t *testing.T) {
 	if r1 := result(t, startTurnSeq(t, c, cfg, conv, 1, "What is the capital of Australia?")); r1.EndReason != "answered" {
 		t.Fatalf("turn 1: %+v", r1)
 	}
-	earlier := proposals.Snapshot{ID: proposals.SnapshotID(wf2, 1), WorkflowID: wf2, Round: 1, Conversation: conv,
-		InputID: proposals.InputID(wf2), Targets: []proposals.CorrectionTarget{}, Evidence: []string{proposals.InputID(wf2)},
-		Offered: []string{registry.ProposalFocusDeclaration}}
-	if _, err := st.PutSnapshot(ctx, earlier.ID, wf2, 1, earlier.Encode()); err != nil {
-		t.Fatal(err)
-	}
+	earlier := storeFocusOnlySnapshot(ctx, t, st, conv, wf2)
 	r2 := result(t, startTurnSeq(t, c, cfg, conv, 2, "That was wrong, correct your last reply."))
 	reqs := model.requests()
 	if len(reqs) < 3 || !strings.Contains(reqs[1], `"submit_correction"`) || strings.Contains(reqs[2], `"submit_correction"`) {
