@@ -220,7 +220,7 @@ func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, err
 	// snapshot (keepOffer), whose offer the round is then asked with.
 	for asked := 1; ; asked++ {
 		out, err := a.inferWith(ctx, p, in, reg, cat, msgs, o, asked)
-		if err != nil || o == nil || !namesProposal(out) {
+		if err != nil || o == nil || out.Folded == nil || !namesProposal(out.Catalog, out.Folded.Parsed.Calls) {
 			return out, err
 		}
 		same, stored, err := a.keepOffer(ctx, in, o)

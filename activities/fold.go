@@ -149,14 +149,8 @@ func (a *Activities) foldAfter(ctx context.Context, in InferInput, out *InferOut
 		return nil
 	}
 	fr.Parsed = parsed
-	kinds := make(map[string]string, len(out.Catalog))
-	for _, c := range out.Catalog {
-		kinds[c.Name] = c.Kind
-	}
-	for _, c := range parsed.Calls {
-		if kinds[c.Name] == KindProposal {
-			return nil // the proposal hook decides; the workflow records and admits
-		}
+	if namesProposal(out.Catalog, parsed.Calls) {
+		return nil // the proposal hook decides; the workflow records and admits
 	}
 	// Replace: an attempt of this round that died before its answer reached history may have
 	// stored another answer under the key; the answer the workflow goes on with must be the

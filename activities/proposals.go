@@ -125,17 +125,15 @@ func (o *offer) add(req *inference.Request, out *InferOutput) {
 	out.ProposalSnapshot = o.snap.ID
 }
 
-// namesProposal reports whether a call of the round's answer names one of its proposal tools:
-// the turn's proposal hook (capture, or a mixed message refused) then reads the snapshot.
-func namesProposal(out InferOutput) bool {
-	if out.Folded == nil {
-		return false
-	}
-	kinds := make(map[string]string, len(out.Catalog))
-	for _, c := range out.Catalog {
+// namesProposal reports whether one of calls names a proposal tool of the round's catalog:
+// the turn's proposal hook (capture, or a mixed message refused) then takes the message and
+// reads the round's snapshot.
+func namesProposal(catalog []CatalogRef, calls []parse.Call) bool {
+	kinds := make(map[string]string, len(catalog))
+	for _, c := range catalog {
 		kinds[c.Name] = c.Kind
 	}
-	for _, c := range out.Folded.Parsed.Calls {
+	for _, c := range calls {
 		if kinds[c.Name] == KindProposal {
 			return true
 		}
