@@ -144,11 +144,14 @@ func (s *Store) insertContext(ctx context.Context, x sqlx.ExecerContext, entries
 	return nil
 }
 
+// contextInsertInto is the head of a context entry's insert (contextInsert, recordDecidedPG).
+const contextInsertInto = `INSERT INTO context_entries (conversation, entry_key, workflow_id, payload, created_at) `
+
 // contextInsert is one multi-row insert (with ? placeholders) of the entries whose arguments
 // are args, resolving a stored key by conflict, and its flattened arguments.
 func contextInsert(args [][]any, conflict string) (string, []any) {
 	var q strings.Builder
-	q.WriteString(`INSERT INTO context_entries (conversation, entry_key, workflow_id, payload, created_at) VALUES `)
+	q.WriteString(contextInsertInto + `VALUES `)
 	flat := make([]any, 0, 5*len(args))
 	for i, a := range args {
 		if i > 0 {

@@ -115,8 +115,7 @@ func (s *Store) recordDecidedPG(ctx context.Context, r Recording, args [][]any) 
 		qargs = append(qargs, aargs...)
 	}
 	if len(args) == 1 {
-		q += `, message AS (INSERT INTO context_entries (conversation, entry_key, workflow_id, payload, created_at)
-			SELECT ?, ?, ?, ?, ? WHERE ` + decided + ` ON CONFLICT (conversation, entry_key) ` + contextConflict(r.ReplaceContext) + `)`
+		q += `, message AS (` + contextInsertInto + `SELECT ?, ?, ?, ?, ? WHERE ` + decided + ` ON CONFLICT (conversation, entry_key) ` + contextConflict(r.ReplaceContext) + `)`
 		qargs = append(qargs, args[0]...)
 	}
 	var got string
