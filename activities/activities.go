@@ -218,8 +218,11 @@ func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, err
 	}
 	// At most twice: a second time only when an earlier attempt of this round stored another
 	// snapshot (keepOffer), whose offer the round is then asked with.
+	var spent inference.Usage // of an answer asked again: its tokens were paid for all the same
 	for asked := 1; ; asked++ {
 		out, err := a.inferWith(ctx, p, in, reg, cat, msgs, o, asked)
+		out.Response.Usage.InputTokens += spent.InputTokens
+		out.Response.Usage.OutputTokens += spent.OutputTokens
 		if err != nil || o == nil || out.Folded == nil || !namesProposal(out.Catalog, out.Folded.Parsed.Calls) {
 			return out, err
 		}
@@ -230,6 +233,7 @@ func (a *Activities) Infer(ctx context.Context, in InferInput) (InferOutput, err
 		if asked == 2 {
 			return out, fmt.Errorf("infer round %d: the stored proposal snapshot changed while the round was asked again", in.Round)
 		}
+		spent = out.Response.Usage
 		if o, err = offerStored(stored, reg, allow, now); err != nil {
 			return out, err
 		}

@@ -276,6 +276,9 @@ func TestProposalSnapshotStoredOnlyWhenUsed(t *testing.T) {
 	if strings.Contains(reqs[2], `"submit_correction"`) || !strings.Contains(reqs[2], `"propose_focus"`) {
 		t.Fatalf("turn 2's second request is not the stored snapshot's offer: %s", reqs[2])
 	}
+	if u := r2.Usage; u.InputTokens != 20 || u.OutputTokens != 10 {
+		t.Fatalf("turn 2's usage %+v, want both asks' tokens (20 in, 10 out)", u)
+	}
 	if r2.EndReason != "answered" || r2.Prose != "Noted." || len(r2.Outcomes) != 0 {
 		t.Fatalf("turn 2: %s %q %s", r2.EndReason, r2.Prose, outcomeList(r2))
 	}
