@@ -62,7 +62,9 @@ func runDev(cmd *cobra.Command, trace, message, decision string) error {
 		cfg.Layers = []string{"agentdojo-banking", "agentdojo-workspace"}
 	}
 	if !live && cfg.CorpusDir == "" {
-		return errors.New("no AgentDojo corpus found beside the repository: set AIRLOCK_CORPUS, or AIRLOCK_OPENAI_BASE_URL for a live model")
+		root, _ := os.Getwd()
+		return fmt.Errorf("no AgentDojo corpus found beside the repository (looked for ../shared/corpus/agentdojo above %s): "+
+			"clone the repository beside the workspace's shared/ folder, or set AIRLOCK_CORPUS to the corpus folder, or AIRLOCK_OPENAI_BASE_URL for a live model", display.Visible(root))
 	}
 
 	step := func(format string, a ...any) { fmt.Fprintf(out, "▶ "+format+"\n", a...) }
