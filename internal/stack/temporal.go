@@ -246,6 +246,13 @@ func (t *Temporal) check(ctx context.Context, attrs []searchAttr) error {
 func ServerSettings() []string {
 	return []string{
 		"--sqlite-pragma", "journal_mode=wal",
+		// WAL with synchronous=NORMAL, SQLite's recommended pairing: a commit no longer waits
+		// for an fsync of the log (the log is synced at each checkpoint). A killed server
+		// loses nothing (the log is in the OS's cache); a power loss or OS crash may roll
+		// back the last commits, which a development server can afford (a production cluster
+		// runs on PostgreSQL: airlock cluster). Measured: about 10 % more approval turns/s,
+		// 1.5-3 ms less server CPU a turn (docs/bench/README.md, stop 28).
+		"--sqlite-pragma", "synchronous=normal",
 		"--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000",
 		// Eager activity dispatch: an activity scheduled by a workflow task completion is
 		// handed back to the same worker in the response, saving a matching round trip.
