@@ -444,42 +444,58 @@ func CheckResult(variant string, res workflows.TurnResult) error {
 	return nil
 }
 
-// approve is the approver: one goroutine watches the store's undecided confirmations as the
-// approver page's live inbox does (store.WatchConfirmations: PostgreSQL LISTEN/NOTIFY, woken at
-// the commit of each new confirmation or decision, re-checked every 2 s), reads the pending ids
-// at each wake (store.PendingIDs: an automated approver shows nothing, so it reads no row
-// whole) and approves each new confirmation at once with the client's Decide, which reads the
-// confirmation it signs for (a signed, attested decide update, waiting for the turn's verdict).
+// approve is the approver: one goroutine watches the store's confirmations as they change
+// (store.WatchConfirmationIDs: PostgreSQL LISTEN/NOTIFY, each notification naming the
+// confirmation its commit created or decided) and approves each new one at once with the
+// client's Decide, which reads the confirmation it signs for (a signed, attested decide update,
+// waiting for the turn's verdict). When it must re-read (a notification without an id, a
+// reconnection, the 2 s fallback) it reads the pending ids (store.PendingIDs). The channel is
+// database-wide: an id from another schema (an earlier row's late decision) is not pending
+// here, so it is set aside, and left to the re-read should it be ours after all.
 func (r *rig) approve(ctx context.Context) {
+	var mu sync.Mutex
 	seen := map[string]bool{}
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wake := r.st.WatchConfirmations(ctx)
+	changes := r.st.WatchConfirmationIDs(ctx)
 	for {
+		var id string
 		select {
 		case <-ctx.Done():
 			return
-		case <-wake:
+		case id = <-changes:
 		}
-		ids, err := r.st.PendingIDs(ctx, time.Now())
-		if err != nil {
-			continue
-		}
-		for _, id := range ids {
-			if seen[id] {
+		todo := []string{id}
+		if id == "" {
+			ids, err := r.st.PendingIDs(ctx, time.Now())
+			if err != nil {
 				continue
 			}
+			todo = ids
+		}
+		notified := id != ""
+		for _, id := range todo {
+			mu.Lock()
+			again := seen[id]
 			seen[id] = true
+			mu.Unlock()
+			if again {
+				continue
+			}
 			wg.Add(1)
 			go func(id string) {
 				defer wg.Done()
-				if err := r.decider.Decide(ctx, airlock.DecideRequest{ConfirmationID: id, Decision: airlock.Approve}); err != nil {
-					if ctx.Err() == nil {
-						r.fail(fmt.Errorf("bench: the approver could not approve %s: %w", id, err))
-					}
-					return
+				err := r.decider.Decide(ctx, airlock.DecideRequest{ConfirmationID: id, Decision: airlock.Approve})
+				switch {
+				case err == nil:
+					r.decided.Add(1)
+				case notified && errors.Is(err, airlock.ErrNotPending):
+					mu.Lock()
+					delete(seen, id)
+					mu.Unlock()
+				case ctx.Err() == nil:
+					r.fail(fmt.Errorf("bench: the approver could not approve %s: %w", id, err))
 				}
-				r.decided.Add(1)
 			}(id)
 		}
 	}

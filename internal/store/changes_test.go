@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -157,6 +158,107 @@ func TestBindConversationFirstOwnerWins(t *testing.T) {
 				if o != first || o == "" {
 					t.Fatalf("racing binds returned owners %q and %q", first, o)
 				}
+			}
+		}
+	})
+}
+
+// WatchConfirmationIDs names each changed confirmation (created, reissued, decided) from the
+// notification its change sends on PostgreSQL; a receiver that falls more than maxQueuedIDs
+// behind gets one "" (re-read everything) in place of the ids it missed, never a blocked
+// notifier; on SQLite every send is "".
+func TestWatchConfirmationIDs(t *testing.T) {
+	t.Parallel()
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		s := openStore(t, freshURL(t, DriverPostgres))
+		ctx := testCtx(t)
+		ids := s.WatchConfirmationIDs(ctx)
+		// named reports whether want is named within d, skipping "" (fallback re-reads) and
+		// other ids (the channel is database-wide: other tests' confirmations).
+		named := func(want string, d time.Duration) bool {
+			for end := time.After(d); ; {
+				select {
+				case id := <-ids:
+					if id == want {
+						return true
+					}
+				case <-end:
+					return false
+				}
+			}
+		}
+		next := func(what, want string) {
+			t.Helper()
+			if !named(want, 1500*time.Millisecond) {
+				t.Fatalf("%s: %q was not named within 1.5 s", what, want)
+			}
+		}
+		// The listener connects in the background: warm up until a creation is named.
+		for i := 0; ; i++ {
+			id := fmt.Sprint("idw-", i)
+			if _, err := s.CreateConfirmation(ctx, newConfirmation(id, byte(0x40+i))); err != nil {
+				t.Fatal(err)
+			}
+			if named(id, 250*time.Millisecond) {
+				break
+			}
+			if i == 40 {
+				t.Fatal("the listener never named a new confirmation")
+			}
+		}
+		if _, err := s.CreateConfirmation(ctx, newConfirmation("id-c", 0x71)); err != nil {
+			t.Fatal(err)
+		}
+		next("create", "id-c")
+		if err := s.DecideProved(ctx, "id-c", DecisionApproved, "alice", "", "CLI credential", base); err != nil {
+			t.Fatal(err)
+		}
+		next("decide", "id-c")
+
+		// A receiver that does not read while more than maxQueuedIDs confirmations change.
+		const n = maxQueuedIDs + 40
+		for i := range n {
+			c := newConfirmation(fmt.Sprint("flood-", i), 0)
+			c.TokenHash = bytes.Repeat([]byte{byte(i), byte(i >> 8), 0x5a}, 11)[:32]
+			if _, err := s.CreateConfirmation(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(500 * time.Millisecond) // every notification delivered to the watcher
+		select {
+		case id := <-ids:
+			if id != "" {
+				t.Fatalf("after %d unread changes the first value is %q, want \"\" (re-read)", n, id)
+			}
+		case <-time.After(time.Second):
+			t.Fatal("nothing sent after the flood")
+		}
+		// The dropped ids are not sent after the re-read.
+		select {
+		case id := <-ids:
+			if strings.HasPrefix(id, "flood-") {
+				t.Fatalf("dropped id %q sent after the re-read", id)
+			}
+		case <-time.After(300 * time.Millisecond):
+		}
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		s := openStore(t, freshURL(t, DriverSQLite))
+		ctx := testCtx(t)
+		ids := s.WatchConfirmationIDs(ctx)
+		if _, err := s.CreateConfirmation(ctx, newConfirmation("id-s", 0x72)); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			select {
+			case id := <-ids:
+				if id != "" {
+					t.Fatalf("SQLite sent %q, want \"\" (it has no notifications)", id)
+				}
+			case <-time.After(time.Second):
+				t.Fatal("SQLite: no re-read within 1 s (poll every 200 ms)")
 			}
 		}
 	})
