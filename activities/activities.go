@@ -772,6 +772,21 @@ func (a *Activities) refuseAndReissue(ctx context.Context, row store.Confirmatio
 // attempts. Automatic calls (local and read-only) skip the ledger and may be retried: they are
 // at least once. A regular Execute heartbeats, so a dead worker is noticed in seconds.
 func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutput, error) {
+	out, _, err := a.execute(ctx, in)
+	return out, err
+}
+
+// execute is Execute; it also returns the confirmation row a confirmed call was checked
+// against (nil when none was read), which ExecuteRecorded's record reuses instead of reading
+// the row again.
+func (a *Activities) execute(ctx context.Context, in ExecuteInput) (ExecuteOutput, *store.Confirmation, error) {
+	var conf *store.Confirmation
+	out, err := a.executeChecked(ctx, in, &conf)
+	return out, conf, err
+}
+
+// executeChecked runs Execute and leaves in *conf the confirmation row it checked, if any.
+func (a *Activities) executeChecked(ctx context.Context, in ExecuteInput, conf **store.Confirmation) (ExecuteOutput, error) {
 	leaveDeadWorker(ctx)
 	now := a.now()
 	ledgerKey := fmt.Sprintf("%s/%d", in.WorkflowID, in.Seq)
@@ -812,7 +827,9 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 		confirmed = false // automatic-when-user-provided, checked again here on the stored context
 	}
 	if confirmed {
-		if out, ok := a.approved(ctx, in, now); !ok {
+		out, row, ok := a.approved(ctx, in, now)
+		*conf = row
+		if !ok {
 			return refuse(out, nil)
 		}
 	}
@@ -891,10 +908,12 @@ func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutpu
 
 // approved checks, for a confirmed call, that the store records its confirmation as approved
 // for this proposal and these arguments; otherwise it returns the rejection to answer with.
-func (a *Activities) approved(ctx context.Context, in ExecuteInput, now time.Time) (ExecuteOutput, bool) {
-	no := func(why string) (ExecuteOutput, bool) {
+// It also returns the row it read (nil when it read none).
+func (a *Activities) approved(ctx context.Context, in ExecuteInput, now time.Time) (ExecuteOutput, *store.Confirmation, bool) {
+	var read *store.Confirmation
+	no := func(why string) (ExecuteOutput, *store.Confirmation, bool) {
 		return ExecuteOutput{Outcome: OutcomeRejected, Reason: ReasonNotApproved, RetrievedAt: now,
-			Output: registry.Output{Error: "the call was not run: " + why}}, false
+			Output: registry.Output{Error: "the call was not run: " + why}}, read, false
 	}
 	if in.ConfirmationID == "" {
 		return no("it needs a confirmation and none was named")
@@ -903,6 +922,7 @@ func (a *Activities) approved(ctx context.Context, in ExecuteInput, now time.Tim
 	if err != nil {
 		return no(fmt.Sprintf("confirmation %s could not be read: %v", in.ConfirmationID, err))
 	}
+	read = &row
 	digest, derr := canonical.Digest(in.Arguments)
 	switch {
 	case row.WorkflowID != in.WorkflowID || row.Seq != in.Seq || row.CapabilityID != in.CapabilityID || row.Version != in.Version:
@@ -912,7 +932,7 @@ func (a *Activities) approved(ctx context.Context, in ExecuteInput, now time.Tim
 	case row.Decision != store.DecisionApproved:
 		return no(fmt.Sprintf("confirmation %s is not approved (%q)", in.ConfirmationID, row.Decision))
 	}
-	return ExecuteOutput{}, true
+	return ExecuteOutput{}, read, true
 }
 
 // fromLedger answers a proposal whose ledger slot an earlier attempt already claimed: the
@@ -991,6 +1011,13 @@ func boundData(d json.RawMessage) json.RawMessage {
 // and persist context messages to the conversation store, so nothing returned is lost if a
 // later step of the turn fails.
 func (a *Activities) Record(ctx context.Context, in RecordInput) error {
+	return a.record(ctx, in, nil)
+}
+
+// record is Record; read, when not nil, is the confirmation row the caller read in this
+// attempt (ExecuteRecorded's check), whose provenance the outcome row takes instead of reading
+// the row again. A confirmation's provenance is fixed when it is issued.
+func (a *Activities) record(ctx context.Context, in RecordInput, read *store.Confirmation) error {
 	now := a.now()
 	rec := store.Recording{ReplaceContext: in.Replace}
 	if in.Audit != nil {
@@ -1007,7 +1034,10 @@ func (a *Activities) Record(ctx context.Context, in RecordInput) error {
 		if heldForAHuman(r) {
 			// The outcome row of a call a human was asked about carries the provenance the
 			// approver saw (issue 24): read from its confirmation (deterministic id).
-			if row, err := a.Store.GetConfirmation(ctx, ConfirmationID(r.WorkflowID, r.RunID, r.Seq)); err == nil {
+			id := ConfirmationID(r.WorkflowID, r.RunID, r.Seq)
+			if read != nil && read.ID == id {
+				rec.Audit.Provenance = read.Provenance
+			} else if row, err := a.Store.GetConfirmation(ctx, id); err == nil {
 				rec.Audit.Provenance = row.Provenance
 			} else if !errors.Is(err, store.ErrNotFound) {
 				return fmt.Errorf("record: provenance of %s seq %d: %w", r.WorkflowID, r.Seq, err)

@@ -256,7 +256,7 @@ type ExecuteRecordedInput struct {
 // ExecuteOutput (FillVerdict, ApplyExecuted, ResultMessage). An Execute error is returned
 // unrecorded: the workflow decides that outcome (failed or outcome_unknown) and records it.
 func (a *Activities) ExecuteRecorded(ctx context.Context, in ExecuteRecordedInput) (ExecuteOutput, error) {
-	out, err := a.Execute(ctx, in.Execute)
+	out, conf, err := a.execute(ctx, in.Execute)
 	if err != nil {
 		return out, err
 	}
@@ -265,8 +265,8 @@ func (a *Activities) ExecuteRecorded(ctx context.Context, in ExecuteRecordedInpu
 	FillVerdict(&audit, &env, out.Outcome, StageExecute, out.Reason, out.Output.Error, in.Execute.CapabilityID, in.Execute.Version, in.Approver)
 	// Replace: a round asked again after a crash (local infer mode) may carry another call under
 	// this proposal's number; the tool message must answer the call history goes on with.
-	if err := a.Record(ctx, RecordInput{Audit: &audit, Decision: in.Decision, Conversation: in.Conversation, ContextKey: in.ContextKey, Replace: true,
-		Messages: []inference.Message{ResultMessage(in.Call, env)}}); err != nil {
+	if err := a.record(ctx, RecordInput{Audit: &audit, Decision: in.Decision, Conversation: in.Conversation, ContextKey: in.ContextKey, Replace: true,
+		Messages: []inference.Message{ResultMessage(in.Call, env)}}, conf); err != nil {
 		return out, err
 	}
 	return out, nil

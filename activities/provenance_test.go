@@ -107,3 +107,55 @@ func TestTurnConversation(t *testing.T) {
 		}
 	}
 }
+
+// ExecuteRecorded's record takes the outcome row's provenance from the confirmation row its
+// check read in the same attempt (one read fewer), and only from that confirmation: a row of
+// another confirmation is never taken for it.
+func TestRecordReusesTheCheckedConfirmation(t *testing.T) {
+	a := contextStore(t)
+	a.Registry = testRegistry(t, nil)
+	key, err := token.ParseKey(strings.Repeat("ab", 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.ApproverKey = key
+	ctx := context.Background()
+	wf := "turn/reuse/1"
+	out, err := a.IssueConfirmation(ctx, IssueInput{WorkflowID: wf, RunID: "r", Seq: 2, CallID: "c2", CapabilityID: "x.send", Version: 1,
+		ArgsDigest: "d", Arguments: json.RawMessage(`{"recipient":"US13"}`), TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := a.Store.GetConfirmation(ctx, out.ConfirmationID)
+	if err != nil || len(stored.Provenance) == 0 {
+		t.Fatalf("confirmation = %+v, %v", stored, err)
+	}
+	held := func(seq int) RecordInput {
+		return RecordInput{Audit: &AuditRecord{Kind: string(OutcomeExecuted), WorkflowID: wf, RunID: "r", Seq: seq, CallID: "c2",
+			CapabilityID: "x.send", Version: 1, Approver: "bob"}}
+	}
+	checked := stored
+	checked.Provenance = json.RawMessage(`{"values":[],"checked":true}`)
+	if err := a.record(ctx, held(2), &checked); err != nil {
+		t.Fatal(err)
+	}
+	other := stored
+	other.ID, other.Provenance = "another-confirmation", json.RawMessage(`{"values":[],"other":true}`)
+	if err := a.record(ctx, RecordInput{Audit: &AuditRecord{Kind: string(OutcomeDenied), WorkflowID: wf, RunID: "r", Seq: 2, CallID: "c2",
+		CapabilityID: "x.send", Version: 1, Approver: "bob"}}, &other); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := a.Store.ListAudit(ctx, wf)
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("audit = %+v, %v", rows, err)
+	}
+	for _, r := range rows {
+		want := stored.Provenance
+		if r.Outcome == string(OutcomeExecuted) {
+			want = checked.Provenance
+		}
+		if string(r.Provenance) != string(want) {
+			t.Errorf("%s row: provenance %s, want %s", r.Outcome, r.Provenance, want)
+		}
+	}
+}
