@@ -67,7 +67,7 @@ race: build temporal ## the tests under the race detector (slow)
 	@url="$${AIRLOCK_TEST_DATABASE_URL:-$$(scripts/ensure-postgres.sh)}" && \
 	  AIRLOCK_TEST_DATABASE_URL="$$url" $(GO) test -race -count=1 -timeout 60m ./...
 
-bench: build temporal ## the reference workload (issue 12) with airlock bench: recorded and network models, plain and approval, on a throwaway dev server and PostgreSQL; JSON lines on stdout, a table on stderr
+bench: build temporal ## the reference workload (issue 12) with airlock bench: recorded and network models, plain and approval, on a throwaway dev server per row and PostgreSQL; JSON lines on stdout, a table on stderr
 	@url="$${AIRLOCK_TEST_DATABASE_URL:-$$(scripts/ensure-postgres.sh)}" && \
 	  AIRLOCK_TEST_DATABASE_URL="$$url" $(AIRLOCK) bench --class recorded,network --variant plain,approval
 

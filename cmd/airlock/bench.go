@@ -51,9 +51,10 @@ task queue: -n turns with -c in flight (turns_per_s, p50_ms, p95_ms: nearest ran
 start call to the result, the decision included), then --c1-n turns one at a time (c1_p50_ms).
 history_events_per_turn is the mean over up to 20 evenly spaced turns of the -n run.
 
-Temporal: by default a throwaway dev server on a free port in a temporary directory, started
-with exactly the flags airlock stack uses (--server-args prints them, for the peers); --address
-uses a running server instead. PostgreSQL: --database-url / AIRLOCK_DATABASE_URL (postgres://),
+Temporal: by default a throwaway dev server for each row (every row starts from an empty
+server, as the peers' runs start from empty tables), on a free port in a temporary directory,
+started with exactly the flags airlock stack uses (--server-args prints them, for the peers);
+--address runs every row on a running server instead. PostgreSQL: --database-url / AIRLOCK_DATABASE_URL (postgres://),
 else AIRLOCK_TEST_DATABASE_URL (scripts/ensure-postgres.sh prints one).`,
 		Example: "  airlock bench\n  airlock bench --class network --variant approval -n 400 -c 32\n  airlock bench --address 127.0.0.1:7233 -n 50\n  airlock bench --server-args",
 		Args:    cobra.NoArgs,
@@ -76,32 +77,44 @@ else AIRLOCK_TEST_DATABASE_URL (scripts/ensure-postgres.sh prints one).`,
 			}
 			logger := tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: slog.LevelError})))
 			o := tclient.Options{HostPort: address, Namespace: namespace, Logger: logger}
-			if address == "" {
-				dir, err := os.MkdirTemp("", "airlock-bench-temporal-")
-				if err != nil {
+			if address != "" {
+				if err := stack.Prepare(ctx, o, workflows.SearchAttributes()); err != nil {
 					return err
 				}
-				defer os.RemoveAll(dir)
-				srv, err := stack.EnsureTemporal(ctx, stack.TemporalOptions{CLIPath: temporalCLI, Dir: filepath.Join(dir, "temporal"),
-					UIPort: stack.Headless, Namespace: namespace, SearchAttributes: workflows.SearchAttributes(), Log: errOut})
-				if err != nil {
-					return err
+			}
+			// connect dials the server a row runs on: the one at --address, or a throwaway dev
+			// server of the row's own, so that every row starts from the same empty server
+			// (as the peers' runs start from empty tables) and no row pays for the history,
+			// visibility rows and timers the rows before it left.
+			connect := func() (tclient.Client, func(), error) {
+				o := o
+				stopServer := func() {}
+				if address == "" {
+					dir, err := os.MkdirTemp("", "airlock-bench-temporal-")
+					if err != nil {
+						return nil, nil, err
+					}
+					srv, err := stack.EnsureTemporal(ctx, stack.TemporalOptions{CLIPath: temporalCLI, Dir: filepath.Join(dir, "temporal"),
+						UIPort: stack.Headless, Namespace: namespace, SearchAttributes: workflows.SearchAttributes(), Log: errOut})
+					if err != nil {
+						os.RemoveAll(dir)
+						return nil, nil, err
+					}
+					fmt.Fprintf(errOut, "Temporal dev server at %s (pid %d), flags: %s\n", srv.Address, srv.PID, strings.Join(stack.ServerSettings(), " "))
+					o.HostPort = srv.Address
+					stopServer = func() { srv.Stop(ctx); os.RemoveAll(dir) }
 				}
-				defer srv.Stop(ctx)
-				fmt.Fprintf(errOut, "Temporal dev server at %s (pid %d), flags: %s\n", srv.Address, srv.PID, strings.Join(stack.ServerSettings(), " "))
-				o.HostPort = srv.Address
-			} else if err := stack.Prepare(ctx, o, workflows.SearchAttributes()); err != nil {
-				return err
+				config.TuneForLoopback(&o)
+				tc, err := tclient.DialContext(ctx, o)
+				if err != nil {
+					stopServer()
+					return nil, nil, fmt.Errorf("connect to Temporal at %s: %w", o.HostPort, err)
+				}
+				return tc, func() { tc.Close(); stopServer() }, nil
 			}
-			config.TuneForLoopback(&o)
-			tc, err := tclient.DialContext(ctx, o)
-			if err != nil {
-				return fmt.Errorf("connect to Temporal at %s: %w", o.HostPort, err)
-			}
-			defer tc.Close()
 			if cpuProfile != "" {
-				// The profile covers the rows only (worker, client and approver: this process),
-				// not the dev server's start.
+				// The profile covers the rows (worker, client and approver: this process), and
+				// the dev servers' starts, which are other processes.
 				stop, err := startCPUProfile(cpuProfile)
 				if err != nil {
 					return err
@@ -111,8 +124,13 @@ else AIRLOCK_TEST_DATABASE_URL (scripts/ensure-postgres.sh prints one).`,
 			fmt.Fprintf(errOut, "load average before: %s\n", loadAvg())
 			var rows []bench.Row
 			for _, s := range specs {
+				tc, disconnect, err := connect()
+				if err != nil {
+					return err
+				}
 				fmt.Fprintf(errOut, "› %s %s: %d turns, %d in flight, then %d at 1 in flight\n", s.Variant, s.Name(), n, c, max(c1n, 0))
 				row, err := bench.Run(ctx, bench.Config{Temporal: tc, DatabaseURL: dbURL, Turns: n, Concurrency: c, C1Turns: c1Turns(c1n), Progress: errOut}, s)
+				disconnect()
 				if err != nil {
 					return err
 				}
