@@ -772,20 +772,13 @@ func (a *Activities) refuseAndReissue(ctx context.Context, row store.Confirmatio
 // attempts. Automatic calls (local and read-only) skip the ledger and may be retried: they are
 // at least once. A regular Execute heartbeats, so a dead worker is noticed in seconds.
 func (a *Activities) Execute(ctx context.Context, in ExecuteInput) (ExecuteOutput, error) {
-	out, _, err := a.execute(ctx, in)
-	return out, err
-}
-
-// execute is Execute; it also returns the confirmation row a confirmed call was checked
-// against (nil when none was read), which ExecuteRecorded's record reuses instead of reading
-// the row again.
-func (a *Activities) execute(ctx context.Context, in ExecuteInput) (ExecuteOutput, *store.Confirmation, error) {
 	var conf *store.Confirmation
-	out, err := a.executeChecked(ctx, in, &conf)
-	return out, conf, err
+	return a.executeChecked(ctx, in, &conf)
 }
 
-// executeChecked runs Execute and leaves in *conf the confirmation row it checked, if any.
+// executeChecked is Execute; it leaves in *conf the confirmation row a confirmed call was
+// checked against (nil when none was read), which ExecuteRecorded's record reuses instead of
+// reading the row again.
 func (a *Activities) executeChecked(ctx context.Context, in ExecuteInput, conf **store.Confirmation) (ExecuteOutput, error) {
 	leaveDeadWorker(ctx)
 	now := a.now()

@@ -9,6 +9,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/clients"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/parse"
+	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/registry"
 )
 
@@ -256,7 +257,8 @@ type ExecuteRecordedInput struct {
 // ExecuteOutput (FillVerdict, ApplyExecuted, ResultMessage). An Execute error is returned
 // unrecorded: the workflow decides that outcome (failed or outcome_unknown) and records it.
 func (a *Activities) ExecuteRecorded(ctx context.Context, in ExecuteRecordedInput) (ExecuteOutput, error) {
-	out, conf, err := a.execute(ctx, in.Execute)
+	var conf *store.Confirmation
+	out, err := a.executeChecked(ctx, in.Execute, &conf)
 	if err != nil {
 		return out, err
 	}

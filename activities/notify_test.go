@@ -12,7 +12,6 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/notify"
 	"github.com/airlock-dev/airlock/internal/store"
-	"github.com/airlock-dev/airlock/internal/token"
 )
 
 // crashOnce fails its first Pending as a worker dying between storing the confirmation and
@@ -34,13 +33,7 @@ func (c *crashOnce) Pending(ctx context.Context, row store.Confirmation) error {
 // retry finds the stored row and writes the notices; further retries write nothing twice, and
 // the notice never carries the token.
 func TestIssueConfirmationOwesNoticesOnceAcrossRetries(t *testing.T) {
-	a := contextStore(t)
-	a.Registry = testRegistry(t, nil)
-	key, err := token.ParseKey(strings.Repeat("ab", 32))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.ApproverKey = key
+	a := issuingStore(t)
 	path := filepath.Join(t.TempDir(), "notify.yaml")
 	if err := os.WriteFile(path, []byte("channels: [{name: hook, type: webhook}, {name: mail, type: email}]\nroutes: [{channels: [hook, mail], remind_at: 0.5}]\n"), 0o600); err != nil {
 		t.Fatal(err)
