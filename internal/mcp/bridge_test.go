@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -476,7 +478,15 @@ func TestImportSuggestionsAndOverrides(t *testing.T) {
 // and the bridge sees the server down.
 func TestServerUnreachableAtCallIsNotRun(t *testing.T) {
 	dir := t.TempDir()
-	ts := httpServer(t, newTestServer("v1", dir))
+	// Without keep-alives every request opens its own connection, so the call below has to
+	// dial the closed server. With them, the call could race onto a pooled connection the
+	// server had just closed: its bytes would be written, and "outcome unknown" would then be
+	// the honest answer (TestServerKilledMidCallIsOutcomeUnknown), not the one this test is about.
+	srv := newTestServer("v1", dir)
+	ts := httptest.NewUnstartedServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	ts.Config.SetKeepAlivesEnabled(false)
+	ts.Start()
+	t.Cleanup(ts.Close)
 	c := ServerConfig{Name: "notes", URL: ts.URL, Refresh: "1h", VerifyMaxAge: "1h", ConnectTimeout: "1s"}
 	reg, _, _ := bound(t, c, ImportOptions{})
 	wn := capability(t, reg, "write_note")
