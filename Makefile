@@ -83,7 +83,7 @@ bench-scale: build temporal ## scale: 10,000 turns waiting for confirmation on o
 	  AIRLOCK_TEST_DATABASE_URL="$$url" $(GO) test -tags scale -count=1 -timeout 90m -v -run '^TestScale' ./integration/ 2>&1 | \
 	  grep --line-buffered -v -e '^=== ' -e 'history of ' | tee $(abspath $(SCALE_LOG))
 
-bench-compare: build temporal ## airlock bench beside LangGraph.js and bare Temporal (../shared/bench, or BENCH_DIR) in one run; writes docs/bench/<date>.md and .jsonl (several minutes)
+bench-compare: build temporal ## airlock bench beside LangGraph.js and bare Temporal (../shared/bench, or BENCH_DIR) in one run of ROUNDS interleaved rounds (3); writes docs/bench/<date>.md and .jsonl (about 5 minutes a round)
 	scripts/bench-compare.sh
 
 CHAOS_JSON ?= .airlock/chaos-report.json

@@ -10,9 +10,12 @@
 #      flags airlock stack gives its dev server: `airlock bench --server-args`), variants plain,
 #      approval, plain-local, approval-local; then the same at 1 in flight;
 #   4. airlock bench (both classes, both variants: -n N -c C --c1-n C1_N);
-#   5. airlock bench report: the markdown table with ratios to LangGraph.js and the targets.
+#   5. steps 2-4 again, ROUNDS times in all, every other round in the reverse order (Airlock,
+#      bare, LangGraph.js), each round's lines after a "# round K" line;
+#   6. airlock bench report: the markdown table: medians over the rounds, each ratio to
+#      LangGraph.js the median of the rounds' own ratios (with their range), and the targets.
 #
-# Environment: N (200), C (16), C1_N (50), PORT (7299), BENCH_DIR, AIRLOCK_TEST_DATABASE_URL
+# Environment: N (200), C (16), C1_N (50), ROUNDS (3), PORT (7299), BENCH_DIR, AIRLOCK_TEST_DATABASE_URL
 # (default: scripts/ensure-postgres.sh), OUT_DIR (docs/bench), DATE (UTC date).
 # Run from the repository (make bench-compare builds bin/airlock and bin/temporal first).
 set -euo pipefail
@@ -22,6 +25,7 @@ repo=$(pwd)
 N=${N:-200}
 C=${C:-16}
 C1_N=${C1_N:-50}
+ROUNDS=${ROUNDS:-3}
 PORT=${PORT:-7299}
 BENCH_DIR=${BENCH_DIR:-$repo/../shared/bench}
 OUT_DIR=${OUT_DIR:-$repo/docs/bench}
@@ -47,25 +51,40 @@ phases=""
 # phase LABEL MESSAGE: announce a phase and note the 1-minute load as it starts.
 phase() { phases="$phases $1 $(load | cut -d' ' -f1),"; say "$2 (load $(load))"; }
 
-phase langgraph "LangGraph.js: n=$N c=$C, plain and approval"
-"$tmp/langgraph/run.sh" -n "$N" -c "$C" | tee -a "$raw"
-phase langgraph-c1 "LangGraph.js: n=$C1_N c=1, plain and approval"
-(cd "$tmp/langgraph" && node bench.mjs --truncate -n "$C1_N" -c 1 && node bench.mjs --truncate -n "$C1_N" -c 1 --approval) | tee -a "$raw"
-
 server_args=$("$AIRLOCK" bench --server-args)
-phase bare-temporal "bare Temporal: n=$N c=$C"
-TEMPORAL=$TEMPORAL SERVER_EXTRA_ARGS="$server_args" PORT=$PORT N=$N C=$C \
-  BENCH_VARIANTS="plain approval plain-local approval-local" "$tmp/bare-temporal/run.sh" | tee -a "$raw"
-phase bare-temporal-c1 "bare Temporal: n=$C1_N c=1"
-TEMPORAL=$TEMPORAL SERVER_EXTRA_ARGS="$server_args" PORT=$PORT N=$C1_N C=1 \
-  BENCH_VARIANTS="plain approval plain-local approval-local" "$tmp/bare-temporal/run.sh" | tee -a "$raw"
-
-phase airlock "airlock bench: n=$N c=$C, c1-n=$C1_N"
-AIRLOCK_TEST_DATABASE_URL=$url "$AIRLOCK" bench -n "$N" -c "$C" --c1-n "$C1_N" | tee -a "$raw"
+langgraph() {
+  phase langgraph "round $1: LangGraph.js: n=$N c=$C, plain and approval"
+  "$tmp/langgraph/run.sh" -n "$N" -c "$C" | tee -a "$raw"
+  phase langgraph-c1 "round $1: LangGraph.js: n=$C1_N c=1, plain and approval"
+  (cd "$tmp/langgraph" && node bench.mjs --truncate -n "$C1_N" -c 1 && node bench.mjs --truncate -n "$C1_N" -c 1 --approval) | tee -a "$raw"
+}
+bare() {
+  phase bare-temporal "round $1: bare Temporal: n=$N c=$C"
+  TEMPORAL=$TEMPORAL SERVER_EXTRA_ARGS="$server_args" PORT=$PORT N=$N C=$C \
+    BENCH_VARIANTS="plain approval plain-local approval-local" "$tmp/bare-temporal/run.sh" | tee -a "$raw"
+  phase bare-temporal-c1 "round $1: bare Temporal: n=$C1_N c=1"
+  TEMPORAL=$TEMPORAL SERVER_EXTRA_ARGS="$server_args" PORT=$PORT N=$C1_N C=1 \
+    BENCH_VARIANTS="plain approval plain-local approval-local" "$tmp/bare-temporal/run.sh" | tee -a "$raw"
+}
+airlock() {
+  phase airlock "round $1: airlock bench: n=$N c=$C, c1-n=$C1_N"
+  AIRLOCK_TEST_DATABASE_URL=$url "$AIRLOCK" bench -n "$N" -c "$C" --c1-n "$C1_N" | tee -a "$raw"
+}
+# Rounds alternate the order (LangGraph.js, bare, Airlock; then Airlock, bare, LangGraph.js), so
+# a drift in the machine's load over the run weighs on every system alike.
+for r in $(seq 1 "$ROUNDS"); do
+  echo "# round $r" >>"$raw"
+  phases="$phases round $r:"
+  if [ $((r % 2)) -eq 1 ]; then
+    langgraph "$r"; bare "$r"; airlock "$r"
+  else
+    airlock "$r"; bare "$r"; langgraph "$r"
+  fi
+done
 
 load_after=$(load)
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-note="Run on $(date -u '+%F %H:%M UTC'), $(nproc) cores, commit $commit$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)'); load average before $load_before, after $load_after; 1-minute load at the start of each phase:${phases%,}. N=$N turns at C=$C in flight; C=1 runs: $C1_N turns. All Temporal systems on dev servers started with: \`$server_args\`. Produced by \`make bench-compare\` (scripts/bench-compare.sh); see docs/bench/README.md."
+note="Run on $(date -u '+%F %H:%M UTC'), $(nproc) cores, commit $commit$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)'); load average before $load_before, after $load_after; 1-minute load at the start of each phase:${phases%,}. $ROUNDS rounds; in each, N=$N turns at C=$C in flight and C=1 runs of $C1_N turns. All Temporal systems on dev servers started with: \`$server_args\`. Produced by \`make bench-compare\` (scripts/bench-compare.sh); see docs/bench/README.md."
 cp "$raw" "$OUT_DIR/$DATE.jsonl"
 "$AIRLOCK" bench report "$OUT_DIR/$DATE.jsonl" --title "Airlock beside LangGraph.js and bare Temporal, $DATE" --note "$note" >"$OUT_DIR/$DATE.md"
 say "wrote $OUT_DIR/$DATE.md and $OUT_DIR/$DATE.jsonl"

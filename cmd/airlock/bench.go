@@ -147,7 +147,7 @@ else AIRLOCK_TEST_DATABASE_URL (scripts/ensure-postgres.sh prints one).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&classes, "class", []string{bench.ClassRecorded, bench.ClassNetwork}, "model classes: recorded, network (network gives rows network-regular and network-local)")
+	f.StringSliceVar(&classes, "class", []string{bench.ClassRecorded, bench.ClassNetwork}, "model classes: recorded, network (network gives rows network-regular and network-local; either alone by its row name)")
 	f.StringSliceVar(&variants, "variant", []string{bench.VariantPlain, bench.VariantApproval}, "variants: plain, approval (round 2's call is confirmed by an approver)")
 	f.IntVarP(&n, "turns", "n", 200, "turns of the throughput run")
 	f.IntVarP(&c, "concurrency", "c", 16, "turns in flight in the throughput run")
@@ -184,7 +184,11 @@ func newBenchReportCmd() *cobra.Command {
 bare Temporal and airlock bench; the peers' 1-in-flight runs are lines with concurrency 1) and
 prints a markdown report on stdout: per variant, each system's turns/s and its ratio to
 LangGraph.js, p50/p95, the 1-in-flight p50 and its ratio, history events per turn, and the
-performance targets (docs/bench/README.md) with pass marks.`,
+performance targets (docs/bench/README.md) with pass marks.
+
+A run of several rounds has a "# round K" line before each round's lines: every number is then
+the median over the rounds, and every ratio the median of the ratios taken within each round
+(both systems measured on the same machine state), with their range in brackets.`,
 		Example: "  airlock bench report docs/bench/2026-11-30.jsonl --note \"load 0.5\" > docs/bench/2026-11-30.md",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

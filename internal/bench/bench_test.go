@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -91,8 +92,10 @@ func TestReportRatiosAndTargets(t *testing.T) {
 		`{"system":"langgraph-js","variant":"plain","turns":200,"concurrency":16,"wall_s":10,"turns_per_s":20,"p50_ms":800,"p95_ms":1500,"checkpoint_rows_per_turn":48}`,
 		`{"system":"langgraph-js","variant":"plain","turns":50,"concurrency":1,"wall_s":3,"turns_per_s":16,"p50_ms":60,"p95_ms":70}`,
 		`{"system":"bare-temporal","variant":"plain-local","turns":200,"concurrency":16,"wall_s":5,"turns_per_s":40,"p50_ms":300,"p95_ms":500,"history_events_per_turn":20}`,
+		`{"system":"bare-temporal","variant":"plain","turns":200,"concurrency":16,"wall_s":5,"turns_per_s":8,"p50_ms":300,"p95_ms":500,"history_events_per_turn":47}`,
 		`{"system":"airlock","variant":"plain","class":"recorded","infer_mode":"local","turns":200,"concurrency":16,"wall_s":8,"turns_per_s":25,"p50_ms":600,"p95_ms":900,"history_events_per_turn":22,"c1_p50_ms":50}`,
 		`{"system":"airlock","variant":"plain","class":"network-regular","infer_mode":"regular","turns":200,"concurrency":16,"wall_s":20,"turns_per_s":10,"p50_ms":1600,"p95_ms":2000,"history_events_per_turn":50,"c1_p50_ms":140}`,
+		`{"system":"airlock","variant":"plain","class":"network-local","infer_mode":"local","turns":200,"concurrency":16,"wall_s":20,"turns_per_s":19,"p50_ms":700,"p95_ms":1000,"history_events_per_turn":14,"c1_p50_ms":55}`,
 		"not json",
 	}, "\n")
 	var out bytes.Buffer
@@ -102,12 +105,50 @@ func TestReportRatiosAndTargets(t *testing.T) {
 	md := out.String()
 	for _, want := range []string{
 		"| airlock | recorded | local | 200 | 16 | 25.0 | 1.25× | 600 | 900 | 50 | 0.83× | 22.0 | ≥1.2× ✓ · C=1 ✓ · ≤24 ev ✓ |",
-		"| airlock | network-regular | regular | 200 | 16 | 10.0 | 0.50× | 1600 | 2000 | 140 | 2.33× | 50.0 | ≥1.0× ✗ · C=1 ✗ · ≤24 ev ✗ |",
+		"| airlock | network-regular | regular | 200 | 16 | 10.0 | 0.50× | 1600 | 2000 | 140 | 2.33× | 50.0 | 1.25× bare regular ✓ |",
+		"| airlock | network-local | local | 200 | 16 | 19.0 | 0.95× | 700 | 1000 | 55 | 0.92× | 14.0 | ≥1.0× ✗ · C=1 ✓ · ≤24 ev ✓ |",
 		"| langgraph-js | scripted | - | 200 | 16 | 20.0 | 1.00× | 800 | 1500 | 60 | 1.00× | (48 checkpoint rows) |  |",
 		"| bare-temporal | scripted | local | 200 | 16 | 40.0 | 2.00× |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
+	}
+	if strings.Contains(md, "rounds,") {
+		t.Errorf("a run of one round is reported as several:\n%s", md)
+	}
+}
+
+// Several rounds: each row shows its medians, each ratio is the median of the rounds' own
+// ratios (not the ratio of medians) with their range, and the targets judge the medians.
+func TestReportMediansOverRounds(t *testing.T) {
+	lg := func(tps, c1 float64) string {
+		return fmt.Sprintf(`{"system":"langgraph-js","variant":"approval","turns":200,"concurrency":16,"turns_per_s":%g,"p50_ms":400,"p95_ms":900}`+"\n"+
+			`{"system":"langgraph-js","variant":"approval","turns":50,"concurrency":1,"turns_per_s":20,"p50_ms":%g,"p95_ms":50}`, tps, c1)
+	}
+	al := func(tps, c1 float64) string {
+		return fmt.Sprintf(`{"system":"airlock","variant":"approval","class":"recorded","infer_mode":"local","turns":200,"concurrency":16,"turns_per_s":%g,"p50_ms":300,"p95_ms":600,"history_events_per_turn":23,"c1_p50_ms":%g}`, tps, c1)
+	}
+	run := strings.Join([]string{
+		"# round 1", lg(30, 40), al(33, 38), // 1.10×, C=1 0.95×
+		"# round 2", al(36, 45), lg(45, 41), // 0.80×: the worst round alone would miss
+		"# round 3", lg(36, 35), al(45, 34), // 1.25×
+	}, "\n")
+	var out bytes.Buffer
+	if err := Report(strings.NewReader(run), &out, "t", "n"); err != nil {
+		t.Fatal(err)
+	}
+	md := out.String()
+	for _, want := range []string{
+		"3 rounds, each running every system",
+		"| airlock | recorded | local | 200 | 16 | 36.0 | 1.10× (0.80–1.25) | 300 | 600 | 38 | 0.97× (0.95–1.10) | 23.0 | ≥1.0× ✓ · C=1 ✓ |",
+		"| langgraph-js | scripted | - | 200 | 16 | 36.0 | 1.00× (1.00–1.00) | 400 | 900 | 40 | 1.00× (1.00–1.00) |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	if n := strings.Count(md, "| airlock |"); n != 1 {
+		t.Errorf("%d airlock rows for one row measured in 3 rounds:\n%s", n, md)
 	}
 }

@@ -84,7 +84,8 @@ func (s Spec) effectiveMode() string {
 }
 
 // Specs lists the rows for the classes and variants asked for (network gives two rows, one
-// per infer mode). Unknown names are an error.
+// per infer mode; network-regular or network-local gives one of them). Unknown names are an
+// error.
 func Specs(classes, variants []string) ([]Spec, error) {
 	var out []Spec
 	for _, v := range variants {
@@ -98,8 +99,11 @@ func Specs(classes, variants []string) ([]Spec, error) {
 			case ClassNetwork:
 				out = append(out, Spec{Variant: v, Class: c, InferMode: workflows.InferRegular},
 					Spec{Variant: v, Class: c, InferMode: workflows.InferLocal})
+			case ClassNetwork + "-" + workflows.InferRegular, ClassNetwork + "-" + workflows.InferLocal:
+				// One of network's two rows alone, by its row name.
+				out = append(out, Spec{Variant: v, Class: ClassNetwork, InferMode: strings.TrimPrefix(c, ClassNetwork+"-")})
 			default:
-				return nil, fmt.Errorf("bench: unknown class %q (recorded, network)", display.Visible(c))
+				return nil, fmt.Errorf("bench: unknown class %q (recorded, network, network-regular, network-local)", display.Visible(c))
 			}
 		}
 	}
