@@ -47,7 +47,7 @@ func (r Result) rowKey() string { return r.System + "|" + r.Variant + "|" + r.Cl
 
 // round is one round's results, each peer row carrying the p50 of its 1-in-flight run.
 type round struct {
-	rows []Result
+	rows  []Result
 	byKey map[string]Result
 }
 
