@@ -254,7 +254,7 @@ func targets(res Result, events float64, ratio, c1ratio, vsBare ratios) string {
 	var out []string
 	if res.InferMode == "regular" {
 		if vsBare.n > 0 {
-			out = append(out, fmt.Sprintf("%.2f× bare regular %s", vsBare.med, mark(vsBare.med > 1.0)))
+			out = append(out, fmt.Sprintf("%s bare regular %s", vsBare, mark(vsBare.med > 1.0)))
 		}
 		return strings.Join(out, " · ")
 	}
