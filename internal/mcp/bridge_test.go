@@ -481,7 +481,7 @@ func TestServerUnreachableAtCallIsNotRun(t *testing.T) {
 	// Without keep-alives every request opens its own connection, so the call below has to
 	// dial the closed server. With them, the call could race onto a pooled connection the
 	// server had just closed: its bytes would be written, and "outcome unknown" would then be
-	// the honest answer (TestServerKilledMidCallIsOutcomeUnknown), not the one this test is about.
+	// the honest answer (TestRetriedPostThatRanIsOutcomeUnknown), not the one this test is about.
 	srv := newTestServer("v1", dir)
 	ts := httptest.NewUnstartedServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
 	ts.Config.SetKeepAlivesEnabled(false)
