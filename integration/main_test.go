@@ -84,6 +84,11 @@ func run(m *testing.M) int {
 	devServer, err = stack.EnsureTemporal(ctx, stack.TemporalOptions{
 		Dir: filepath.Join(tmp, "temporal"), UIPort: 0, Namespace: "airlock-it", // the UI on a free port: the browser tests screenshot it
 		SearchAttributes: workflows.SearchAttributes(), Log: os.Stderr,
+		// Every test's worker runs as a Worker Deployment of its own (named after its task
+		// queue), and the server refuses the 101st of a namespace (matching.maxDeployments):
+		// a run of this package makes about that many, and go test -count=2 made every test
+		// after the limit fail with "Worker Deployment not found".
+		ExtraArgs: []string{"--dynamic-config-value", "matching.maxDeployments=100000"},
 	})
 	if err != nil {
 		return fail("start the Temporal dev server: %v", err)

@@ -99,6 +99,10 @@ type TemporalOptions struct {
 	Detached bool
 	// Log receives progress lines for humans; nil discards them.
 	Log io.Writer
+	// ExtraArgs are more start-dev flags, passed after ServerSettings (a server that is reused
+	// keeps its own). The integration tests raise the server's limit of 100 Worker Deployments
+	// a namespace with them: each test's worker is a deployment of its own.
+	ExtraArgs []string
 }
 
 // DefaultTemporalOptions returns the options of the zero-setup local stack: ports
@@ -310,6 +314,7 @@ func start(ctx context.Context, o TemporalOptions, attrs []searchAttr, logf func
 		"--db-filename", filepath.Join(o.Dir, dbFileName),
 	}
 	args = append(args, ServerSettings()...)
+	args = append(args, o.ExtraArgs...)
 	if o.UIPort == Headless {
 		args = append(args, "--headless")
 	} else {
