@@ -152,3 +152,20 @@ func TestReportMediansOverRounds(t *testing.T) {
 		t.Errorf("%d airlock rows for one row measured in 3 rounds:\n%s", n, md)
 	}
 }
+
+// A line that looks like a result and is not one fails the report with its line number,
+// instead of leaving a row silently out of the table.
+func TestReportRefusesMalformedResultLines(t *testing.T) {
+	good := `{"system":"langgraph-js","variant":"plain","turns":200,"concurrency":16,"turns_per_s":20,"p50_ms":800,"p95_ms":1500}`
+	for name, bad := range map[string]string{
+		"truncated": `{"system":"airlock","variant":"plain","turns_per_s":`,
+		"wrong type": `{"system":"airlock","variant":"plain","turns_per_s":"fast"}`,
+		"no system": `{"variant":"plain","turns_per_s":25}`,
+	} {
+		var out bytes.Buffer
+		err := Report(strings.NewReader(good+"\nprogress text\n"+bad+"\n"), &out, "t", "n")
+		if err == nil || !strings.Contains(err.Error(), "line 3") {
+			t.Errorf("%s: err = %v, want an error naming line 3", name, err)
+		}
+	}
+}

@@ -51,8 +51,10 @@ type round struct {
 	byKey map[string]Result
 }
 
-// readRounds splits the JSON lines into rounds (RoundMarker lines; other non-JSON lines and
-// lines of no system are skipped) and folds each peer's 1-in-flight line into its row.
+// readRounds splits the JSON lines into rounds (RoundMarker lines; lines that are not JSON
+// objects, such as a peer's progress text, are skipped) and folds each peer's 1-in-flight line
+// into its row. Errors: a JSON line that does not parse as a result or names no system (with
+// its line number), or the reader's.
 func readRounds(r io.Reader) ([]round, error) {
 	var rounds []round
 	var cur []Result
@@ -76,7 +78,7 @@ func readRounds(r io.Reader) ([]round, error) {
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
+	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if strings.HasPrefix(line, RoundMarker) {
 			flush()
@@ -85,9 +87,14 @@ func readRounds(r io.Reader) ([]round, error) {
 		if !strings.HasPrefix(line, "{") {
 			continue
 		}
+		// A line that looks like a result and is not one is an error, not a silent gap in the
+		// table: every JSON line of a run is some system's result.
 		var res Result
-		if err := json.Unmarshal([]byte(line), &res); err != nil || res.System == "" {
-			continue
+		if err := json.Unmarshal([]byte(line), &res); err != nil {
+			return nil, fmt.Errorf("bench: report: line %d is not a result line: %w", n, err)
+		}
+		if res.System == "" {
+			return nil, fmt.Errorf("bench: report: line %d names no system", n)
 		}
 		if res.System != "airlock" && res.Concurrency == 1 {
 			c1[res.System+"/"+res.Variant] = res.P50Ms
@@ -151,7 +158,7 @@ func (r ratios) String() string {
 }
 
 // Report reads the JSON lines of one comparison run (the peers' and airlock bench's, in one
-// or more rounds; other lines are skipped) and writes a markdown report: per variant, every
+// or more rounds; lines that are not JSON objects are skipped, a malformed one is an error) and writes a markdown report: per variant, every
 // system's throughput and latency (medians over the rounds), its ratio to LangGraph.js (the
 // median of the rounds' ratios, with their range) and the targets with pass marks, judged on
 // the medians. note is printed under the title (load, machine).
