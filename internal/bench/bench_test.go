@@ -158,9 +158,9 @@ func TestReportMediansOverRounds(t *testing.T) {
 func TestReportRefusesMalformedResultLines(t *testing.T) {
 	good := `{"system":"langgraph-js","variant":"plain","turns":200,"concurrency":16,"turns_per_s":20,"p50_ms":800,"p95_ms":1500}`
 	for name, bad := range map[string]string{
-		"truncated": `{"system":"airlock","variant":"plain","turns_per_s":`,
+		"truncated":  `{"system":"airlock","variant":"plain","turns_per_s":`,
 		"wrong type": `{"system":"airlock","variant":"plain","turns_per_s":"fast"}`,
-		"no system": `{"variant":"plain","turns_per_s":25}`,
+		"no system":  `{"variant":"plain","turns_per_s":25}`,
 	} {
 		var out bytes.Buffer
 		err := Report(strings.NewReader(good+"\nprogress text\n"+bad+"\n"), &out, "t", "n")
