@@ -42,8 +42,10 @@ type Result struct {
 }
 
 // rowKey names a table row across rounds: the system, its variant (the bare loop's local
-// variants keep their "-local" suffix) and Airlock's class.
-func (r Result) rowKey() string { return r.System + "|" + r.Variant + "|" + r.Class }
+// variants keep their "-local" suffix) and Airlock's class ("" for the peers).
+func rowKey(system, variant, class string) string { return system + "|" + variant + "|" + class }
+
+func (r Result) rowKey() string { return rowKey(r.System, r.Variant, r.Class) }
 
 // round is one round's results, each peer row carrying the p50 of its 1-in-flight run.
 type round struct {
@@ -158,10 +160,11 @@ func (r ratios) String() string {
 }
 
 // Report reads the JSON lines of one comparison run (the peers' and airlock bench's, in one
-// or more rounds; lines that are not JSON objects are skipped, a malformed one is an error) and writes a markdown report: per variant, every
-// system's throughput and latency (medians over the rounds), its ratio to LangGraph.js (the
-// median of the rounds' ratios, with their range) and the targets with pass marks, judged on
-// the medians. note is printed under the title (load, machine).
+// or more rounds; lines that are not JSON objects are skipped, a malformed one is an error)
+// and writes a markdown report: per variant, every system's throughput and latency (medians
+// over the rounds), its ratio to LangGraph.js (the median of the rounds' ratios, with their
+// range) and the targets with pass marks, judged on the medians. note is printed under the
+// title (load, machine).
 func Report(r io.Reader, w io.Writer, title, note string) error {
 	rounds, err := readRounds(r)
 	if err != nil {
@@ -185,8 +188,8 @@ func Report(r io.Reader, w io.Writer, title, note string) error {
 	turnsPerS := func(r Result) float64 { return r.TurnsPerS }
 	c1p50 := func(r Result) float64 { return r.C1P50Ms }
 	for _, variant := range []string{VariantPlain, VariantApproval} {
-		lgKey := SystemLangGraph + "|" + variant + "|"
-		bareRegular := SystemBareTemporal + "|" + variant + "|"
+		lgKey := rowKey(SystemLangGraph, variant, "")
+		bareRegular := rowKey(SystemBareTemporal, variant, "")
 		fmt.Fprintf(w, "\n## %s\n\n", variant)
 		fmt.Fprintln(w, "| system | class | infer | turns | C | turns/s | × LangGraph | p50 ms | p95 ms | C=1 p50 ms | C=1 p50 vs LangGraph | events/turn | targets |")
 		fmt.Fprintln(w, "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
