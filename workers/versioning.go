@@ -202,6 +202,12 @@ func promote(ctx context.Context, c client.Client, v Versioning) error {
 		}
 		select {
 		case <-ctx.Done():
+			var nf *serviceerror.NotFound
+			if errors.As(err, &nf) {
+				// A poller of the build has been sending all along: the likeliest reason the
+				// server never registered its deployment is its limit of deployments a namespace.
+				return fmt.Errorf("make %s the current version of deployment %s: %w (the server never registered the deployment; it refuses more than matching.maxDeployments deployments a namespace, 100 by default: let workers share one with AIRLOCK_DEPLOYMENT, or raise the limit)", v.BuildID, v.Deployment, err)
+			}
 			return fmt.Errorf("make %s the current version of deployment %s: %w", v.BuildID, v.Deployment, err)
 		case <-time.After(50 * time.Millisecond):
 		}

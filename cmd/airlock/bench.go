@@ -54,7 +54,8 @@ history_events_per_turn is the mean over up to 20 evenly spaced turns of the -n 
 Temporal: by default a throwaway dev server for each row (every row starts from an empty
 server, as the peers' runs start from empty tables), on a free port in a temporary directory,
 started with exactly the flags airlock stack uses (--server-args prints them, for the peers);
---address runs every row on a running server instead. PostgreSQL: --database-url / AIRLOCK_DATABASE_URL (postgres://),
+--address runs every row on a running server instead (each row's worker is a worker deployment of its
+own, and a server takes 100 a namespace unless matching.maxDeployments is raised). PostgreSQL: --database-url / AIRLOCK_DATABASE_URL (postgres://),
 else AIRLOCK_TEST_DATABASE_URL (scripts/ensure-postgres.sh prints one).`,
 		Example: "  airlock bench\n  airlock bench --class network --variant approval -n 400 -c 32\n  airlock bench --address 127.0.0.1:7233 -n 50\n  airlock bench --server-args",
 		Args:    cobra.NoArgs,
