@@ -34,6 +34,12 @@ AIRLOCK=$repo/bin/airlock
 TEMPORAL=$repo/bin/temporal
 
 say() { echo "bench-compare: $*" >&2; }
+# Sizes are whole numbers; C above 1, because the report tells a peer's 1-in-flight run from
+# its main run by its concurrency.
+for v in N C C1_N ROUNDS; do
+  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { say "$v must be a whole number above 0 (got '${!v}')"; exit 2; }
+done
+[ "$C" -gt 1 ] || { say "C must be above 1 (the C=1 runs are C1_N's)"; exit 2; }
 [ -x "$AIRLOCK" ] && [ -x "$TEMPORAL" ] || { say "build bin/airlock and bin/temporal first (make build temporal)"; exit 1; }
 [ -d "$BENCH_DIR/langgraph" ] && [ -d "$BENCH_DIR/bare-temporal" ] || { say "no peer benchmarks under $BENCH_DIR (set BENCH_DIR)"; exit 1; }
 url="${AIRLOCK_TEST_DATABASE_URL:-$(scripts/ensure-postgres.sh)}"

@@ -169,3 +169,87 @@ func TestReportRefusesMalformedResultLines(t *testing.T) {
 		}
 	}
 }
+
+// What cannot be a result of a run is refused with its line: names outside the known systems,
+// variants, classes and modes (nothing read from the file reaches the table as text), numbers
+// that are no measurement, a row twice in a round, a 1-in-flight line without its row, and a
+// file with no rows at all.
+func TestReportRefusesWhatCannotBeAResult(t *testing.T) {
+	lg := `{"system":"langgraph-js","variant":"plain","turns":200,"concurrency":16,"turns_per_s":20,"p50_ms":800,"p95_ms":1500}`
+	al := func(fields string) string {
+		return `{"system":"airlock","variant":"plain","class":"recorded","infer_mode":"local","turns":200,"concurrency":16,"turns_per_s":25,"p50_ms":600,"p95_ms":900` + fields + `}`
+	}
+	for name, c := range map[string]struct{ in, want string }{
+		"unknown system":      {lg + "\n" + `{"system":"<script>x</script>","variant":"plain","turns":1,"concurrency":16,"turns_per_s":5,"p50_ms":1,"p95_ms":1}`, "line 2: unknown system"},
+		"class with a pipe":   {lg + "\n" + al(`,"class":"recorded | ✓"`), "line 2: airlock row of unknown class"},
+		"mode of another":     {lg + "\n" + al(`,"class":"network-regular","infer_mode":"Regular"`), `infer_mode "Regular", want "regular"`},
+		"unknown variant":     {lg + "\n" + al(`,"variant":"turbo"`), "unknown variant"},
+		"no throughput":       {lg + "\n" + al(`,"turns_per_s":0`), "without a measurement"},
+		"negative events":     {lg + "\n" + al(`,"history_events_per_turn":-3`), "negative"},
+		"a row twice":         {lg + "\n" + al("") + "\n" + al(""), "two airlock plain recorded rows"},
+		"a lone 1-in-flight":  {strings.Replace(lg, `"concurrency":16`, `"concurrency":1`, 1) + "\n" + al(""), "without its main line"},
+		"empty":               {"", "no result lines"},
+		"markers only":        {"# round 1\n# round 2\n", "no result lines"},
+		"an empty round":      {"# round 1\n" + lg + "\n# round 2\n# round 3\n" + lg, "round 2 has no result lines"},
+		"a line over 1 MiB":   {lg + "\n" + strings.Repeat("x", 1<<20+1), "line 2 is longer than 1 MiB"},
+		"turns differ by run": {"# round 1\n" + lg + "\n" + al("") + "\n# round 2\n" + lg + "\n" + al(`,"turns":5`), "ran 200 turns at C=16 in one round and 5"},
+	} {
+		var out bytes.Buffer
+		err := Report(strings.NewReader(c.in), &out, "t", "n")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want one containing %q", name, err, c.want)
+		}
+	}
+}
+
+// A target the run could not judge is marked "?", never left out; a round that did not report
+// a measure does not count as a measured 0; a row missing from some rounds says so; and a
+// peer's 1-in-flight p50 never carries into the next round.
+func TestReportMarksWhatItCouldNotJudge(t *testing.T) {
+	al := func(events, c1 float64) string {
+		return fmt.Sprintf(`{"system":"airlock","variant":"plain","class":"recorded","infer_mode":"local","turns":200,"concurrency":16,"turns_per_s":30,"p50_ms":600,"p95_ms":900,"history_events_per_turn":%g,"c1_p50_ms":%g}`, events, c1)
+	}
+	lg := `{"system":"langgraph-js","variant":"plain","turns":200,"concurrency":16,"turns_per_s":20,"p50_ms":800,"p95_ms":1500}`
+	lgC1 := `{"system":"langgraph-js","variant":"plain","turns":50,"concurrency":1,"turns_per_s":20,"p50_ms":40,"p95_ms":50}`
+	var out bytes.Buffer
+	run := strings.Join([]string{
+		"# round 1", al(0, 0), // no LangGraph.js row: nothing to take a ratio against
+		"# round 2", al(0, 0), lg, lgC1,
+		"# round 3", al(30, 50), lg, // LangGraph.js's C=1 line is round 2's, not this round's
+		"# round 4", al(30, 0), lg,
+	}, "\n")
+	if err := Report(strings.NewReader(run), &out, "t", "n"); err != nil {
+		t.Fatal(err)
+	}
+	md := out.String()
+	for _, want := range []string{
+		// events: the median of the two rounds that reported them (30), not of [0 0 30 30]
+		"| airlock | recorded | local | 200 | 16 | 30.0 | 1.50× (1.50–1.50) | 600 | 900 | 50 | - | 30.0 | ≥1.2× ✓ · C=1 ? · ≤24 ev ✗ |",
+		"| langgraph-js (in 3 of 4 rounds) |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	out.Reset()
+	if err := Report(strings.NewReader(al(20, 0)), &out, "t", "n"); err != nil {
+		t.Fatal(err)
+	}
+	if want := "≥1.2× ? · C=1 ? · ≤24 ev ✓"; !strings.Contains(out.String(), want) {
+		t.Errorf("a row with no reference shows %q, want its targets marked ?:\n%s", out.String(), want)
+	}
+}
+
+// Specs refuses a row asked twice (it would be measured twice and reported as one) and a
+// selection with no row at all.
+func TestSpecsRefusesDuplicateAndEmptySelections(t *testing.T) {
+	for _, c := range [][]string{{ClassNetwork + "-regular", ClassNetwork}, {ClassRecorded, ClassRecorded}, {}} {
+		if _, err := Specs(c, []string{VariantPlain}); err == nil {
+			t.Errorf("Specs(%q) accepted", c)
+		}
+	}
+	specs, err := Specs([]string{ClassRecorded, ClassNetwork + "-local"}, []string{VariantPlain, VariantApproval})
+	if err != nil || len(specs) != 4 {
+		t.Fatalf("Specs = %v, %v; want 4 rows", specs, err)
+	}
+}

@@ -3,10 +3,13 @@ package bench
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/airlock-dev/airlock/internal/display"
 )
 
 // Targets of issues 12 and 20, shown as pass marks in the comparison report. Issue 20's
@@ -53,6 +56,44 @@ type round struct {
 	byKey map[string]Result
 }
 
+// check refuses a result line that names something the report does not know, or whose
+// numbers cannot be a measurement: every string it accepts is one of a fixed set (nothing
+// read from the file reaches the table as text), and every target is judged on a row whose
+// class and mode are what they say.
+func (r Result) check() error {
+	variants := []string{VariantPlain, VariantApproval}
+	switch r.System {
+	case "airlock":
+		modes := map[string]string{ClassRecorded: "local", ClassNetwork + "-regular": "regular", ClassNetwork + "-local": "local"}
+		want, ok := modes[r.Class]
+		if !ok {
+			return fmt.Errorf("airlock row of unknown class %q (recorded, network-regular, network-local)", display.Visible(r.Class))
+		}
+		if r.InferMode != want {
+			return fmt.Errorf("airlock %s row with infer_mode %q, want %q", r.Class, display.Visible(r.InferMode), want)
+		}
+	case SystemBareTemporal:
+		variants = append(variants, VariantPlain+"-local", VariantApproval+"-local")
+		fallthrough
+	case SystemLangGraph:
+		if r.Class != "" || r.InferMode != "" {
+			return fmt.Errorf("%s row with a class or infer_mode (the peers have none)", r.System)
+		}
+	default:
+		return fmt.Errorf("unknown system %q (airlock, %s, %s)", display.Visible(r.System), SystemLangGraph, SystemBareTemporal)
+	}
+	if !slices.Contains(variants, r.Variant) {
+		return fmt.Errorf("%s row of unknown variant %q (%s)", r.System, display.Visible(r.Variant), strings.Join(variants, ", "))
+	}
+	if r.Turns <= 0 || r.Concurrency <= 0 || r.TurnsPerS <= 0 || r.P50Ms <= 0 || r.P95Ms <= 0 {
+		return fmt.Errorf("%s %s row without a measurement (turns, concurrency, turns_per_s, p50_ms and p95_ms must be positive)", r.System, r.Variant)
+	}
+	if r.HistoryEventsPerTurn < 0 || r.C1P50Ms < 0 || r.CheckpointRows < 0 {
+		return fmt.Errorf("%s %s row with a negative count or latency", r.System, r.Variant)
+	}
+	return nil
+}
+
 // readRounds splits the JSON lines into rounds (RoundMarker lines; lines that are not JSON
 // objects, such as a peer's progress text, are skipped) and folds each peer's 1-in-flight line
 // into its row. Errors: a JSON line that does not parse as a result or names no system (with
@@ -61,29 +102,47 @@ func readRounds(r io.Reader) ([]round, error) {
 	var rounds []round
 	var cur []Result
 	c1 := map[string]float64{}
-	flush := func() {
-		if len(cur) == 0 {
-			return
+	marked := false // the file has round markers
+	// flush closes the round read so far. Each round stands alone: nothing of it (a peer's
+	// 1-in-flight p50 included) carries into the next.
+	flush := func() error {
+		if len(cur) == 0 && len(c1) == 0 {
+			if marked && len(rounds) > 0 {
+				return fmt.Errorf("round %d has no result lines", len(rounds)+1)
+			}
+			return nil
 		}
 		rd := round{byKey: map[string]Result{}}
 		for _, res := range cur {
 			if res.System != "airlock" {
-				res.C1P50Ms = c1[res.System+"/"+res.Variant]
+				k := res.System + "/" + res.Variant
+				res.C1P50Ms = c1[k] // 0 without one: its C=1 column shows "-"
+				delete(c1, k)
 			}
-			if _, dup := rd.byKey[res.rowKey()]; !dup {
-				rd.rows = append(rd.rows, res)
+			if _, dup := rd.byKey[res.rowKey()]; dup {
+				return fmt.Errorf("round %d has two %s %s %s rows", len(rounds)+1, res.System, res.Variant, res.Class)
 			}
+			rd.rows = append(rd.rows, res)
 			rd.byKey[res.rowKey()] = res
+		}
+		for k := range c1 {
+			return fmt.Errorf("round %d: a 1-in-flight line of %s without its main line", len(rounds)+1, k)
 		}
 		rounds = append(rounds, rd)
 		cur, c1 = nil, map[string]float64{}
+		return nil
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for n := 1; sc.Scan(); n++ {
+	n := 0
+	for sc.Scan() {
+		n++
 		line := strings.TrimSpace(sc.Text())
 		if strings.HasPrefix(line, RoundMarker) {
-			flush()
+			if err := flush(); err != nil {
+				return nil, fmt.Errorf("bench: report: line %d: %w", n, err)
+			}
+			marked = true
 			continue
 		}
 		if !strings.HasPrefix(line, "{") {
@@ -98,16 +157,31 @@ func readRounds(r io.Reader) ([]round, error) {
 		if res.System == "" {
 			return nil, fmt.Errorf("bench: report: line %d names no system", n)
 		}
+		if err := res.check(); err != nil {
+			return nil, fmt.Errorf("bench: report: line %d: %w", n, err)
+		}
 		if res.System != "airlock" && res.Concurrency == 1 {
-			c1[res.System+"/"+res.Variant] = res.P50Ms
+			k := res.System + "/" + res.Variant
+			if _, dup := c1[k]; dup {
+				return nil, fmt.Errorf("bench: report: line %d: a second 1-in-flight line of %s in the round", n, k)
+			}
+			c1[k] = res.P50Ms
 			continue
 		}
 		cur = append(cur, res)
 	}
 	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, fmt.Errorf("bench: report: line %d is longer than 1 MiB", n+1)
+		}
 		return nil, fmt.Errorf("bench: report: %w", err)
 	}
-	flush()
+	if err := flush(); err != nil {
+		return nil, fmt.Errorf("bench: report: at the end: %w", err)
+	}
+	if len(rounds) == 0 {
+		return nil, errors.New("bench: report: no result lines")
+	}
 	return rounds, nil
 }
 
@@ -199,15 +273,33 @@ func Report(r io.Reader, w io.Writer, title, note string) error {
 				continue
 			}
 			key := first.rowKey()
+			// Medians of what each round measured: a value a round did not report (0) is
+			// left out, never counted as a measured 0.
 			var tps, p50, p95, c1, ev, cp []float64
+			present := 0
 			for _, rd := range rounds {
-				if res, ok := rd.byKey[key]; ok {
-					tps, p50, p95 = append(tps, res.TurnsPerS), append(p50, res.P50Ms), append(p95, res.P95Ms)
-					ev, cp = append(ev, res.HistoryEventsPerTurn), append(cp, res.CheckpointRows)
-					if res.C1P50Ms > 0 {
-						c1 = append(c1, res.C1P50Ms)
+				res, ok := rd.byKey[key]
+				if !ok {
+					continue
+				}
+				if res.Turns != first.Turns || res.Concurrency != first.Concurrency {
+					return fmt.Errorf("bench: report: %s %s %s ran %d turns at C=%d in one round and %d at C=%d in another",
+						first.System, first.Variant, first.Class, first.Turns, first.Concurrency, res.Turns, res.Concurrency)
+				}
+				present++
+				tps, p50, p95 = append(tps, res.TurnsPerS), append(p50, res.P50Ms), append(p95, res.P95Ms)
+				for _, m := range []struct {
+					to *[]float64
+					v  float64
+				}{{&c1, res.C1P50Ms}, {&ev, res.HistoryEventsPerTurn}, {&cp, res.CheckpointRows}} {
+					if m.v > 0 {
+						*m.to = append(*m.to, m.v)
 					}
 				}
+			}
+			system := first.System
+			if present < len(rounds) {
+				system = fmt.Sprintf("%s (in %d of %d rounds)", system, present, len(rounds))
 			}
 			class, infer := first.Class, first.InferMode
 			if first.System == SystemBareTemporal {
@@ -232,7 +324,7 @@ func Report(r io.Reader, w io.Writer, title, note string) error {
 				marks = targets(first, median(ev), ratio, c1ratio, pairRatios(rounds, key, bareRegular, turnsPerS))
 			}
 			fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %.1f | %s | %.0f | %.0f | %s | %s | %s | %s |\n",
-				first.System, class, infer, first.Turns, first.Concurrency, median(tps), ratio, median(p50), median(p95),
+				system, class, infer, first.Turns, first.Concurrency, median(tps), ratio, median(p50), median(p95),
 				orDash(median(c1)), c1ratio, events, marks)
 		}
 	}
@@ -259,27 +351,34 @@ func mark(ok bool) string {
 
 // targets are the pass marks of an airlock row (first of its rounds; events its median) against
 // the targets of its variant and class, given its ratios to LangGraph.js (turns/s, C=1 p50)
-// and to the bare loop of regular activities (turns/s).
+// and to the bare loop of regular activities (turns/s). A target the run could not judge (a
+// reference row or a measure missing) is marked "?", never left out.
 func targets(res Result, events float64, ratio, c1ratio, vsBare ratios) string {
-	var out []string
 	if res.InferMode == "regular" {
-		if vsBare.n > 0 {
-			out = append(out, fmt.Sprintf("%s bare regular %s", vsBare, mark(vsBare.med > 1.0)))
-		}
-		return strings.Join(out, " · ")
+		return fmt.Sprintf("%s bare regular %s", vsBare, markIf(vsBare, vsBare.med > 1.0))
 	}
 	want := TargetLocalRatio
 	if res.Variant == VariantPlain && res.Class == ClassRecorded {
 		want = TargetPlainRecordedRatio
 	}
-	if ratio.n > 0 {
-		out = append(out, fmt.Sprintf("≥%.1f× %s", want, mark(ratio.med >= want)))
-	}
-	if c1ratio.n > 0 { // issue 20 for approval turns, issue 12 for plain ones
-		out = append(out, "C=1 "+mark(c1ratio.med <= 1.0))
+	out := []string{
+		fmt.Sprintf("≥%.1f× %s", want, markIf(ratio, ratio.med >= want)),
+		"C=1 " + markIf(c1ratio, c1ratio.med <= 1.0), // issue 20 for approval turns, issue 12 for plain ones
 	}
 	if res.Variant == VariantPlain {
-		out = append(out, fmt.Sprintf("≤%d ev %s", TargetPlainEvents, mark(events > 0 && events <= TargetPlainEvents)))
+		ev := "?"
+		if events > 0 {
+			ev = mark(events <= TargetPlainEvents)
+		}
+		out = append(out, fmt.Sprintf("≤%d ev %s", TargetPlainEvents, ev))
 	}
 	return strings.Join(out, " · ")
+}
+
+// markIf is mark(ok) for a measured ratio, "?" for one no round could take.
+func markIf(r ratios, ok bool) string {
+	if r.n == 0 {
+		return "?"
+	}
+	return mark(ok)
 }

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -105,6 +106,14 @@ func Specs(classes, variants []string) ([]Spec, error) {
 			default:
 				return nil, fmt.Errorf("bench: unknown class %q (recorded, network, network-regular, network-local)", display.Visible(c))
 			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("bench: no rows to run (name at least one class and one variant)")
+	}
+	for i, a := range out {
+		if slices.Contains(out[:i], a) {
+			return nil, fmt.Errorf("bench: row %s %s asked twice (--class network already includes network-regular and network-local)", a.Variant, a.Name())
 		}
 	}
 	return out, nil
