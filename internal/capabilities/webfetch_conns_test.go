@@ -42,7 +42,11 @@ func TestFetcherKeepsConnectionsToOneHost(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	if n := opened.Load(); n > inFlight {
-		t.Fatalf("48 calls, %d at once, opened %d connections: want at most %d", inFlight, n, inFlight)
+	// Not exactly 16: net/http hands a connection back to its pool from its own goroutine
+	// after Close returns, so a call of the next round can find the pool one short and dial
+	// (17-19 in 1-3 runs of 50). Half as many again is the bound that still tells a kept pool
+	// from the default's (16 + 14 + 14).
+	if n, most := opened.Load(), int64(inFlight+inFlight/2); n > most {
+		t.Fatalf("48 calls, %d at once, opened %d connections: want at most %d", inFlight, n, most)
 	}
 }
