@@ -475,7 +475,11 @@ func TestProviderKeepsConnectionsAcrossConcurrentRounds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := opened.Load(); n > inFlight {
-		t.Fatalf("48 rounds, %d at once, opened %d connections: want at most %d (idle ones reused)", inFlight, n, inFlight)
+	// Not exactly 16: net/http hands a connection back to its pool from its own goroutine
+	// after the body is closed, so a round of the next batch can find the pool one short and
+	// dial (2 runs in 100 did). Half as many again still tells a kept pool from the default's
+	// (about 40).
+	if n, most := opened.Load(), int64(inFlight+inFlight/2); n > most {
+		t.Fatalf("48 rounds, %d at once, opened %d connections: want at most %d (idle ones reused)", inFlight, n, most)
 	}
 }
