@@ -54,11 +54,11 @@ $(WORKFLOWCHECK):
 	GOBIN=$(BIN) $(GO) install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)
 
 test: check build temporal ## every test: unit, workflow (testsuite) and integration (PostgreSQL + Temporal dev server)
-	@[ -n "$${AIRLOCK_TEST_DATABASE_URL:-}" ] || echo "› making PostgreSQL available (scripts/ensure-postgres.sh)"
 	@echo "› making Chromium available for the approver page's browser tests (scripts/ensure-chromium.sh)"
 	@scripts/ensure-chromium.sh >/dev/null
 	@echo "› making the npm MCP servers available for the MCP bridge's tests (scripts/ensure-mcp-servers.sh → bin/npm)"
 	@scripts/ensure-mcp-servers.sh >/dev/null
+	@[ -n "$${AIRLOCK_TEST_DATABASE_URL:-}" ] || echo "› making PostgreSQL available (scripts/ensure-postgres.sh)"
 	@url="$${AIRLOCK_TEST_DATABASE_URL:-$$(scripts/ensure-postgres.sh)}" && \
 	  echo "› go test ./... (integration tests start their own Temporal dev server from bin/temporal)" && \
 	  AIRLOCK_REQUIRE_BROWSER=1 AIRLOCK_REQUIRE_MCP=1 AIRLOCK_TEST_DATABASE_URL="$$url" $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
