@@ -108,7 +108,7 @@ var migrationsFS embed.FS
 // Store is a handle on Airlock's database. It is safe for concurrent use by
 // many goroutines. Create it with Open and release it with Close.
 type Store struct {
-	db     *sqlx.DB
+	db     *preparedDB
 	driver string
 	dsn    string // the driver's connection string, for a PostgreSQL LISTEN connection (changes.go)
 }
@@ -214,7 +214,7 @@ func open(ctx context.Context, rawURL string, create bool) (*Store, error) {
 		db.Close()
 		return nil, redact.Error(fmt.Errorf("store: connect to %s %s: %w", driver, where, err), secrets...)
 	}
-	s := &Store{db: db, driver: driver, dsn: dsn}
+	s := &Store{db: newPreparedDB(db, driver == DriverPostgres), driver: driver, dsn: dsn}
 	if create {
 		err = s.migrate(ctx)
 	} else {
