@@ -558,7 +558,13 @@ func randHex(n int) string {
 // freshSchema creates an empty schema in the database at base and returns a URL whose
 // search_path is it, and a function that drops it.
 func freshSchema(ctx context.Context, base string) (string, func(), error) {
-	admin, err := sqlx.Open("postgres", base)
+	// The admin connection is lib/pq's own: without Airlock's airlock_prepare parameter,
+	// which PostgreSQL would refuse as an unknown run-time parameter.
+	adminURL, _, err := store.PrepareOption(base)
+	if err != nil {
+		return "", nil, fmt.Errorf("bench: database URL: %w", err)
+	}
+	admin, err := sqlx.Open("postgres", adminURL)
 	if err != nil {
 		return "", nil, fmt.Errorf("bench: database: %w", err)
 	}
@@ -568,7 +574,7 @@ func freshSchema(ctx context.Context, base string) (string, func(), error) {
 		return "", nil, fmt.Errorf("bench: create schema %s (is PostgreSQL up? scripts/ensure-postgres.sh): %w", schema, err)
 	}
 	drop := func() {
-		if a, err := sqlx.Open("postgres", base); err == nil {
+		if a, err := sqlx.Open("postgres", adminURL); err == nil {
 			a.Exec("DROP SCHEMA " + schema + " CASCADE")
 			a.Close()
 		}

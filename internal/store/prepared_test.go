@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/lib/pq"
@@ -134,5 +135,40 @@ func TestSQLiteStatementsAreNotCached(t *testing.T) {
 	}
 	if c := s.db.n.Load(); c != 0 {
 		t.Fatalf("SQLite cached %d statements", c)
+	}
+}
+
+// airlock_prepare=off (PrepareParam) turns prepared statements off, and is removed from the URL
+// lib/pq sees (PostgreSQL would refuse it as an unknown run-time parameter); the rest of the
+// query stays as written. Any value but on or off is an error that does not quote the URL.
+func TestPrepareOption(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		prepare  bool
+	}{
+		{"postgres://u:p@h/db", "postgres://u:p@h/db", true},
+		{"postgres://u:p@h/db?airlock_prepare=off", "postgres://u:p@h/db", false},
+		{"postgres://u:p@h/db?sslmode=disable&airlock_prepare=OFF&search_path=s", "postgres://u:p@h/db?sslmode=disable&search_path=s", false},
+		{"postgres://u:p@h/db?airlock_prepare=on&binary_parameters=yes", "postgres://u:p@h/db?binary_parameters=yes", true},
+	} {
+		dsn, prepare, err := PrepareOption(tc.in)
+		if err != nil || dsn != tc.want || prepare != tc.prepare {
+			t.Errorf("%s: %q, %v, %v; want %q, %v", tc.in, dsn, prepare, err, tc.want, tc.prepare)
+		}
+	}
+	if _, _, err := PrepareOption("postgres://u:secret@h/db?airlock_prepare=maybe"); err == nil || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("a bad value: %v, want an error that does not quote the URL", err)
+	}
+	if _, err := Open(testCtx(t), freshURL(t, DriverPostgres)+"&airlock_prepare=sometimes"); err == nil {
+		t.Fatal("Open accepted airlock_prepare=sometimes")
+	}
+
+	s := openStore(t, freshURL(t, DriverPostgres)+"&airlock_prepare=off")
+	var n int
+	if err := s.db.GetContext(testCtx(t), &n, `SELECT 1`); err != nil || n != 1 {
+		t.Fatalf("SELECT 1 with prepared statements off: %d %v", n, err)
+	}
+	if c := s.db.n.Load(); c != 0 {
+		t.Fatalf("airlock_prepare=off still cached %d statements", c)
 	}
 }

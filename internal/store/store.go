@@ -197,6 +197,12 @@ func open(ctx context.Context, rawURL string, create bool) (*Store, error) {
 		return nil, err
 	}
 	secrets := redact.URLSecrets(rawURL)
+	prepare := false
+	if driver == DriverPostgres {
+		if dsn, prepare, err = PrepareOption(dsn); err != nil {
+			return nil, redact.Error(fmt.Errorf("store: %s: %w", where, err), secrets...)
+		}
+	}
 	db, err := sqlx.Open(driver, dsn)
 	if err != nil {
 		return nil, redact.Error(fmt.Errorf("store: open %s %s: %w", driver, where, err), secrets...)
@@ -214,7 +220,7 @@ func open(ctx context.Context, rawURL string, create bool) (*Store, error) {
 		db.Close()
 		return nil, redact.Error(fmt.Errorf("store: connect to %s %s: %w", driver, where, err), secrets...)
 	}
-	s := &Store{db: newPreparedDB(db, driver == DriverPostgres), driver: driver, dsn: dsn}
+	s := &Store{db: newPreparedDB(db, prepare), driver: driver, dsn: dsn}
 	if create {
 		err = s.migrate(ctx)
 	} else {
@@ -271,6 +277,44 @@ func parseURL(raw string, create bool) (driver, dsn, where string, err error) {
 		}
 		return "", "", "", fmt.Errorf("store: the database URL is not a URL (not shown: it may hold a password): %s", acceptedForms)
 	}
+}
+
+// PrepareParam is the PostgreSQL URL query parameter that turns the store's prepared
+// statements (preparedDB) off: airlock_prepare=off. Airlock reads and removes it; "on", the
+// default, keeps them. Set it off behind a pooler that cannot keep a connection's prepared
+// statements (PgBouncer in transaction mode before 1.21, or with max_prepared_statements=0):
+// there lib/pq's statement names ("1", "2", …) could reach another client's server connection.
+const PrepareParam = "airlock_prepare"
+
+// PrepareOption reads and removes PrepareParam from the PostgreSQL URL raw, keeping the rest of
+// its query as written: dsn is the URL for lib/pq, prepare whether the store prepares its
+// statements (true unless the parameter says off). Anything else that connects with lib/pq
+// to the same URL strips it the same way. Errors: a value other than on or off (the value is
+// not quoted: it sits in a URL that may hold a password).
+func PrepareOption(raw string) (dsn string, prepare bool, err error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.RawQuery == "" {
+		return raw, true, nil
+	}
+	prepare = true
+	var kept []string
+	for _, kv := range strings.Split(u.RawQuery, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		if key, kerr := url.QueryUnescape(k); kerr != nil || key != PrepareParam {
+			kept = append(kept, kv)
+			continue
+		}
+		switch val, _ := url.QueryUnescape(v); strings.ToLower(val) {
+		case "on", "":
+			prepare = true
+		case "off":
+			prepare = false
+		default:
+			return "", false, fmt.Errorf("%s must be on or off", PrepareParam)
+		}
+	}
+	u.RawQuery = strings.Join(kept, "&")
+	return u.String(), prepare, nil
 }
 
 // withOneRoundTrip turns on lib/pq's binary_parameters unless the URL sets it: a statement with
