@@ -179,7 +179,7 @@ func startCPUProfile(path string) (func(), error) {
 func newBenchReportCmd() *cobra.Command {
 	var title, note string
 	cmd := &cobra.Command{
-		Use:   "report RAW.jsonl",
+		Use:   "report RAW.jsonl [RAW.jsonl ...]",
 		Short: "Write the markdown comparison of one run's JSON lines (airlock bench's and the peers'): ratios to LangGraph.js and the performance targets (docs/bench/README.md)",
 		Long: `Reads the JSON lines of one comparison run (scripts/bench-compare.sh collects them: LangGraph.js,
 bare Temporal and airlock bench; the peers' 1-in-flight runs are lines with concurrency 1) and
@@ -189,16 +189,24 @@ performance targets (docs/bench/README.md) with pass marks.
 
 A run of several rounds has a "# round K" line before each round's lines: every number is then
 the median over the rounds, and every ratio the median of the ratios taken within each round
-(both systems measured on the same machine state), with their range in brackets.`,
-		Example: "  airlock bench report docs/bench/2026-11-30.jsonl --note \"load 0.5\" > docs/bench/2026-11-30.md",
-		Args:    cobra.ExactArgs(1),
+(both systems measured on the same machine state), with their range in brackets.
+
+Several files are read as one run: their rounds one after the other, so the medians and
+ranges are taken over every round of every run (two runs of make bench-compare, pooled).`,
+		Example: "  airlock bench report docs/bench/2026-11-30.jsonl --note \"load 0.5\" > docs/bench/2026-11-30.md\n" +
+			"  airlock bench report docs/bench/2026-12-04-stop30-run1.jsonl docs/bench/2026-12-04-stop30-run2.jsonl --title \"stop 30, both runs\"",
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f, err := os.Open(args[0])
-			if err != nil {
-				return err
+			runs := make([]bench.RunLines, 0, len(args))
+			for _, path := range args {
+				f, err := os.Open(path)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				runs = append(runs, bench.RunLines{Name: path, R: f})
 			}
-			defer f.Close()
-			return bench.Report(f, cmd.OutOrStdout(), title, note)
+			return bench.ReportRuns(cmd.OutOrStdout(), title, note, runs...)
 		},
 	}
 	cmd.Flags().StringVar(&title, "title", "Airlock beside LangGraph.js and bare Temporal", "report title")

@@ -153,6 +153,39 @@ func TestReportMediansOverRounds(t *testing.T) {
 	}
 }
 
+// Several runs read as one (ReportRuns, airlock bench report with several files) are their
+// rounds one after the other: the same report as one file of all those rounds, a run without
+// round markers counting as one round. A bad line is named with its run and its line there.
+func TestReportPoolsRuns(t *testing.T) {
+	lg := func(tps float64) string {
+		return fmt.Sprintf(`{"system":"langgraph-js","variant":"plain","turns":200,"concurrency":16,"turns_per_s":%g,"p50_ms":400,"p95_ms":900}`, tps)
+	}
+	al := func(tps float64) string {
+		return fmt.Sprintf(`{"system":"airlock","variant":"plain","class":"recorded","infer_mode":"local","turns":200,"concurrency":16,"turns_per_s":%g,"p50_ms":300,"p95_ms":600,"history_events_per_turn":14}`, tps)
+	}
+	run1 := strings.Join([]string{"# round 1", lg(30), al(33), "# round 2", lg(40), al(36)}, "\n") // 1.10×, 0.90×
+	run2 := strings.Join([]string{lg(30), al(45)}, "\n")                                           // one round: 1.50×
+	var pooled, whole bytes.Buffer
+	if err := ReportRuns(&pooled, "t", "n", RunLines{Name: "a", R: strings.NewReader(run1)}, RunLines{Name: "b", R: strings.NewReader(run2)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Report(strings.NewReader(run1+"\n# round 3\n"+run2), &whole, "t", "n"); err != nil {
+		t.Fatal(err)
+	}
+	if pooled.String() != whole.String() {
+		t.Errorf("pooled runs:\n%s\nwant the report of their rounds in one file:\n%s", pooled.String(), whole.String())
+	}
+	for _, want := range []string{"3 rounds", "| airlock | recorded | local | 200 | 16 | 36.0 | 1.10× (0.90–1.50) |"} {
+		if !strings.Contains(pooled.String(), want) {
+			t.Errorf("pooled report lacks %q:\n%s", want, pooled.String())
+		}
+	}
+	err := ReportRuns(&pooled, "t", "n", RunLines{Name: "a", R: strings.NewReader(run1)}, RunLines{Name: "b.jsonl", R: strings.NewReader(lg(30) + "\n{\"variant\":\"plain\"}")})
+	if err == nil || !strings.HasPrefix(err.Error(), "b.jsonl: ") || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("a bad line in the second run: %v, want an error naming b.jsonl and line 2", err)
+	}
+}
+
 // A line that looks like a result and is not one fails the report with its line number,
 // instead of leaving a row silently out of the table.
 func TestReportRefusesMalformedResultLines(t *testing.T) {

@@ -240,9 +240,30 @@ func (r ratios) String() string {
 // range) and the targets with pass marks, judged on the medians. note is printed under the
 // title (load, machine).
 func Report(r io.Reader, w io.Writer, title, note string) error {
-	rounds, err := readRounds(r)
-	if err != nil {
-		return err
+	return ReportRuns(w, title, note, RunLines{R: r})
+}
+
+// RunLines is one comparison run's JSON lines (R) and the name its errors are given under (its file
+// path; none for "").
+type RunLines struct {
+	Name string
+	R    io.Reader
+}
+
+// ReportRuns is Report over several runs read as one: their rounds one after the other, in
+// the order given (a run without round markers is one round), so that the medians and ranges
+// are taken over every round of every run. Errors: Report's, prefixed with the run's Name.
+func ReportRuns(w io.Writer, title, note string, runs ...RunLines) error {
+	var rounds []round
+	for _, run := range runs {
+		rs, err := readRounds(run.R)
+		if err != nil {
+			if run.Name != "" {
+				err = fmt.Errorf("%s: %w", run.Name, err)
+			}
+			return err
+		}
+		rounds = append(rounds, rs...)
 	}
 	// Rows in their first appearance's order, across rounds.
 	var order []Result
