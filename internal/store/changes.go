@@ -39,7 +39,7 @@ func notifying(q, sel string) string {
 func (s *Store) execChanging(ctx context.Context, x sqlx.ExtContext, q string, args ...any) (int64, error) {
 	if s.driver == DriverPostgres {
 		var n int64
-		err := sqlx.GetContext(ctx, x, &n, s.q(notifyChanged(q)), args...)
+		err := getContext(ctx, x, &n, s.q(notifyChanged(q)), args...)
 		return n, err
 	}
 	res, err := x.ExecContext(ctx, s.q(q), args...)

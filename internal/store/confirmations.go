@@ -260,7 +260,7 @@ func (s *Store) decideConfirmation(ctx context.Context, x sqlx.ExtContext, id, d
 		return nil
 	}
 	var existing string
-	if err := sqlx.GetContext(ctx, x, &existing, s.q(`SELECT decision FROM confirmations WHERE id = ?`), id); err != nil {
+	if err := getContext(ctx, x, &existing, s.q(`SELECT decision FROM confirmations WHERE id = ?`), id); err != nil {
 		return notFound(err, "confirmation %q", id)
 	}
 	if existing == decision {

@@ -4,9 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"strings"
+	"reflect"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
@@ -26,22 +27,33 @@ const MaxPreparedStatements = 256
 // unnamed-statement protocol each time; a turn runs about 28 statements, most of them the same
 // few texts (issue 20, item 3: the store's share of a turn's CPU). SQLite runs every statement
 // as before (one connection, in-process: nothing to save), and so do statements in
-// transactions (sqlx.Tx, unchanged).
+// transactions (sqlx.Tx, unchanged) and QueryRowxContext (a row's error shows only when it is
+// scanned, too late to run the statement again; the store reads one row through GetContext).
 //
-// Behaviour is the unprepared one's: the same results and errors. A statement whose prepare
-// fails runs unprepared, so its error is the one the query itself reports; one whose cached
-// plan went stale (PostgreSQL's "cached plan must not change result type", after another
-// process migrated the schema) is dropped and run once more unprepared.
+// Behaviour is the unprepared one's: the same results and errors.
+//   - A statement PostgreSQL refuses to prepare runs unprepared, so its error is the query's.
+//   - A prepared statement the server answers with an error (a *pq.Error: the statement failed
+//     whole and, outside a transaction, left nothing behind) runs once more as written, and
+//     the caller gets that run's result. If the second run succeeds, the cache was stale:
+//     another process migrated the schema ("cached plan must not change result type", or
+//     parameter types fixed before a column was widened), so every cached statement is
+//     dropped and prepared again on next use. An error that is not the server's (a connection
+//     lost mid-statement) is returned as it is: the statement may have run.
+//   - A dropped statement is closed a minute later, never under a caller that just took it.
 //
 // A pooler that multiplexes sessions in transaction mode (PgBouncer before 1.21, or without
-// max_prepared_statements) cannot keep a connection's prepared statements: point Airlock at
-// PostgreSQL or a session-mode pool.
+// max_prepared_statements) cannot keep a connection's prepared statements: turn them off with
+// PrepareParam.
 type preparedDB struct {
 	*sqlx.DB
 	prepare bool
 	stmts   sync.Map // statement text → *sqlx.Stmt
 	n       atomic.Int64
 }
+
+// closeDropped is how long a dropped statement stays open for callers that took it before it
+// was dropped.
+const closeDropped = time.Minute
 
 // newPreparedDB wraps db; prepare is false for SQLite.
 func newPreparedDB(db *sqlx.DB, prepare bool) *preparedDB {
@@ -57,97 +69,120 @@ func (d *preparedDB) stmt(ctx context.Context, query string) *sqlx.Stmt {
 	if v, ok := d.stmts.Load(query); ok {
 		return v.(*sqlx.Stmt)
 	}
-	if d.n.Load() >= MaxPreparedStatements {
+	// Reserve a slot first, so racing first uses of new texts never cache more than the bound.
+	if d.n.Add(1) > MaxPreparedStatements {
+		d.n.Add(-1)
 		return nil
 	}
 	st, err := d.DB.PreparexContext(ctx, query)
 	if err != nil {
+		d.n.Add(-1)
 		return nil
 	}
 	if v, loaded := d.stmts.LoadOrStore(query, st); loaded {
-		_ = st.Close()
+		d.n.Add(-1)
+		_ = st.Close() // never handed out
 		return v.(*sqlx.Stmt)
 	}
-	d.n.Add(1)
 	return st
 }
 
-// stale reports whether err says the statement's cached plan no longer fits the schema; the
-// statement is dropped from the cache so the next use prepares it again.
-func (d *preparedDB) stale(query string, err error) bool {
+// serverError reports whether err is PostgreSQL's answer to the statement (which then failed
+// whole), not a failure to reach it or to read its answer.
+func serverError(err error) bool {
 	var pqErr *pq.Error
-	if !errors.As(err, &pqErr) || pqErr.Code != "0A000" || !strings.Contains(pqErr.Message, "cached plan") {
-		return false
+	return errors.As(err, &pqErr)
+}
+
+// stale handles a prepared statement's server error once the statement, run again unprepared,
+// succeeded: the cached statements no longer fit the schema, so all are dropped (closed after
+// closeDropped) and prepared again on next use.
+func (d *preparedDB) stale() {
+	d.stmts.Range(func(k, v any) bool {
+		if d.stmts.CompareAndDelete(k, v) {
+			d.n.Add(-1)
+			st := v.(*sqlx.Stmt)
+			time.AfterFunc(closeDropped, func() { _ = st.Close() })
+		}
+		return true
+	})
+}
+
+// retried runs query prepared (prepared) when it can and, after a server error, as written
+// (plain), as preparedDB describes.
+func (d *preparedDB) retried(ctx context.Context, query string, prepared func(*sqlx.Stmt) error, plain func() error) error {
+	st := d.stmt(ctx, query)
+	if st == nil {
+		return plain()
 	}
-	if v, ok := d.stmts.LoadAndDelete(query); ok {
-		d.n.Add(-1)
-		_ = v.(*sqlx.Stmt).Close()
+	err := prepared(st)
+	if err == nil || !serverError(err) {
+		return err
 	}
-	return true
+	if err := plain(); err != nil {
+		return err
+	}
+	d.stale()
+	return nil
 }
 
 // ExecContext is sqlx.DB's, prepared (preparedDB).
-func (d *preparedDB) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if st := d.stmt(ctx, query); st != nil {
-		res, err := st.ExecContext(ctx, args...)
-		if err == nil || !d.stale(query, err) {
-			return res, err
-		}
-	}
-	return d.DB.ExecContext(ctx, query, args...)
+func (d *preparedDB) ExecContext(ctx context.Context, query string, args ...any) (res sql.Result, err error) {
+	err = d.retried(ctx, query,
+		func(st *sqlx.Stmt) (err error) { res, err = st.ExecContext(ctx, args...); return err },
+		func() (err error) { res, err = d.DB.ExecContext(ctx, query, args...); return err })
+	return res, err
 }
 
-// QueryContext is sqlx.DB's, prepared (preparedDB).
-func (d *preparedDB) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if st := d.stmt(ctx, query); st != nil {
-		rows, err := st.QueryContext(ctx, args...)
-		if err == nil || !d.stale(query, err) {
-			return rows, err
-		}
-	}
-	return d.DB.QueryContext(ctx, query, args...)
+// QueryContext is sqlx.DB's, prepared (preparedDB). Only the query's own error is retried: one
+// met while reading its rows is the caller's.
+func (d *preparedDB) QueryContext(ctx context.Context, query string, args ...any) (rows *sql.Rows, err error) {
+	err = d.retried(ctx, query,
+		func(st *sqlx.Stmt) (err error) { rows, err = st.QueryContext(ctx, args...); return err },
+		func() (err error) { rows, err = d.DB.QueryContext(ctx, query, args...); return err })
+	return rows, err
 }
 
-// QueryxContext is sqlx.DB's, prepared (preparedDB).
-func (d *preparedDB) QueryxContext(ctx context.Context, query string, args ...any) (*sqlx.Rows, error) {
-	if st := d.stmt(ctx, query); st != nil {
-		rows, err := st.QueryxContext(ctx, args...)
-		if err == nil || !d.stale(query, err) {
-			return rows, err
-		}
-	}
-	return d.DB.QueryxContext(ctx, query, args...)
+// QueryxContext is sqlx.DB's, prepared (preparedDB), as QueryContext.
+func (d *preparedDB) QueryxContext(ctx context.Context, query string, args ...any) (rows *sqlx.Rows, err error) {
+	err = d.retried(ctx, query,
+		func(st *sqlx.Stmt) (err error) { rows, err = st.QueryxContext(ctx, args...); return err },
+		func() (err error) { rows, err = d.DB.QueryxContext(ctx, query, args...); return err })
+	return rows, err
 }
 
-// QueryRowxContext is sqlx.DB's, prepared (preparedDB). A row's error shows only when it is
-// scanned, so a stale plan is not retried here: GetContext (through QueryxContext) is.
+// QueryRowxContext is sqlx.DB's, unprepared: its error shows only when the row is scanned, too
+// late to run the statement again (preparedDB). The store reads one row with GetContext.
 func (d *preparedDB) QueryRowxContext(ctx context.Context, query string, args ...any) *sqlx.Row {
-	if st := d.stmt(ctx, query); st != nil {
-		return st.QueryRowxContext(ctx, args...)
-	}
 	return d.DB.QueryRowxContext(ctx, query, args...)
 }
 
 // GetContext is sqlx.DB's, prepared (preparedDB).
 func (d *preparedDB) GetContext(ctx context.Context, dest any, query string, args ...any) error {
-	if st := d.stmt(ctx, query); st != nil {
-		err := st.GetContext(ctx, dest, args...)
-		if err == nil || !d.stale(query, err) {
-			return err
-		}
-	}
-	return d.DB.GetContext(ctx, dest, query, args...)
+	return d.retried(ctx, query,
+		func(st *sqlx.Stmt) error { return st.GetContext(ctx, dest, args...) },
+		func() error { return d.DB.GetContext(ctx, dest, query, args...) })
 }
 
-// SelectContext is sqlx.DB's, prepared (preparedDB).
+// SelectContext is sqlx.DB's, prepared (preparedDB); the run again starts from an empty dest.
 func (d *preparedDB) SelectContext(ctx context.Context, dest any, query string, args ...any) error {
-	if st := d.stmt(ctx, query); st != nil {
-		err := st.SelectContext(ctx, dest, args...)
-		if err == nil || !d.stale(query, err) {
-			return err
-		}
+	return d.retried(ctx, query,
+		func(st *sqlx.Stmt) error { return st.SelectContext(ctx, dest, args...) },
+		func() error {
+			if v := reflect.ValueOf(dest); v.Kind() == reflect.Pointer && !v.IsNil() {
+				v.Elem().Set(reflect.Zero(v.Elem().Type()))
+			}
+			return d.DB.SelectContext(ctx, dest, query, args...)
+		})
+}
+
+// getContext is GetContext on x: the store's prepared one on its handle, sqlx's on a
+// transaction.
+func getContext(ctx context.Context, x sqlx.QueryerContext, dest any, query string, args ...any) error {
+	if d, ok := x.(*preparedDB); ok {
+		return d.GetContext(ctx, dest, query, args...)
 	}
-	return d.DB.SelectContext(ctx, dest, query, args...)
+	return sqlx.GetContext(ctx, x, dest, query, args...)
 }
 
 // Close closes the prepared statements and the pool.

@@ -304,7 +304,11 @@ func PrepareOption(raw string) (dsn string, prepare bool, err error) {
 			kept = append(kept, kv)
 			continue
 		}
-		switch val, _ := url.QueryUnescape(v); strings.ToLower(val) {
+		val, verr := url.QueryUnescape(v)
+		if verr != nil {
+			return "", false, fmt.Errorf("%s must be on or off (its value is not percent-encoded right)", PrepareParam)
+		}
+		switch strings.ToLower(val) {
 		case "on", "":
 			prepare = true
 		case "off":
