@@ -42,6 +42,14 @@ func attackPair(t *testing.T, extra string) (prep, plain *Store, other *sql.DB) 
 	return prep, plain, other
 }
 
+// mustExec runs q on db (another process's connection), failing the test on an error.
+func mustExec(t *testing.T, ctx context.Context, db *sql.DB, q string, args ...any) {
+	t.Helper()
+	if _, err := db.ExecContext(ctx, q, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func pqCode(err error) string {
 	var e *pq.Error
 	if errors.As(err, &e) {
@@ -53,7 +61,8 @@ func pqCode(err error) string {
 	return "non-pq: " + err.Error()
 }
 
-// Found and fixed, was: a stale plan found by one goroutine closes the cached *sqlx.Stmt that other
+// Found and fixed; the defect was:
+// a stale plan found by one goroutine closes the cached *sqlx.Stmt that other
 // goroutines have already loaded from the cache (or, worse, the fresh one another goroutine
 // just prepared, since stale() deletes whatever is cached under the text): their
 // Exec/Query then fail with "sql: statement is closed", which is not a *pq.Error and is
@@ -61,12 +70,8 @@ func pqCode(err error) string {
 func TestAttackFixedStaleEvictionClosesStatementsInUse(t *testing.T) {
 	prep, _, other := attackPair(t, "")
 	ctx := testCtx(t)
-	if _, err := other.ExecContext(ctx, `CREATE TABLE atk_stale (k TEXT PRIMARY KEY, a INTEGER NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := other.ExecContext(ctx, `INSERT INTO atk_stale VALUES ('x', 1)`); err != nil {
-		t.Fatal(err)
-	}
+	mustExec(t, ctx, other, `CREATE TABLE atk_stale (k TEXT PRIMARY KEY, a INTEGER NOT NULL)`)
+	mustExec(t, ctx, other, `INSERT INTO atk_stale VALUES ('x', 1)`)
 	q := prep.q(`SELECT a FROM atk_stale WHERE k = ?`)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -97,9 +102,7 @@ func TestAttackFixedStaleEvictionClosesStatementsInUse(t *testing.T) {
 	types := []string{"BIGINT", "INTEGER"}
 	for i := range 60 {
 		time.Sleep(40 * time.Millisecond)
-		if _, err := other.ExecContext(ctx, `ALTER TABLE atk_stale ALTER COLUMN a TYPE `+types[i%2]); err != nil {
-			t.Fatal(err)
-		}
+		mustExec(t, ctx, other, `ALTER TABLE atk_stale ALTER COLUMN a TYPE `+types[i%2])
 	}
 	time.Sleep(40 * time.Millisecond)
 	close(stop)
@@ -110,7 +113,8 @@ func TestAttackFixedStaleEvictionClosesStatementsInUse(t *testing.T) {
 	}
 }
 
-// Found and fixed, was: a prepared statement keeps the parameter types PostgreSQL inferred when it was
+// Found and fixed; the defect was:
+// a prepared statement keeps the parameter types PostgreSQL inferred when it was
 // prepared. After another process widens a column (INTEGER -> BIGINT, the kind of migration
 // 0014's {{bigint}} is), the cached statement still converts its argument to integer, so a
 // value the new schema accepts fails with 22003 (numeric_value_out_of_range) on every pooled
@@ -119,12 +123,8 @@ func TestAttackFixedStaleEvictionClosesStatementsInUse(t *testing.T) {
 func TestAttackFixedCachedParamTypesOutliveMigration(t *testing.T) {
 	prep, plain, other := attackPair(t, "")
 	ctx := testCtx(t)
-	if _, err := other.ExecContext(ctx, `CREATE TABLE atk_widen (k TEXT PRIMARY KEY, n INTEGER NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := other.ExecContext(ctx, `INSERT INTO atk_widen VALUES ('x', 1)`); err != nil {
-		t.Fatal(err)
-	}
+	mustExec(t, ctx, other, `CREATE TABLE atk_widen (k TEXT PRIMARY KEY, n INTEGER NOT NULL)`)
+	mustExec(t, ctx, other, `INSERT INTO atk_widen VALUES ('x', 1)`)
 	upd := prep.q(`UPDATE atk_widen SET n = ? WHERE k = ?`)
 	sel := prep.q(`SELECT k FROM atk_widen WHERE n = ?`)
 	for _, s := range []*Store{prep, plain} {
@@ -137,9 +137,7 @@ func TestAttackFixedCachedParamTypesOutliveMigration(t *testing.T) {
 		}
 	}
 	// Another process (a newer worker) migrates the column to BIGINT.
-	if _, err := other.ExecContext(ctx, `ALTER TABLE atk_widen ALTER COLUMN n TYPE BIGINT`); err != nil {
-		t.Fatal(err)
-	}
+	mustExec(t, ctx, other, `ALTER TABLE atk_widen ALTER COLUMN n TYPE BIGINT`)
 	big := int64(1) << 40
 	_, errPlain := plain.db.ExecContext(ctx, upd, big, "x")
 	_, errPrep := prep.db.ExecContext(ctx, upd, big, "x")
@@ -155,9 +153,7 @@ func TestAttackFixedCachedParamTypesOutliveMigration(t *testing.T) {
 		t.Errorf("prepared update, again: %v", errPrep)
 	}
 	// A lookup prepared before the migration cannot even express a key the new schema holds.
-	if _, err := other.ExecContext(ctx, `UPDATE atk_widen SET n = $1`, big); err != nil {
-		t.Fatal(err)
-	}
+	mustExec(t, ctx, other, `UPDATE atk_widen SET n = $1`, big)
 	var k string
 	errPlain = plain.db.GetContext(ctx, &k, sel, big)
 	errPrep = prep.db.GetContext(ctx, &k, sel, big)
@@ -169,7 +165,8 @@ func TestAttackFixedCachedParamTypesOutliveMigration(t *testing.T) {
 	}
 }
 
-// Found and fixed, was: the store runs statements through sqlx.GetContext(ctx, s.db, ...) (execChanging,
+// Found and fixed; the defect was:
+// the store runs statements through sqlx.GetContext(ctx, s.db, ...) (execChanging,
 // decideConfirmation's read of the existing decision): sqlx calls preparedDB.QueryRowxContext,
 // which never drops a stale statement. After another process changes a result column's type,
 // that statement fails with 0A000 "cached plan must not change result type" on every call, for
@@ -189,9 +186,7 @@ func TestAttackFixedStalePlanStuckThroughSqlxGetContext(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := other.ExecContext(ctx, `ALTER TABLE confirmations ALTER COLUMN decision TYPE VARCHAR(64)`); err != nil {
-		t.Fatal(err)
-	}
+	mustExec(t, ctx, other, `ALTER TABLE confirmations ALTER COLUMN decision TYPE VARCHAR(64)`)
 	if err := decide(plain); err != nil {
 		t.Fatalf("unprepared retry after the migration: %v", err)
 	}
@@ -210,7 +205,8 @@ func TestAttackFixedStalePlanStuckThroughSqlxGetContext(t *testing.T) {
 	}
 }
 
-// Found and fixed, was: the bound is checked (n.Load) before preparing and counted (n.Add) after, so
+// Found and fixed; the defect was:
+// the bound is checked (n.Load) before preparing and counted (n.Add) after, so
 // goroutines that start new texts together all pass the check: the cache exceeds
 // MaxPreparedStatements by up to the number of concurrent callers.
 func TestAttackFixedBoundExceededByConcurrentNewTexts(t *testing.T) {
@@ -244,7 +240,8 @@ func TestAttackFixedBoundExceededByConcurrentNewTexts(t *testing.T) {
 	}
 }
 
-// Found and fixed (minor), was: PrepareOption promises an error for any value but on or off, but a value
+// Found and fixed (minor); the defect was:
+// PrepareOption promises an error for any value but on or off, but a value
 // whose percent-encoding is malformed is read as "" and so as on: a mistyped
 // airlock_prepare=off% (meant to disable prepared statements behind a transaction pooler)
 // silently leaves them on.
@@ -267,11 +264,9 @@ func TestAttackFixedPrepareOptionMalformedValueIsOn(t *testing.T) {
 func TestAttackHeldValueParity(t *testing.T) {
 	prep, plain, other := attackPair(t, "")
 	ctx := testCtx(t)
-	if _, err := other.ExecContext(ctx, `CREATE TABLE atk_vals (
+	mustExec(t, ctx, other, `CREATE TABLE atk_vals (
 		id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-		k TEXT UNIQUE, b BYTEA, j JSON, ts TIMESTAMPTZ, n INTEGER, u UUID)`); err != nil {
-		t.Fatal(err)
-	}
+		k TEXT UNIQUE, b BYTEA, j JSON, ts TIMESTAMPTZ, n INTEGER, u UUID)`)
 	all := make([]byte, 256)
 	for i := range all {
 		all[i] = byte(i)
@@ -298,9 +293,7 @@ func TestAttackHeldValueParity(t *testing.T) {
 	for _, tc := range cases {
 		var idPrep, idPlain int64
 		errPrep := prep.db.GetContext(ctx, &idPrep, ins, tc.args...)
-		if _, err := other.ExecContext(ctx, `DELETE FROM atk_vals WHERE id = $1`, idPrep); err != nil {
-			t.Fatal(err)
-		}
+		mustExec(t, ctx, other, `DELETE FROM atk_vals WHERE id = $1`, idPrep)
 		errPlain := plain.db.GetContext(ctx, &idPlain, ins, tc.args...)
 		if pqCode(errPrep) != pqCode(errPlain) {
 			t.Errorf("%s: prepared %v (%s), unprepared %v (%s)", tc.name, errPrep, pqCode(errPrep), errPlain, pqCode(errPlain))
@@ -330,14 +323,10 @@ func TestAttackHeldValueParity(t *testing.T) {
 		if b, ok := tc.args[1].([]byte); ok && !bytes.Equal(rp[0].B, b) {
 			t.Errorf("%s: bytea came back different (%d bytes, want %d)", tc.name, len(rp[0].B), len(b))
 		}
-		if _, err := other.ExecContext(ctx, `DELETE FROM atk_vals WHERE id <> 0 AND k IS DISTINCT FROM 'a'`); err != nil {
-			t.Fatal(err)
-		}
+		mustExec(t, ctx, other, `DELETE FROM atk_vals WHERE id <> 0 AND k IS DISTINCT FROM 'a'`)
 	}
 	// Many rows of binary bytea through one prepared Select: no aliasing of lib/pq's buffer.
-	if _, err := other.ExecContext(ctx, `DELETE FROM atk_vals`); err != nil {
-		t.Fatal(err)
-	}
+	mustExec(t, ctx, other, `DELETE FROM atk_vals`)
 	for i := range 50 {
 		if _, err := prep.db.ExecContext(ctx, prep.q(`INSERT INTO atk_vals (k, b) VALUES (?, ?)`), fmt.Sprint("r", i), []byte{byte(i), byte(i), byte(i)}); err != nil {
 			t.Fatal(err)
@@ -434,9 +423,7 @@ func TestAttackHeldSchemaChurn(t *testing.T) {
 	ctx := testCtx(t)
 	mustExec := func(q string) {
 		t.Helper()
-		if _, err := other.ExecContext(ctx, q); err != nil {
-			t.Fatal(err)
-		}
+		mustExec(t, ctx, other, q)
 	}
 	mustExec(`CREATE TABLE atk_ch (a INTEGER, b TEXT)`)
 	mustExec(`INSERT INTO atk_ch VALUES (1, 'one')`)
@@ -500,9 +487,7 @@ func TestAttackHeldTerminatedBackends(t *testing.T) {
 	app := "atk_" + hex.EncodeToString(rnd[:])
 	prep, plain, other := attackPair(t, "&application_name="+app)
 	ctx := testCtx(t)
-	if _, err := other.ExecContext(ctx, `CREATE TABLE atk_term (v INTEGER)`); err != nil {
-		t.Fatal(err)
-	}
+	mustExec(t, ctx, other, `CREATE TABLE atk_term (v INTEGER)`)
 	run := func(s *Store) (fails int) {
 		var wg sync.WaitGroup
 		var mu sync.Mutex
@@ -529,9 +514,7 @@ func TestAttackHeldTerminatedBackends(t *testing.T) {
 		run(s)
 	}
 	for round := range 3 {
-		if _, err := other.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()`, app); err != nil {
-			t.Fatal(err)
-		}
+		mustExec(t, ctx, other, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()`, app)
 		time.Sleep(50 * time.Millisecond)
 		fp, fu := run(prep), run(plain)
 		t.Logf("round %d: failures right after the kill: prepared %d, unprepared %d", round, fp, fu)
