@@ -892,11 +892,36 @@ func (a *Activities) executeChecked(ctx context.Context, in ExecuteInput, conf *
 			state = store.ExecFailed
 		}
 		b, _ := json.Marshal(ledgerEntry{ExecuteOutput: out, ArgsDigest: digest})
-		if err := a.Store.FinishExecution(ctx, ledgerKey, state, b, a.now()); err != nil {
+		if err := a.finishLedger(ctx, ledgerKey, state, b); err != nil {
 			return ExecuteOutput{}, fmt.Errorf("execution ledger: %w", err)
 		}
 	}
 	return out, nil
+}
+
+// finishLedger records a started execution's outcome (store.FinishExecution). The effect has
+// run and its outcome is in hand: a store that fails now (a restart, a failover, dropped
+// connections) must not make the next attempt find the row still started and report
+// outcome_unknown for a call that completed. So a failed finish is tried again, 100 ms doubling
+// to 2 s apart and heartbeating, until it lands or the attempt's context ends; a conflict or a
+// missing row is final at once (stop-30 attack: two failed finishes in a row after a completed
+// effect).
+func (a *Activities) finishLedger(ctx context.Context, key, state string, result json.RawMessage) error {
+	stop := keepAlive(ctx)
+	defer stop()
+	wait := 100 * time.Millisecond
+	for {
+		err := a.Store.FinishExecution(ctx, key, state, result, a.now())
+		if err == nil || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
 // approved checks, for a confirmed call, that the store records its confirmation as approved

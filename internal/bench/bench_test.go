@@ -180,6 +180,11 @@ func TestReportPoolsRuns(t *testing.T) {
 			t.Errorf("pooled report lacks %q:\n%s", want, pooled.String())
 		}
 	}
+	// One run twice (the same file named twice, or a copy) would count its rounds twice.
+	if err := ReportRuns(&pooled, "t", "n", RunLines{Name: "a", R: strings.NewReader(run1)}, RunLines{Name: "a-copy", R: strings.NewReader(run1)}); err == nil ||
+		!strings.Contains(err.Error(), "same rounds") {
+		t.Errorf("a run given twice: %v, want an error that it has the same rounds", err)
+	}
 	err := ReportRuns(&pooled, "t", "n", RunLines{Name: "a", R: strings.NewReader(run1)}, RunLines{Name: "b.jsonl", R: strings.NewReader(lg(30) + "\n{\"variant\":\"plain\"}")})
 	if err == nil || !strings.HasPrefix(err.Error(), "b.jsonl: ") || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("a bad line in the second run: %v, want an error naming b.jsonl and line 2", err)

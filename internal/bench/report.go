@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -252,10 +253,13 @@ type RunLines struct {
 
 // ReportRuns is Report over several runs read as one: their rounds one after the other, in
 // the order given (a run without round markers is one round), so that the medians and ranges
-// are taken over every round of every run. Errors: Report's, prefixed with the run's Name.
+// are taken over every round of every run. Errors: Report's, prefixed with the run's Name; a
+// run whose rounds are an earlier run's (one file named twice, or a copy): pooled, its rounds
+// would count twice.
 func ReportRuns(w io.Writer, title, note string, runs ...RunLines) error {
 	var rounds []round
-	for _, run := range runs {
+	var read [][]round
+	for i, run := range runs {
 		rs, err := readRounds(run.R)
 		if err != nil {
 			if run.Name != "" {
@@ -263,6 +267,13 @@ func ReportRuns(w io.Writer, title, note string, runs ...RunLines) error {
 			}
 			return err
 		}
+		for j, earlier := range read {
+			if reflect.DeepEqual(rs, earlier) {
+				return fmt.Errorf("bench: report: run %d (%s) has the same rounds as run %d (%s): pooled, they would count twice",
+					i+1, run.Name, j+1, runs[j].Name)
+			}
+		}
+		read = append(read, rs)
 		rounds = append(rounds, rs...)
 	}
 	// Rows in their first appearance's order, across rounds.
