@@ -198,7 +198,7 @@ func TestStreamFallsBackToJSON(t *testing.T) {
 func TestReadSSE(t *testing.T) {
 	in := ": keep-alive\r\nevent: x\rdata: a\ndata:b\r\nid: 7\r\n\r\ndata: {\"c\":1}\n\nretry: 5\n\n"
 	var got []string
-	if err := readSSE(strings.NewReader(in), func(d []byte) error { got = append(got, string(d)); return nil }); err != nil {
+	if err := parse.ReadSSE(strings.NewReader(in), func(d []byte) error { got = append(got, string(d)); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, []string{"a\nb", `{"c":1}`}) {

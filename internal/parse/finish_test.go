@@ -56,9 +56,10 @@ func TestFinishReasons(t *testing.T) {
 			[]string{`"content_filter"`, `"refusal"`, `"quantum_interrupt"`, `""`, `null`, ``, `"TOOL_CALLS"`, `"Stop"`, `" stop"`, `"stop\n"`,
 				`"end_turn"`, `"tool_use"`, `"max_tokens"`, `"error"`, `"abort"`, `"insufficient_system_resource"`, `"model_length"`}},
 		{"ollama", FormatOpenAI, ollamaFinish,
-			[]string{`"stop"`},
+			// No done_reason key beside done:true is a normal end (older Ollama; issue 31).
+			[]string{`"stop"`, ``},
 			[]string{`"length"`},
-			[]string{`"load"`, `"unload"`, `"tool_calls"`, `"quantum_interrupt"`, `""`, `null`, ``}},
+			[]string{`"load"`, `"unload"`, `"tool_calls"`, `"quantum_interrupt"`, `""`, `null`}},
 		{"anthropic", FormatAnthropic, anthropicFinish,
 			[]string{`"tool_use"`, `"end_turn"`},
 			[]string{`"max_tokens"`, `"model_context_window_exceeded"`},

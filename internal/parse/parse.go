@@ -26,6 +26,8 @@ const (
 	FormatAnthropic Format = "anthropic"
 	// FormatAuto asks Parse to pick the format with DetectFormat.
 	FormatAuto Format = "auto"
+	// FormatResponses is an OpenAI Responses API response object (output items, status).
+	FormatResponses Format = "openai-responses"
 )
 
 // Options carries what the parser needs from the catalog of the request that produced the
@@ -327,7 +329,15 @@ func parseOpenAI(top object, round idScope) (Result, error) {
 	if ollama {
 		w = wireOllama
 	}
-	failReason, failDetail := classifyFinish(w, finish, len(finishRaw) > 0 && kindOf(finishRaw) != 'n')
+	present := len(finishRaw) > 0 && kindOf(finishRaw) != 'n'
+	failReason, failDetail := classifyFinish(w, finish, present)
+	if ollama && len(finishRaw) == 0 && ollamaDone(top) {
+		// Ollama before 0.3 (and its documentation's examples) end a finished answer with
+		// done:true and no done_reason key (its Go type omits an empty one): done is the
+		// finish signal there, so the answer ended normally. A done_reason that is sent,
+		// null and "" included, is judged as always.
+		failReason, failDetail = "", ""
+	}
 	var part refusedPart
 	if ollama {
 		part = ollamaParts(top, msg)
@@ -360,6 +370,12 @@ func parseOpenAI(top object, round idScope) (Result, error) {
 		props = append(props, p)
 	}
 	return finish1(text, finish, failReason, failDetail, props), nil
+}
+
+// ollamaDone reports an Ollama body's done:true.
+func ollamaDone(top object) bool {
+	d, ok := top.get("done")
+	return ok && strings.TrimSpace(string(d)) == "true"
 }
 
 // openAIText returns message.content: a string, null/absent, or an array of parts whose

@@ -181,8 +181,8 @@ var openAITop = map[string]keyRule{
 	"id": ignore, "created": ignore, "model": ignore, "system_fingerprint": ignore, "service_tier": ignore,
 	"usage": ignore, "prompt_filter_results": ignore, "timings": ignore, "prompt_logprobs": ignore,
 	"prompt_token_ids": ignore, "kv_transfer_params": ignore, "x_groq": ignore, "usage_breakdown": ignore,
-	"provider": ignore,
-	"object":   exactString("object", "chat.completion"),
+	"provider": ignore, "moderation": moderationRule,
+	"object": exactString("object", "chat.completion"),
 	"choices":  read,
 	"error":    errorPart,
 }
@@ -209,6 +209,10 @@ var openAIMessageRules = map[string]keyRule{
 	"role": exactString("role", "assistant"), "content": read, "tool_calls": read, "function_call": read,
 	"refusal": refusalString, "annotations": annotationsRule, "audio": nullOr("an audio answer (spoken output and transcript)"),
 	"reasoning_content": ignore, "reasoning": ignore, "reasoning_details": ignore,
+	"extra_content": geminiExtraRule, "thought_signature": signatureRule,
+	"channel": func(where string, raw json.RawMessage) refusedPart {
+		return unread(where, "a channel label "+excerptJSON(raw)+" on answer text or calls, so the answer cannot be told from the model's analysis")
+	},
 }
 
 // openAIToolCall are the keys of one tool_calls entry: id, type (must be "function" when
@@ -216,6 +220,7 @@ var openAIMessageRules = map[string]keyRule{
 // index (a streaming position some servers keep in the assembled message: ignorable).
 var openAIToolCall = map[string]keyRule{
 	"id": read, "type": exactString("tool call type", "function"), "function": read, "index": ignore,
+	"extra_content": geminiExtraRule,
 }
 
 // openAIFunction are the keys of a tool call's function object.
@@ -471,4 +476,93 @@ func anthropicBlock(where string, block object, typ string) refusedPart {
 		return unread(where, "block type "+quoteBounded(typ)+": "+what)
 	}
 	return unread(where, "block type "+quoteBounded(typ)+" (a block no provider documents)")
+}
+
+// moderationRule reads the moderation results OpenAI appends to a stream (a last chunk with
+// "moderation": {"input": {...}, "output": {...}}, each a moderation_results object whose
+// results carry "flagged"). Results that flag nothing are the documented "nothing":
+// ignorable. A result that flags, or one whose flagged is not a boolean, is a refusal or an
+// unread part naming it.
+func moderationRule(where string, raw json.RawMessage) refusedPart {
+	if kindOf(raw) == 'n' {
+		return refusedPart{}
+	}
+	obj, err := decodeObject(raw)
+	if err != nil {
+		return unread(where, "moderation is a JSON "+kindName(raw)+", not an object")
+	}
+	for _, f := range obj {
+		w := join(where, f.key)
+		if kindOf(f.val) == 'n' {
+			continue
+		}
+		mr, err := decodeObject(f.val)
+		if err != nil {
+			return unread(w, "a moderation result that is not an object")
+		}
+		res, ok := mr.get("results")
+		if !ok || kindOf(res) != '[' {
+			return unread(w, "moderation results without a results array")
+		}
+		r := eachObject(w+".results", res, func(w string, one object) refusedPart {
+			fl, _ := one.get("flagged")
+			switch strings.TrimSpace(string(fl)) {
+			case "false":
+				return refusedPart{}
+			case "true":
+				return refusedPart{ReasonRefusal, w + ": the provider's moderation flagged the " + f.key + "; the whole message is rejected"}
+			}
+			return unread(w, "a moderation result whose flagged is "+excerptJSON(fl)+", not a boolean")
+		})
+		if !r.none() {
+			return r
+		}
+		var list []json.RawMessage
+		_ = json.Unmarshal(res, &list)
+		for i, e := range list {
+			if kindOf(e) != '{' {
+				return unread(fmt.Sprintf("%s.results[%d]", w, i), "a moderation result that is not an object")
+			}
+		}
+	}
+	return refusedPart{}
+}
+
+// geminiExtraRule reads Gemini's extra_content on a message or a tool call (its
+// OpenAI-compatible endpoint): {"google": {"thought_signature": string, "thought": bool}}, the
+// signature of the model's hidden reasoning that must be sent back with the call on the next
+// request (kept verbatim in the raw response, see inference.ToolCall). Nothing in it carries an
+// answer, a call or a refusal; any other member is refused, since Airlock would drop it.
+func geminiExtraRule(where string, raw json.RawMessage) refusedPart {
+	if kindOf(raw) == 'n' {
+		return refusedPart{}
+	}
+	obj, err := decodeObject(raw)
+	if err != nil {
+		return unread(where, "extra_content is a JSON "+kindName(raw)+", not an object")
+	}
+	return checkKeys(where, obj, map[string]keyRule{"google": func(w string, v json.RawMessage) refusedPart {
+		g, err := decodeObject(v)
+		if err != nil {
+			return unread(w, "not an object")
+		}
+		return checkKeys(w, g, map[string]keyRule{
+			"thought_signature": signatureRule,
+			"thought": func(w string, v json.RawMessage) refusedPart {
+				if s := strings.TrimSpace(string(v)); s == "true" || s == "false" {
+					return refusedPart{}
+				}
+				return unread(w, "thought is "+excerptJSON(v)+", not a boolean")
+			},
+		})
+	}})
+}
+
+// signatureRule accepts an opaque signature string (Gemini thought_signature); any other kind
+// is refused.
+func signatureRule(where string, raw json.RawMessage) refusedPart {
+	if kindOf(raw) == '"' || kindOf(raw) == 'n' {
+		return refusedPart{}
+	}
+	return unread(where, "a signature that is a JSON "+kindName(raw)+", not a string")
 }

@@ -277,10 +277,21 @@ func (a *openAIAssembler) Add(event []byte) []Delta {
 		return nil
 	}
 	var out []Delta
+	noChoice := false
+	if ch, ok := top.get("choices"); ok && strings.TrimSpace(string(ch)) == "[]" {
+		noChoice = true
+	}
 	for _, f := range top {
 		switch f.key {
 		case "object":
-			if s, err := unquoteStrict(f.val); err != nil || s != "chat.completion.chunk" {
+			s, err := unquoteStrict(f.val)
+			switch {
+			case err == nil && s == "chat.completion.chunk":
+			case err == nil && s == "" && noChoice:
+				// Azure OpenAI's first chunk annotates the prompt (prompt_filter_results)
+				// with an empty object, id and model and no choice: it carries no part of
+				// the message, so its empty object names nothing.
+			default:
 				a.object = f.val // carried: the part model refuses it
 			}
 		case "obfuscation":
@@ -384,8 +395,20 @@ func (a *openAIAssembler) addDelta(idx int, c *choiceAsm, v json.RawMessage) []D
 		return nil
 	}
 	var out []Delta
+	reasoningOnly := true
+	for _, f := range d {
+		switch f.key {
+		case "channel", "reasoning", "reasoning_content", "role":
+		default:
+			reasoningOnly = false
+		}
+	}
 	for _, f := range d {
 		switch {
+		case f.key == "channel" && reasoningOnly && isString(f.val, "analysis"):
+			// gpt-oss on Groq labels its reasoning deltas with the harmony channel
+			// "analysis"; on a delta that carries only reasoning it says nothing more. On
+			// any other delta it is carried and refused (the part model's channel rule).
 		case f.key == "role":
 			if kindOf(f.val) == 'n' {
 				continue
@@ -422,7 +445,7 @@ func (a *openAIAssembler) addDelta(idx int, c *choiceAsm, v json.RawMessage) []D
 				c.fc.verbatim = append(json.RawMessage(nil), f.val...)
 				continue
 			}
-			a.addFunction(c.fc, fn)
+			a.addFunction("function_call", c.fc, fn)
 		default:
 			// audio, annotations, anything undocumented: carried whole (the last one wins,
 			// and any non-null value of an unread part fails the message all the same).
@@ -476,8 +499,13 @@ func (a *openAIAssembler) addCalls(c *choiceAsm, v json.RawMessage) []Delta {
 				if kindOf(f.val) == 'n' {
 					continue
 				}
-				if len(*dst) > 0 && !bytes.Equal(*dst, f.val) {
-					a.faults.add("tool call %d has two different %ss", idx, f.key)
+				// "" is a server's way of sending no id or type on a continuation chunk:
+				// it neither conflicts with nor replaces the value the call already has.
+				if isEmptyString(f.val) && len(*dst) > 0 {
+					continue
+				}
+				if len(*dst) > 0 && !isEmptyString(*dst) && !bytes.Equal(*dst, f.val) {
+					a.faults.add("tool call %d has two different %ss (%s, then %s)", idx, f.key, excerptJSON(*dst), excerptJSON(f.val))
 				}
 				*dst = append(json.RawMessage(nil), f.val...)
 			case "function":
@@ -486,7 +514,7 @@ func (a *openAIAssembler) addCalls(c *choiceAsm, v json.RawMessage) []Delta {
 					a.faults.add("tool call %d: function is not a JSON object", idx)
 					continue
 				}
-				argPieces = append(argPieces, a.addFunction(call, fn)...)
+				argPieces = append(argPieces, a.addFunction(fmt.Sprintf("tool call %d", idx), call, fn)...)
 			default:
 				call.extra.set(f.key, f.val)
 			}
@@ -507,13 +535,20 @@ func (a *openAIAssembler) addCalls(c *choiceAsm, v json.RawMessage) []Delta {
 }
 
 // addFunction folds a function delta (name and arguments pieces) and returns the shown
-// argument pieces.
-func (a *openAIAssembler) addFunction(call *callAsm, fn object) []string {
+// argument pieces. A name arrives whole in one delta (OpenAI and every documented compatible
+// server): a second non-empty name for the same call is a stream fault, whether it repeats
+// the first (servers that resend the name with every chunk) or differs, because joining the
+// pieces would invent a name ("read_fileread_file") and picking one would be a guess.
+func (a *openAIAssembler) addFunction(label string, call *callAsm, fn object) []string {
 	call.hasFn = true
 	var pieces []string
 	for _, f := range fn {
 		switch f.key {
 		case "name":
+			if call.name.seen && call.name.inner.Len() > 0 && kindOf(f.val) == '"' && !isEmptyString(f.val) {
+				a.faults.add("%s: name sent again (%s after %s): the stream cannot be assembled exactly", label, excerptJSON(f.val), quoteBounded(call.name.inner.String()))
+				continue
+			}
 			if _, fault := call.name.add(f.val); fault != "" {
 				a.faults.add("function.name: %s", fault)
 			}
@@ -584,13 +619,26 @@ func (a *openAIAssembler) writeChoice(b *bytes.Buffer, idx int, c *choiceAsm) {
 	} else {
 		b.WriteString(`"role":"assistant"`)
 	}
+	// Each string member is written once: joined from its pieces, or null when every delta
+	// sent it as null (OpenAI's first tool-call delta carries "content":null and
+	// "refusal":null, which the unstreamed message has as the same nulls). content is always
+	// written, as the unstreamed message always has it.
 	if !c.strs["content"].presentOr() {
 		b.WriteString(`,"content":null`)
 	}
 	for _, k := range c.strOrder {
+		s := c.strs[k]
+		if !s.present() {
+			if k != "content" {
+				b.WriteByte(',')
+				writeJSONKey(b, k)
+				b.WriteString("null")
+			}
+			continue
+		}
 		b.WriteByte(',')
 		writeJSONKey(b, k)
-		b.Write(c.strs[k].value())
+		b.Write(s.value())
 	}
 	if len(c.calls) > 0 {
 		b.WriteString(`,"tool_calls":[`)
@@ -1197,4 +1245,16 @@ func inputValue(_ json.RawMessage, joined []byte) json.RawMessage {
 	}
 	s, _ := json.Marshal(strings.ToValidUTF8(string(joined), "\uFFFD"))
 	return s
+}
+
+// isEmptyString reports whether v is the JSON string "".
+func isEmptyString(v json.RawMessage) bool { return isString(v, "") }
+
+// isString reports whether v is a JSON string equal to want (escapes decoded strictly).
+func isString(v json.RawMessage, want string) bool {
+	if kindOf(v) != '"' {
+		return false
+	}
+	s, err := unquoteStrict(v)
+	return err == nil && s == want
 }

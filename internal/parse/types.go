@@ -106,3 +106,13 @@ type Result struct {
 // message object); the whole response is unusable. Per-call problems are never errors: they
 // are Calls with a Reason.
 var ErrUnrecognized = errors.New("parse: unrecognized provider response")
+
+// MaxBodyBytes bounds a whole response, unstreamed or assembled from a stream: 4 MiB, far
+// above any tool-calling answer (the largest real one in the provider-traffic corpus is under
+// 40 KiB) and small enough that a response is never held in workflow history over Temporal's
+// 2 MiB payload warning twice. A larger one is refused with ErrTooLarge, which says its size
+// and the limit, and is not asked for again (issue 31 item 6).
+const MaxBodyBytes = 4 << 20
+
+// ErrTooLarge reports a response over MaxBodyBytes.
+var ErrTooLarge = errors.New("parse: response too large")
