@@ -169,14 +169,14 @@ func (a *anthropicAssembler) Add(event []byte) []Delta {
 			return nil
 		}
 		for _, f := range obj {
-			a.msg.set(f.key, f.val)
+			a.msg.setSticky(f.key, f.val, anthropicTop[f.key])
 		}
 		if u, ok := ev.get("usage"); ok {
 			a.msg.set("usage", u)
 		}
 		for _, f := range ev {
 			if f.key != "type" && f.key != "delta" && f.key != "usage" {
-				a.msg.set(f.key, f.val) // carried for the part model
+				a.msg.setSticky(f.key, f.val, anthropicTop[f.key]) // carried for the part model
 			}
 		}
 		return nil

@@ -134,14 +134,14 @@ func (a *ollamaAssembler) Add(line []byte) []Delta {
 							Delta{Kind: DeltaCallArgs, Call: pos, Text: string(shown.Function.Arguments)})
 					}
 				default:
-					a.msg.set(mf.key, mf.val)
+					a.msg.setSticky(mf.key, mf.val, ollamaMessageRules[mf.key])
 				}
 			}
 		case "done":
 			a.top.set(f.key, f.val)
 			a.done = strings.TrimSpace(string(f.val)) == "true"
 		default:
-			a.top.set(f.key, f.val)
+			a.top.setSticky(f.key, f.val, ollamaTop[f.key])
 		}
 	}
 	return out

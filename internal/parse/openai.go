@@ -365,7 +365,7 @@ func (a *openAIAssembler) Add(event []byte) []Delta {
 				a.top.set("error", f.val) // the first error is kept
 			}
 		default:
-			a.top.set(f.key, f.val)
+			a.top.setSticky(f.key, f.val, openAITop[f.key])
 		}
 	}
 	return out
@@ -405,7 +405,7 @@ func (a *openAIAssembler) addChoice(raw json.RawMessage) []Delta {
 		case "delta":
 			out = append(out, a.addDelta(idx, c, f.val)...)
 		default:
-			c.extra.set(f.key, f.val)
+			c.extra.setSticky(f.key, f.val, openAIChoice[f.key])
 		}
 	}
 	if idx != 0 {
@@ -504,7 +504,7 @@ func (a *openAIAssembler) addDelta(idx int, c *choiceAsm, v json.RawMessage) []D
 		default:
 			// audio, annotations, anything undocumented: carried whole (the last one wins,
 			// and any non-null value of an unread part fails the message all the same).
-			c.msg.set(f.key, f.val)
+			c.msg.setSticky(f.key, f.val, openAIMessageRules[f.key])
 		}
 	}
 	return out

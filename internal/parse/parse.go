@@ -223,6 +223,8 @@ func Parse(format Format, raw []byte, opts Options) (Result, error) {
 		res, err = parseOpenAI(top, idScope{turn: opts.Turn, round: opts.Round})
 	case FormatAnthropic:
 		res, err = parseAnthropic(top, idScope{turn: opts.Turn, round: opts.Round})
+	case FormatResponses:
+		res, err = parseResponses(top, idScope{turn: opts.Turn, round: opts.Round})
 	default:
 		return Result{}, fmt.Errorf("%w: unknown format %q", ErrUnrecognized, string(format))
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -34,8 +35,16 @@ func streamFaultRule(where string, raw json.RawMessage) refusedPart {
 	if err != nil {
 		s = string(raw)
 	}
-	return refusedPart{ReasonStreamFault, "the stream could not be assembled into one message: " + quoteBounded(s) + "; the whole message is rejected"}
+	// The faults are Airlock's own sentences (their provider excerpts are already bounded), so
+	// they are quoted whole up to maxFaultQuote bytes, not cut at MaxReasonQuote.
+	if len(s) > maxFaultQuote {
+		s = strings.ToValidUTF8(s[:maxFaultQuote], "") + "..."
+	}
+	return refusedPart{ReasonStreamFault, "the stream could not be assembled into one message: " + strconv.QuoteToASCII(s) + "; the whole message is rejected"}
 }
+
+// maxFaultQuote bounds the stream faults a Detail quotes (at most 4 faults are kept).
+const maxFaultQuote = 1024
 
 // streamFault is the refused part of an assembled body whose stream was faulty: it comes
 // before every other part, since what follows from a faulty stream is not what was sent.
@@ -99,6 +108,8 @@ func NewAssembler(format Format) (Assembler, error) {
 		return &openAIAssembler{choices: map[int]*choiceAsm{}}, nil
 	case FormatAnthropic:
 		return &anthropicAssembler{}, nil
+	case FormatResponses:
+		return NewResponsesAssembler(), nil
 	}
 	return nil, fmt.Errorf("%w: no stream assembler for format %q", ErrUnrecognized, string(format))
 }
@@ -122,6 +133,16 @@ func (m *members) set(k string, v json.RawMessage) {
 		m.keys = append(m.keys, k)
 	}
 	m.vals[k] = append(json.RawMessage(nil), v...)
+}
+
+// setSticky sets k unless the value it holds is one rule refuses: a refused value (a filter
+// hit, a refusal, an error) is kept over every later one, so a later chunk that says nothing
+// cannot hide it. A key without a rule (nil) is set as by set.
+func (m *members) setSticky(k string, v json.RawMessage, rule keyRule) {
+	if old, ok := m.vals[k]; ok && rule != nil && !rule(k, old).none() {
+		return
+	}
+	m.set(k, v)
 }
 
 func (m *members) has(k string) bool { _, ok := m.vals[k]; return ok }
