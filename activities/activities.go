@@ -32,6 +32,9 @@ import (
 const (
 	ErrTypeSessionExhausted = "SessionExhausted"
 	ErrTypeProviderRejected = "ProviderRejected"
+	// ErrTypeResponseTooLarge: the model's answer is over inference.MaxResponseBytes; it
+	// is refused once, never asked again.
+	ErrTypeResponseTooLarge = "ResponseTooLarge"
 	ErrTypeBadInput         = "BadInput"
 	// ErrTypeUnsupportedRecording: the replay provider refused a recording one turn cannot
 	// serve faithfully (recording.ErrUnsupported: a second user message, an assistant message
@@ -260,6 +263,10 @@ func (a *Activities) inferWith(ctx context.Context, p inference.Provider, in Inf
 	}
 	if errors.Is(err, inference.ErrProviderRejected) {
 		return out, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeProviderRejected, err)
+	}
+	if errors.Is(err, inference.ErrResponseTooLarge) {
+		// Asked again, the model would answer as large and be paid again (issue 31 item 6).
+		return out, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeResponseTooLarge, err)
 	}
 	if err != nil {
 		return out, fmt.Errorf("infer round %d: %w", in.Round, err)

@@ -188,7 +188,7 @@ func Answerable(c parse.Call) bool {
 // AssistantMessage is the context message of a parsed model message: its prose and its
 // answerable calls (a call that is not a candidate is echoed with its raw arguments).
 func AssistantMessage(parsed parse.Result) inference.Message {
-	m := inference.Message{Role: inference.RoleAssistant, Content: parsed.Text}
+	m := inference.Message{Role: inference.RoleAssistant, Content: parsed.Text, ProviderState: parsed.ProviderState}
 	for _, c := range parsed.Calls {
 		if !Answerable(c) {
 			continue
@@ -197,7 +197,7 @@ func AssistantMessage(parsed parse.Result) inference.Message {
 		if !c.Candidate() {
 			args = c.Raw
 		}
-		m.ToolCalls = append(m.ToolCalls, inference.ToolCall{ID: c.CallID, Name: c.Name, Arguments: args})
+		m.ToolCalls = append(m.ToolCalls, inference.ToolCall{ID: c.CallID, Name: c.Name, Arguments: args, ProviderState: c.ProviderState})
 	}
 	return m
 }

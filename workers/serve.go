@@ -82,6 +82,9 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	}
 	defer deps.Close()
 	defer CloseMCP() // stop the stdio MCP servers this worker started (workers/mcp.go)
+	// Which model this worker asks, said once at start (issue 31 item 3): a wrong provider,
+	// API or model shows here, not in a turn's first round.
+	log.Info("live model", "serves", DescribeProvider(deps.Activities.Live))
 	shutdownTraces, exporting, err := telemetry.InstallOTLPTracing(ctx, service)
 	if err != nil {
 		return err

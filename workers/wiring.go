@@ -121,36 +121,61 @@ func BuildWith(ctx context.Context, cfg config.Config, temporalProbe capabilitie
 	return &Deps{Activities: acts, Store: st, Registry: reg, Served: served, Reload: load, Watched: WatchedFiles(cfg), Notify: notices}, nil
 }
 
-// LiveProvider is the live model the environment configures (nil when none is): Anthropic
-// Messages when an AIRLOCK_ANTHROPIC_ setting is set (AIRLOCK_ANTHROPIC_API_KEY or
-// AIRLOCK_ANTHROPIC_API_KEY_FILE, AIRLOCK_ANTHROPIC_BASE_URL, AIRLOCK_ANTHROPIC_MODEL), an
-// OpenAI-compatible endpoint when AIRLOCK_OPENAI_BASE_URL is set. Both set is an error unless
-// AIRLOCK_PROVIDER (openai or anthropic) chooses.
+// LiveProvider is the live model the environment configures (nil when none is). AIRLOCK_PROVIDER
+// names the service (inference.Services: openai, openai-responses, anthropic, azure, gemini,
+// groq, openrouter, xai, ollama, vllm), each configured as inference.ServiceConfigFromEnv
+// says. Without it: Anthropic Messages when an AIRLOCK_ANTHROPIC_ setting is set
+// (AIRLOCK_ANTHROPIC_API_KEY or AIRLOCK_ANTHROPIC_API_KEY_FILE, AIRLOCK_ANTHROPIC_BASE_URL,
+// AIRLOCK_ANTHROPIC_MODEL), an OpenAI-compatible endpoint when AIRLOCK_OPENAI_BASE_URL is
+// set; both set is an error that says to choose.
 func LiveProvider() (inference.Provider, error) {
 	ac, anthropic, err := inference.AnthropicConfigFromEnv()
 	if err != nil {
 		return nil, err
 	}
 	openai := os.Getenv("AIRLOCK_OPENAI_BASE_URL") != ""
-	switch choice := os.Getenv("AIRLOCK_PROVIDER"); choice {
-	case "":
-		if anthropic && openai {
-			return nil, errors.New("both AIRLOCK_OPENAI_BASE_URL and AIRLOCK_ANTHROPIC_* are set: choose one with AIRLOCK_PROVIDER=openai or AIRLOCK_PROVIDER=anthropic")
-		}
-	case "anthropic":
-		anthropic, openai = true, false
-	case "openai":
-		anthropic, openai = false, true
-	default:
-		return nil, fmt.Errorf("AIRLOCK_PROVIDER %q: want openai or anthropic", choice)
-	}
+	choice := os.Getenv("AIRLOCK_PROVIDER")
 	switch {
-	case anthropic:
-		return inference.NewAnthropic(ac)
-	case openai:
+	case choice == "" && anthropic && openai:
+		return nil, errors.New("both AIRLOCK_OPENAI_BASE_URL and AIRLOCK_ANTHROPIC_* are set: choose one with AIRLOCK_PROVIDER=openai or AIRLOCK_PROVIDER=anthropic")
+	case choice == "" && anthropic:
+		choice = "anthropic"
+	case choice == "" && openai:
 		return inference.NewOpenAI(inference.OpenAIConfigFromEnv())
+	case choice == "":
+		return nil, nil
 	}
-	return nil, nil
+	svc, ok := inference.ServiceNamed(choice)
+	if !ok {
+		return nil, fmt.Errorf("AIRLOCK_PROVIDER %q: want one of %s", choice, inference.ServiceNames())
+	}
+	switch svc.API {
+	case "messages":
+		return inference.NewAnthropic(ac)
+	case "responses":
+		cfg, err := inference.ServiceConfigFromEnv(svc)
+		if err != nil {
+			return nil, err
+		}
+		return inference.NewOpenAIResponses(cfg)
+	}
+	cfg, err := inference.ServiceConfigFromEnv(svc)
+	if err != nil {
+		return nil, err
+	}
+	return inference.NewOpenAI(cfg)
+}
+
+// DescribeProvider is the line a worker prints at start and doctor shows: which provider, API
+// and model p serves, at which endpoint (secrets masked), or why none is served.
+func DescribeProvider(p inference.Provider) string {
+	if p == nil {
+		return "no live model (replay of recorded sessions only; set AIRLOCK_PROVIDER, AIRLOCK_OPENAI_BASE_URL or AIRLOCK_ANTHROPIC_API_KEY)"
+	}
+	if d, ok := p.(interface{ Describe() string }); ok {
+		return d.Describe()
+	}
+	return fmt.Sprintf("%T", p)
 }
 
 // MemoryFromEnv is the memory root agent memory proposals bind to: AIRLOCK_MEMORY_ROOT (an

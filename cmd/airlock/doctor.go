@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/airlock-dev/airlock/internal/clients"
-	"github.com/airlock-dev/airlock/registry"
 	"io"
 	"io/fs"
 	"os"
@@ -13,6 +11,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/clients"
+	"github.com/airlock-dev/airlock/registry"
 
 	"github.com/spf13/cobra"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -58,6 +59,7 @@ profiles, flags):
   store      the store answers and has Airlock's schema (it is never created here)
   approvers  the approvers file exists, parses and lists at least one approver; not readable
              by others
+  model      which provider, API and model a worker serves (AIRLOCK_PROVIDER and its settings)
   key        the approver key exists, is a key, and is not readable by others
   registry   the capability registry and its layers load (the worker refuses to start otherwise)
   mcp NAME   each MCP server the registry names answers, and each pinned tool's live
@@ -79,7 +81,7 @@ check fails.`,
 func runDoctor(ctx context.Context) []doctorCheck {
 	var out []doctorCheck
 	out = append(out, doctorTemporal(ctx)...)
-	out = append(out, doctorStore(ctx), doctorApprovers(), doctorClients(), doctorKey(), doctorSecrets(), doctorRegistry(), doctorEligibility(), doctorPasskeys(ctx))
+	out = append(out, doctorStore(ctx), doctorModel(), doctorApprovers(), doctorClients(), doctorKey(), doctorSecrets(), doctorRegistry(), doctorEligibility(), doctorPasskeys(ctx))
 	out = append(out, doctorMCP(ctx)...)    // the MCP servers the registry just bound (cmd/airlock/mcp.go)
 	out = append(out, doctorNotify(ctx)...) // approver notices (cmd/airlock/doctor_notify.go)
 	return out
@@ -201,6 +203,20 @@ func doctorStore(ctx context.Context) doctorCheck {
 		return doctorCheck{Name: "store", Detail: where + ": " + scrub(err), Fix: "the store does not answer: check the database server"}
 	}
 	return doctorCheck{Name: "store", OK: true, Detail: fmt.Sprintf("%s (%s) answers", where, st.Driver())}
+}
+
+// doctorModel shows which provider, API and model a worker started with this environment
+// serves (workers.LiveProvider); a configuration the worker would refuse fails.
+func doctorModel() doctorCheck {
+	p, err := workers.LiveProvider()
+	if err != nil {
+		return doctorCheck{Name: "model", Detail: scrub(err), Fix: "see airlock --help (AIRLOCK_PROVIDER and the provider's settings)"}
+	}
+	c := doctorCheck{Name: "model", OK: true, Detail: workers.DescribeProvider(p)}
+	if p == nil {
+		c.Warn, c.Fix = true, "turns can only replay recorded sessions: set AIRLOCK_PROVIDER (see airlock --help)"
+	}
+	return c
 }
 
 func doctorApprovers() doctorCheck {

@@ -63,10 +63,14 @@ Configuration comes from the environment, overridden by flags:
                               services are never reachable)
   AIRLOCK_WEB_ADDR            approver page listen address (default 127.0.0.1:8780)
   AIRLOCK_LOG_LEVEL           SDK log level: debug, info, warn (default), error
-  AIRLOCK_OPENAI_BASE_URL     serve a live OpenAI-compatible model (with AIRLOCK_OPENAI_API_KEY,
-                              AIRLOCK_OPENAI_MODEL)
-  AIRLOCK_ANTHROPIC_API_KEY   serve Anthropic (or _API_KEY_FILE; _BASE_URL, _MODEL, _MAX_TOKENS);
-                              AIRLOCK_PROVIDER=openai|anthropic when both are set
+  AIRLOCK_PROVIDER            the live model's provider: openai, openai-responses (the Responses
+                              API), anthropic, azure, gemini, groq, openrouter, xai, ollama, vllm
+                              (doctor shows what a worker serves; docs/providers.md)
+  AIRLOCK_OPENAI_BASE_URL     an OpenAI-compatible endpoint (default: the provider's); with
+                              AIRLOCK_OPENAI_API_KEY (default: the provider's own, e.g. GROQ_API_KEY)
+                              and AIRLOCK_OPENAI_MODEL
+  AIRLOCK_AZURE_OPENAI_ENDPOINT, _DEPLOYMENT, _API_VERSION, _API_KEY   Azure OpenAI (AIRLOCK_PROVIDER=azure)
+  AIRLOCK_ANTHROPIC_API_KEY   serve Anthropic (or _API_KEY_FILE; _BASE_URL, _MODEL, _MAX_TOKENS)
   AIRLOCK_STREAM              0: the Infer activity does not stream (default on); the client
                               stream endpoint: AIRLOCK_STREAM_ADDR, AIRLOCK_STREAM_TOKEN(_FILE)
   AIRLOCK_CLIENTS             clients file: who may start turns for which principals (default

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -164,6 +163,9 @@ func (p *Anthropic) Complete(ctx context.Context, req Request) (Response, error)
 	if err != nil {
 		return Response{}, p.scrub(classifyHTTPError("anthropic", err, httpResp))
 	}
+	if len(body) > MaxResponseBytes {
+		return Response{}, &ResponseTooLargeError{Provider: "anthropic", Size: int64(len(body)), Limit: MaxResponseBytes}
+	}
 	usage, err := inspectAnthropicBody(body)
 	if err != nil {
 		return Response{}, p.scrub(err)
@@ -193,7 +195,10 @@ func (p *Anthropic) Stream(ctx context.Context, req Request, sink Sink) (Respons
 	}
 	defer httpResp.Body.Close()
 	if !isEventStream(httpResp) {
-		body, err := io.ReadAll(io.LimitReader(httpResp.Body, maxEventBytes))
+		body, err := readBody("anthropic", httpResp.Body)
+		if errors.Is(err, ErrResponseTooLarge) {
+			return Response{}, err
+		}
 		if err != nil {
 			return Response{}, p.scrub(fmt.Errorf("inference: anthropic: read body: %w", err))
 		}
@@ -207,13 +212,19 @@ func (p *Anthropic) Stream(ctx context.Context, req Request, sink Sink) (Respons
 	if err != nil {
 		return Response{}, err
 	}
-	body, err := assemble(httpResp.Body, true, asm, sink, func(data []byte) error { return streamErrorEvent("anthropic", data) })
+	body, err := assemble(limitBody("anthropic", httpResp.Body), true, asm, sink, func(data []byte) error { return streamErrorEvent("anthropic", data) })
 	if err != nil {
 		var pe *ProviderError
 		if errors.As(err, &pe) {
 			return Response{}, p.scrub(pe)
 		}
+		if errors.Is(err, ErrResponseTooLarge) {
+			return Response{}, err
+		}
 		return Response{}, p.scrub(fmt.Errorf("inference: anthropic: stream: %w", err))
+	}
+	if err := checkAssembled("anthropic", body); err != nil {
+		return Response{}, err
 	}
 	usage, _ := inspectAnthropicBody(body)
 	return Response{Format: FormatAnthropic, Raw: json.RawMessage(body), Usage: usage}, nil
@@ -346,4 +357,18 @@ func inspectAnthropicBody(body []byte) (Usage, error) {
 		return Usage{}, &ProviderError{Provider: "anthropic", StatusCode: http.StatusOK, Retryable: true, Message: errorExcerpt(body)}
 	}
 	return Usage{InputTokens: env.Usage.InputTokens, OutputTokens: env.Usage.OutputTokens}, nil
+}
+
+// Describe names the API, model and endpoint this adapter serves (for the worker's start line
+// and doctor), with secrets masked.
+func (p *Anthropic) Describe() string {
+	base := p.cfg.BaseURL
+	if base == "" {
+		base = DefaultAnthropicBaseURL
+	}
+	mode := "streamed"
+	if p.cfg.NoStream {
+		mode = "unstreamed (AIRLOCK_STREAM=0)"
+	}
+	return fmt.Sprintf("anthropic messages, model %s, at %s, %s", p.cfg.Model, redact.URL(base), mode)
 }

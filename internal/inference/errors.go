@@ -53,10 +53,11 @@ func (e *ProviderError) Is(target error) bool {
 }
 
 // Permanent reports whether err cannot be cured by retrying the same request:
-// ErrProviderRejected, ErrInvalidRequest or ErrSessionExhausted. The Infer activity returns
+// ErrProviderRejected, ErrInvalidRequest, ErrSessionExhausted or ErrResponseTooLarge. The Infer activity returns
 // these as non-retryable application errors; every other error is retried.
 func Permanent(err error) bool {
-	return errors.Is(err, ErrProviderRejected) || errors.Is(err, ErrInvalidRequest) || errors.Is(err, ErrSessionExhausted)
+	return errors.Is(err, ErrProviderRejected) || errors.Is(err, ErrInvalidRequest) || errors.Is(err, ErrSessionExhausted) ||
+		errors.Is(err, ErrResponseTooLarge)
 }
 
 // retryableStatus reports whether an HTTP error status may succeed on retry.

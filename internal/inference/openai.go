@@ -53,6 +53,57 @@ type OpenAIConfig struct {
 	// NoStream makes Stream send an unstreamed request (AIRLOCK_STREAM=0), for servers whose
 	// streaming is broken.
 	NoStream bool
+	// Service names the provider behind the endpoint for the worker's start line and doctor
+	// ("openai", "azure", "gemini", "groq", ...; "" reads as "openai-compatible"). It changes
+	// nothing on the wire: every quirk of a compatible server is read by the parser.
+	Service string
+	// APIKeyHeader, when set, sends the key in this header instead of "Authorization: Bearer"
+	// (Azure OpenAI: "api-key").
+	APIKeyHeader string
+	// APIVersion, when set, is sent as the api-version query parameter (Azure OpenAI's
+	// deployment URLs require it).
+	APIVersion string
+}
+
+// authOptions are the SDK options that authenticate requests with cfg's key.
+func (c OpenAIConfig) authOptions() []option.RequestOption {
+	var opts []option.RequestOption
+	switch {
+	case c.APIKey == "":
+	case c.APIKeyHeader != "":
+		opts = append(opts, option.WithHeader(c.APIKeyHeader, c.APIKey))
+	default:
+		opts = append(opts, option.WithAPIKey(c.APIKey))
+	}
+	if c.APIVersion != "" {
+		opts = append(opts, option.WithQuery("api-version", c.APIVersion))
+	}
+	return opts
+}
+
+// secrets are the values scrubbed from every error: the key and the base URL's secrets.
+func (c OpenAIConfig) secrets() []string {
+	return append([]string{c.APIKey}, redact.URLSecrets(c.BaseURL)...)
+}
+
+// Describe names the API, model and endpoint this adapter serves (for the worker's start line
+// and doctor), with secrets masked.
+func (p *OpenAI) Describe() string { return describe(p.cfg.Service, "chat.completions", p.cfg) }
+
+// describe is "<service> <api>, model <model>, at <base URL> (streamed|unstreamed)".
+func describe(service, api string, cfg OpenAIConfig) string {
+	if service == "" {
+		service = "openai-compatible"
+	}
+	mode := "streamed"
+	if cfg.NoStream {
+		mode = "unstreamed (AIRLOCK_STREAM=0)"
+	}
+	extra := ""
+	if cfg.APIVersion != "" {
+		extra = " api-version " + cfg.APIVersion
+	}
+	return fmt.Sprintf("%s %s, model %s, at %s%s, %s", service, api, cfg.Model, redact.URL(cfg.BaseURL), extra, mode)
 }
 
 // String describes the configuration with the API key and base URL secrets masked, so a
@@ -115,15 +166,13 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 		option.WithBaseURL(cfg.BaseURL),
 		option.WithMaxRetries(0),
 	}
-	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
-	}
+	opts = append(opts, cfg.authOptions()...)
 	if cfg.Timeout > 0 {
 		opts = append(opts, option.WithRequestTimeout(cfg.Timeout))
 	}
 	return &OpenAI{
 		cfg:     cfg,
-		secrets: append([]string{cfg.APIKey}, redact.URLSecrets(cfg.BaseURL)...),
+		secrets: cfg.secrets(),
 		// The service is built directly, not through openai.NewClient, so that the SDK's
 		// environment defaults (OPENAI_BASE_URL, OPENAI_ORG_ID, OPENAI_CUSTOM_HEADERS, …)
 		// cannot change where or what Airlock sends.
@@ -156,6 +205,9 @@ func (p *OpenAI) Complete(ctx context.Context, req Request) (Response, error) {
 	status := http.StatusOK
 	if httpResp != nil {
 		status = httpResp.StatusCode
+	}
+	if len(body) > MaxResponseBytes {
+		return Response{}, &ResponseTooLargeError{Provider: "openai", Size: int64(len(body)), Limit: MaxResponseBytes}
 	}
 	usage, err := inspectBody(body, status)
 	if err != nil {
@@ -234,15 +286,24 @@ func openAIMessage(m Message) (openai.ChatCompletionMessageParamUnion, error) {
 			if tc.ID == "" {
 				return openai.ChatCompletionMessageParamUnion{}, fmt.Errorf("tool call %d has no id", j)
 			}
-			a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
-				OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-					ID: tc.ID,
-					Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
-						Name:      tc.Name,
-						Arguments: tc.Arguments,
-					},
+			call := &openai.ChatCompletionMessageFunctionToolCallParam{
+				ID: tc.ID,
+				Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
+					Name:      tc.Name,
+					Arguments: tc.Arguments,
 				},
-			})
+			}
+			if extra, err := chatState(tc.ProviderState); err != nil {
+				return openai.ChatCompletionMessageParamUnion{}, fmt.Errorf("tool call %d: %w", j, err)
+			} else if extra != nil {
+				call.SetExtraFields(extra)
+			}
+			a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{OfFunction: call})
+		}
+		if extra, err := chatState(m.ProviderState); err != nil {
+			return openai.ChatCompletionMessageParamUnion{}, err
+		} else if extra != nil {
+			a.SetExtraFields(extra)
 		}
 		return openai.ChatCompletionMessageParamUnion{OfAssistant: &a}, nil
 	case RoleTool:
@@ -253,6 +314,33 @@ func openAIMessage(m Message) (openai.ChatCompletionMessageParamUnion, error) {
 	default:
 		return openai.ChatCompletionMessageParamUnion{}, fmt.Errorf("unknown role %q", m.Role)
 	}
+}
+
+// chatStateKeys are the members of a chat-completions provider state written back: Gemini's
+// thought signature, on the message or on a tool call (Gemini 3 refuses a follow-up request
+// whose function calls lack the signature they came with). Other members of a state (another
+// API's, after a conversation changed providers) are not sent.
+var chatStateKeys = []string{"extra_content", "thought_signature"}
+
+// chatState is the extra fields a message or call carries back (nil: none).
+func chatState(state json.RawMessage) (map[string]any, error) {
+	if isJSONNull(state) {
+		return nil, nil
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(state, &members); err != nil {
+		return nil, fmt.Errorf("provider state is not a JSON object: %w", err)
+	}
+	var out map[string]any
+	for _, k := range chatStateKeys {
+		if v, ok := members[k]; ok {
+			if out == nil {
+				out = map[string]any{}
+			}
+			out[k] = v
+		}
+	}
+	return out, nil
 }
 
 // openAITool builds a function tool whose definition is written by hand, so the registry's
@@ -409,7 +497,10 @@ func (p *OpenAI) Stream(ctx context.Context, req Request, sink Sink) (Response, 
 	}
 	defer httpResp.Body.Close()
 	if !isEventStream(httpResp) && !isNDJSON(httpResp) {
-		body, err := io.ReadAll(io.LimitReader(httpResp.Body, maxEventBytes))
+		body, err := readBody("openai", httpResp.Body)
+		if errors.Is(err, ErrResponseTooLarge) {
+			return Response{}, err
+		}
 		if err != nil {
 			return Response{}, p.scrub(fmt.Errorf("inference: openai: read body: %w", err))
 		}
@@ -425,13 +516,19 @@ func (p *OpenAI) Stream(ctx context.Context, req Request, sink Sink) (Response, 
 	} else if asm, err = parse.NewAssembler(parse.FormatOpenAI); err != nil {
 		return Response{}, err
 	}
-	body, err := assemble(httpResp.Body, isEventStream(httpResp), asm, sink, func(data []byte) error { return streamErrorEvent("openai", data) })
+	body, err := assemble(limitBody("openai", httpResp.Body), isEventStream(httpResp), asm, sink, func(data []byte) error { return streamErrorEvent("openai", data) })
 	if err != nil {
 		var pe *ProviderError
 		if errors.As(err, &pe) {
 			return Response{}, p.scrub(pe)
 		}
+		if errors.Is(err, ErrResponseTooLarge) {
+			return Response{}, err
+		}
 		return Response{}, p.scrub(fmt.Errorf("inference: openai: stream: %w", err))
+	}
+	if err := checkAssembled("openai", body); err != nil {
+		return Response{}, err
 	}
 	usage, _ := inspectBody(body, http.StatusOK) // the assembled body is always a JSON object
 	return Response{Format: FormatOpenAI, Raw: json.RawMessage(body), Usage: usage}, nil

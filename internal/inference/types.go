@@ -24,6 +24,8 @@ type Format string
 const (
 	FormatOpenAI    Format = "openai"
 	FormatAnthropic Format = "anthropic"
+	// FormatResponses is an OpenAI Responses API response object (parse.FormatResponses).
+	FormatResponses Format = "openai-responses"
 )
 
 // ToolCall is a tool call as it was sent back to the model in context (an assistant message's
@@ -32,6 +34,10 @@ type ToolCall struct {
 	ID        string `json:"id"`
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
+	// ProviderState is parse.Call.ProviderState: what the provider requires back with the
+	// call (Gemini's thought signature), written back verbatim by the same provider's adapter
+	// and ignored by every other.
+	ProviderState json.RawMessage `json:"provider_state,omitempty"`
 }
 
 // Message is one entry of the bounded context sent to the model. Tool messages carry
@@ -42,6 +48,10 @@ type Message struct {
 	Content    string     `json:"content"`
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
+	// ProviderState is parse.Result.ProviderState of an assistant message (Gemini's
+	// message-level signature, the Responses API's reasoning items), written back verbatim
+	// by the same provider's adapter and ignored by every other.
+	ProviderState json.RawMessage `json:"provider_state,omitempty"`
 }
 
 // Tool is one catalog entry as the model sees it: the wire tool name, a description and the

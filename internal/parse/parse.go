@@ -127,6 +127,9 @@ func detect(top object) Format {
 	if m, ok := top.get("message"); ok && kindOf(m) == '{' {
 		return FormatOpenAI
 	}
+	if o, ok := top.get("object"); ok && isString(o, "response") {
+		return FormatResponses
+	}
 	if t, ok := top.get("type"); ok {
 		if s, err := unquoteStrict(t); err == nil && (s == "message" || (s == "error" && top.has("error"))) {
 			return FormatAnthropic
@@ -371,7 +374,35 @@ func parseOpenAI(top object, round idScope) (Result, error) {
 		p.idNote = "legacy message.function_call has no call id"
 		props = append(props, p)
 	}
-	return finish1(text, finish, failReason, failDetail, props), nil
+	res := finish1(text, finish, failReason, failDetail, props)
+	if !ollama {
+		res.ProviderState = stateOf(msg, "extra_content", "thought_signature")
+	}
+	return res, nil
+}
+
+// stateOf is the object of obj's members named keys that are present and not null, verbatim
+// (nil when none is): the provider state a message or call carries back (Result.ProviderState).
+func stateOf(obj object, keys ...string) json.RawMessage {
+	var b bytes.Buffer
+	for _, k := range keys {
+		v, ok := obj.get(k)
+		if !ok || kindOf(v) == 'n' {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteByte('{')
+		} else {
+			b.WriteByte(',')
+		}
+		writeJSONKey(&b, k)
+		b.Write(v)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	b.WriteByte('}')
+	return b.Bytes()
 }
 
 // ollamaDone reports an Ollama body's done:true.
@@ -437,6 +468,7 @@ func openAICall(i int, entry json.RawMessage, ollama bool, round idScope) propos
 		}
 	} else {
 		readID(&p, call, round)
+		p.call.ProviderState = stateOf(call, "extra_content")
 	}
 	// Function.
 	var fn object

@@ -124,6 +124,7 @@ func parseResponses(top object, round idScope) (Result, error) {
 	}
 	var text strings.Builder
 	var props []proposal
+	var reasoning []json.RawMessage
 	for i, raw := range items {
 		where := fmt.Sprintf("output[%d]", i)
 		item, err := decodeObject(raw)
@@ -135,6 +136,8 @@ func parseResponses(top object, round idScope) (Result, error) {
 			part = r
 		}
 		switch typ {
+		case "reasoning":
+			reasoning = append(reasoning, raw)
 		case "message":
 			c, _ := item.get("content")
 			var parts []json.RawMessage
@@ -180,7 +183,22 @@ func parseResponses(top object, round idScope) (Result, error) {
 		}
 	}
 	failReason, failDetail = withPart(failReason, failDetail, part)
-	return finish1(text.String(), "", failReason, failDetail, props), nil
+	res := finish1(text.String(), "", failReason, failDetail, props)
+	if len(reasoning) > 0 {
+		// Reasoning items must go back with the calls they preceded (the API refuses a
+		// function_call item sent back without its reasoning item).
+		var b bytes.Buffer
+		b.WriteString(`{"reasoning":[`)
+		for i, r := range reasoning {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.Write(r)
+		}
+		b.WriteString(`]}`)
+		res.ProviderState = b.Bytes()
+	}
+	return res, nil
 }
 
 // ---- Responses API stream events ----

@@ -81,6 +81,11 @@ type Call struct {
 	Raw        string          `json:"raw,omitempty"`
 	Reason     Reason          `json:"reason,omitempty"`
 	Detail     string          `json:"detail,omitempty"`
+	// ProviderState is what the provider requires sent back with this call on the next
+	// request, verbatim, as a JSON object of the call's own members (Gemini's
+	// {"extra_content":{"google":{"thought_signature":…}}}); nil when none. It is never read,
+	// shown or executed: only the adapter of the same provider writes it back.
+	ProviderState json.RawMessage `json:"provider_state,omitempty"`
 }
 
 // Candidate reports whether the call parsed into a (name, version, arguments) triple.
@@ -100,6 +105,12 @@ type Result struct {
 	// IncompleteDetail says why, escaped and bounded (the finish reason, or the refused part
 	// and what it carried); "" when Incomplete is "".
 	IncompleteDetail string `json:"incomplete_detail,omitempty"`
+	// ProviderState is what the provider requires sent back with this message on the next
+	// request, verbatim, as a JSON object in the provider's own terms: Gemini's message-level
+	// extra_content and thought_signature; the Responses API's reasoning items
+	// ({"reasoning":[item,…]}); nil when none. Like Call.ProviderState, only the adapter of
+	// the same provider reads it.
+	ProviderState json.RawMessage `json:"provider_state,omitempty"`
 }
 
 // ErrUnrecognized means the body is not a provider response in any known shape (not even a
