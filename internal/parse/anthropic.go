@@ -41,7 +41,7 @@ var anthropicTop = map[string]keyRule{
 // types not yet published.
 var (
 	anthropicText    = map[string]keyRule{"type": read, "text": read, "citations": ignore}
-	anthropicToolUse = map[string]keyRule{"type": read, "id": read, "name": read, "input": read,
+	anthropicToolUse = map[string]keyRule{"type": read, "id": read, "name": read, "input": read, PartialInputKey: read,
 		"caller": callerRule, "toolset_name": nullOr("a tool_use of an API toolset (MCP connector), which Airlock never offers")}
 	anthropicThinking         = map[string]keyRule{"type": read, "thinking": ignore, "signature": ignore}
 	anthropicRedactedThinking = map[string]keyRule{"type": read, "data": ignore}
@@ -412,7 +412,7 @@ func (a *anthropicAssembler) writeBlocks(b *bytes.Buffer) {
 				list = append(list, blk.cites...)
 				v, _ = json.Marshal(list)
 			case k == "input" && blk.inputSet:
-				v = inputValue(v, blk.input.Bytes())
+				v, k = inputValue(blk.input.Bytes())
 			}
 			if !first {
 				b.WriteByte(',')
@@ -425,8 +425,9 @@ func (a *anthropicAssembler) writeBlocks(b *bytes.Buffer) {
 			if !first {
 				b.WriteByte(',')
 			}
-			b.WriteString(`"input":`)
-			b.Write(inputValue(nil, blk.input.Bytes()))
+			v, k := inputValue(blk.input.Bytes())
+			writeJSONKey(b, k)
+			b.Write(v)
 		}
 		b.WriteByte('}')
 	}
@@ -442,19 +443,26 @@ func joinStart(start json.RawMessage, s *strcat) json.RawMessage {
 	return json.RawMessage(`"` + string(start[1:len(start)-1]) + s.inner.String() + `"`)
 }
 
-// inputValue is a tool_use input from its partial_json pieces: the joined text when it is one
-// JSON value (the parser then judges it, as an unstreamed input); otherwise (a stream cut by
-// max_tokens inside the input, or broken pieces) the text as a JSON string, which the parser
-// never decodes (arguments_not_object, or truncated when the stop reason says so). The start
+// PartialInputKey is the member an assembled tool_use block carries instead of "input" when
+// its input_json_delta pieces do not join into one JSON value (a stream cut by max_tokens
+// inside the input, or broken pieces): the joined text as a JSON string. The parser judges
+// that text as argument text (invalid_json, trailing_data, ...; truncated when the stop
+// reason says so) and never takes it as a call's arguments: a string input would be reported
+// as arguments_not_object, which is not what was wrong.
+const PartialInputKey = "airlock_partial_input"
+
+// inputValue is a tool_use input from its partial_json pieces and the key it goes under: the
+// joined text under "input" when it is one JSON value (the parser then judges it, as an
+// unstreamed input); otherwise the text as a JSON string under PartialInputKey. The start
 // event's "{}" placeholder is replaced by the pieces, as the API documents.
-func inputValue(_ json.RawMessage, joined []byte) json.RawMessage {
+func inputValue(joined []byte) (json.RawMessage, string) {
 	t := bytes.TrimSpace(joined)
 	if len(t) == 0 {
-		return json.RawMessage(`{}`)
+		return json.RawMessage(`{}`), "input"
 	}
 	if json.Valid(t) {
-		return append(json.RawMessage(nil), joined...)
+		return append(json.RawMessage(nil), joined...), "input"
 	}
 	s, _ := json.Marshal(strings.ToValidUTF8(string(joined), "\uFFFD"))
-	return s
+	return s, PartialInputKey
 }

@@ -490,9 +490,19 @@ func openAICall(i int, entry json.RawMessage, ollama bool, round idScope) propos
 	case ollama && kindOf(argRaw) == '{':
 		p.call.Raw = string(argRaw)
 		reason, detail = checkArguments(argRaw)
+	case ollama && kindOf(argRaw) == '"':
+		// A string is never decoded into arguments; the reason says what the text is: JSON
+		// of another kind or double-encoded (arguments_not_object), or not JSON at all.
+		p.call.Raw = string(argRaw)
+		reason, detail = ReasonArgumentsNotObject, "Ollama function.arguments is a JSON string, not an object (strings are not decoded)"
+		if text, err := unquoteStrict(argRaw); err == nil {
+			if r, d := checkArguments([]byte(text)); r != "" && r != ReasonArgumentsNotObject {
+				reason, detail = r, "Ollama function.arguments is a string that is not JSON: "+d
+			}
+		}
 	case ollama:
 		p.call.Raw = string(argRaw)
-		reason, detail = ReasonArgumentsNotObject, "Ollama function.arguments is a JSON "+kindName(argRaw)+", not an object (strings are not decoded)"
+		reason, detail = ReasonArgumentsNotObject, "Ollama function.arguments is a JSON "+kindName(argRaw)+", not an object"
 	case kindOf(argRaw) != '"':
 		p.call.Raw = string(argRaw)
 		reason, detail = ReasonArgumentsNotObject, "function.arguments is a JSON "+kindName(argRaw)+"; the OpenAI wire format requires a string holding a JSON object"
@@ -643,9 +653,20 @@ func anthropicCall(i int, block object, round idScope) proposal {
 	readID(&p, block, round)
 	nameOK := readName(&p, block)
 	in, present := block.get("input")
+	partial, isPartial := block.get(PartialInputKey)
 	var reason Reason
 	var detail string
 	switch {
+	case isPartial:
+		// The streamed input's pieces did not join into one JSON value: judged as the
+		// argument text it is, never as arguments.
+		text, _ := unquoteStrict(partial)
+		p.call.Raw = text
+		if reason, detail = checkArguments([]byte(text)); reason == "" {
+			reason, detail = ReasonInvalidJSON, "the streamed input is not one JSON value"
+		} else {
+			detail = "the streamed input (input_json_delta pieces joined): " + detail
+		}
 	case !present || kindOf(in) == 'n':
 		reason, detail = ReasonArgumentsMissing, "tool_use.input is missing"
 	case kindOf(in) != '{':

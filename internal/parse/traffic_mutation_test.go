@@ -112,3 +112,47 @@ func TestProviderTrafficMutated(t *testing.T) {
 		})
 	}
 }
+
+// TestProviderTrafficBrokenArguments: argument text that is not JSON is reported as
+// invalid_json, saying what was wrong, wherever it arrives: a recorded Anthropic stream whose
+// input_json_delta pieces no longer join into JSON (it was reported as arguments_not_object),
+// a recorded Ollama body whose arguments became a string that is not JSON; a double-encoded
+// object stays arguments_not_object (from public bug reports; issue 31).
+func TestProviderTrafficBrokenArguments(t *testing.T) {
+	cases := []struct {
+		name, file, from, to string
+		want                 Reason
+		detailHas            string
+	}{
+		{"Anthropic partial_json that is not JSON", "anthropic_stream_tool-use.sse", `"partial_json":"}"`, `"partial_json":"}}"`, ReasonTrailingData, "streamed input"},
+		{"Anthropic partial_json cut", "anthropic_stream_tool-use.sse", `"partial_json":"}"`, `"partial_json":""`, ReasonInvalidJSON, "streamed input"},
+		{"Ollama arguments a string that is not JSON", "ollama-native_json_tool-call_thinking.json", "\"arguments\": {\n            \"query\": \"ollama bash lib\"\n          }", `"arguments": "query=ollama bash lib"`, ReasonInvalidJSON, "not JSON"},
+		{"Ollama arguments double-encoded", "ollama-native_json_tool-call_thinking.json", "\"arguments\": {\n            \"query\": \"ollama bash lib\"\n          }", `"arguments": "{\"query\":\"ollama bash lib\"}"`, ReasonArgumentsNotObject, "not an object"},
+	}
+	entries := map[string]traffic.Entry{}
+	for _, e := range loadTraffic(t) {
+		entries[e.File] = e
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join(traffic.DefaultDir, c.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Contains(data, []byte(c.from)) {
+				t.Fatalf("%s does not contain %q: the mutation would test nothing", c.file, c.from)
+			}
+			format, framing := trafficFormat(t, entries[c.file])
+			res, err := Read(format, framing, strings.NewReader(strings.Replace(string(data), c.from, c.to, 1)), Options{Round: 1})
+			if err != nil {
+				t.Fatalf("read: %v", err)
+			}
+			if res.Incomplete != "" || len(res.Calls) != 1 {
+				t.Fatalf("want one call of a normally ended message: %+v", res)
+			}
+			if call := res.Calls[0]; call.Reason != c.want || !strings.Contains(call.Detail, c.detailHas) || call.Arguments != nil {
+				t.Fatalf("call %+v, want %s naming %q", call, c.want, c.detailHas)
+			}
+		})
+	}
+}
