@@ -123,7 +123,7 @@ func BuildWith(ctx context.Context, cfg config.Config, temporalProbe capabilitie
 
 // LiveProvider is the live model the environment configures (nil when none is). AIRLOCK_PROVIDER
 // names the service (inference.Services: openai, openai-responses, anthropic, azure, gemini,
-// groq, openrouter, xai, ollama, vllm), each configured as inference.ServiceConfigFromEnv
+// groq, openrouter, xai, ollama, ollama-native, vllm), each configured as inference.ServiceConfigFromEnv
 // says. Without it: Anthropic Messages when an AIRLOCK_ANTHROPIC_ setting is set
 // (AIRLOCK_ANTHROPIC_API_KEY or AIRLOCK_ANTHROPIC_API_KEY_FILE, AIRLOCK_ANTHROPIC_BASE_URL,
 // AIRLOCK_ANTHROPIC_MODEL), an OpenAI-compatible endpoint when AIRLOCK_OPENAI_BASE_URL is
@@ -158,6 +158,12 @@ func LiveProvider() (inference.Provider, error) {
 			return nil, err
 		}
 		return inference.NewOpenAIResponses(cfg)
+	case "/api/chat":
+		cfg, err := inference.ServiceConfigFromEnv(svc)
+		if err != nil {
+			return nil, err
+		}
+		return inference.NewOllama(cfg)
 	}
 	cfg, err := inference.ServiceConfigFromEnv(svc)
 	if err != nil {

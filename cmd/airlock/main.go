@@ -64,7 +64,8 @@ Configuration comes from the environment, overridden by flags:
   AIRLOCK_WEB_ADDR            approver page listen address (default 127.0.0.1:8780)
   AIRLOCK_LOG_LEVEL           SDK log level: debug, info, warn (default), error
   AIRLOCK_PROVIDER            the live model's provider: openai, openai-responses (the Responses
-                              API), anthropic, azure, gemini, groq, openrouter, xai, ollama, vllm
+                              API), anthropic, azure, gemini, groq, openrouter, xai, ollama (/v1),
+                              ollama-native (/api/chat), vllm
                               (doctor shows what a worker serves; docs/providers.md)
   AIRLOCK_OPENAI_BASE_URL     an OpenAI-compatible endpoint (default: the provider's); with
                               AIRLOCK_OPENAI_API_KEY (default: the provider's own, e.g. GROQ_API_KEY)

@@ -293,3 +293,71 @@ func TestAnswerTooLargeIsRefusedOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestOllamaNativeFromRecordings: the native adapter posts to /api/chat and reads Ollama's
+// recorded NDJSON stream and its recorded tool-call body (no id: one is assigned; done:true
+// without done_reason is a normal end); a call goes back as its argument object and its
+// result with the tool's name.
+func TestOllamaNativeFromRecordings(t *testing.T) {
+	srv, bodies, reqs := replayServer(t, "ollama-native_stream_text_docs-example.ndjson", "application/x-ndjson", 200)
+	p, err := NewOllama(OpenAIConfig{BaseURL: srv.URL, Model: "llama3.2", MaxTokens: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	resp, err := p.Stream(context.Background(), Request{Round: 1, Messages: []Message{{Role: RoleUser, Content: "why is the sky blue?"}}},
+		func(d parse.Delta) { text.WriteString(d.Text) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := parse.Parse(parse.Format(resp.Format), resp.Raw, parse.Options{})
+	if err != nil || res.Incomplete != "" || res.Text != "The" || text.String() != "The" {
+		t.Fatalf("parse: %v %+v (shown %q)", err, res, text.String())
+	}
+	if (*reqs)[0].URL.Path != "/api/chat" {
+		t.Fatalf("path %s", (*reqs)[0].URL.Path)
+	}
+	jsonEqual(t, (*bodies)[0], `{"model":"llama3.2","messages":[{"role":"user","content":"why is the sky blue?"}],"options":{"num_predict":64},"stream":true}`)
+
+	srv2, bodies2, _ := replayServer(t, "ollama-native_json_tool-call_thinking.json", "application/json", 200)
+	p2, err := NewOllama(OpenAIConfig{BaseURL: srv2.URL, Model: "qwen3", NoStream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err = p2.Stream(context.Background(), Request{Round: 1, Messages: []Message{{Role: RoleUser, Content: "search"}},
+		Tools: []Tool{{Name: "search", Parameters: json.RawMessage(`{"type":"object"}`)}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = parse.Parse(parse.Format(resp.Format), resp.Raw, parse.Options{Round: 1})
+	if err != nil || len(res.Calls) != 1 || !res.Calls[0].Candidate() || !res.Calls[0].IDAssigned || res.Calls[0].Name != "search" {
+		t.Fatalf("parse: %v %+v", err, res)
+	}
+	c := res.Calls[0]
+	if _, err := p2.Complete(context.Background(), Request{Round: 2, Messages: []Message{{Role: RoleUser, Content: "search"},
+		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: c.CallID, Name: c.Name, Arguments: string(c.Arguments)}}},
+		{Role: RoleTool, ToolCallID: c.CallID, Content: "results"}}}); err != nil {
+		t.Fatal(err)
+	}
+	jsonEqual(t, (*bodies2)[1], `{"model":"qwen3","messages":[{"role":"user","content":"search"},`+
+		`{"role":"assistant","content":"","tool_calls":[{"function":{"name":"search","arguments":{"query":"ollama bash lib"}}}]},`+
+		`{"role":"tool","content":"results","tool_name":"search"}],"stream":false}`)
+	if _, err := NewOllama(OpenAIConfig{BaseURL: "http://localhost:11434/v1", Model: "m"}); err == nil || !strings.Contains(err.Error(), "server root") {
+		t.Fatalf("a /v1 base URL: %v", err)
+	}
+}
+
+// TestOllamaNativeErrorBody: the recorded 502 error body is a retryable provider error naming
+// Ollama's message.
+func TestOllamaNativeErrorBody(t *testing.T) {
+	srv, _, _ := replayServer(t, "ollama-native_error_502_upstream.json", "application/json", 502)
+	p, err := NewOllama(OpenAIConfig{BaseURL: srv.URL, Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Complete(context.Background(), Request{Round: 1, Messages: []Message{{Role: RoleUser, Content: "x"}}})
+	var pe *ProviderError
+	if !errors.As(err, &pe) || !pe.Retryable || pe.StatusCode != 502 || !strings.Contains(pe.Message, "upstream error") {
+		t.Fatalf("err %v", err)
+	}
+}

@@ -13,7 +13,7 @@ import (
 // environment variable its key is read from when AIRLOCK_OPENAI_API_KEY is unset.
 type Service struct {
 	Name    string
-	API     string // "chat.completions", "responses" or "messages"
+	API     string // "chat.completions", "responses", "messages" or "/api/chat" (Ollama native)
 	BaseURL string // the default endpoint ("" none: it must be configured)
 	KeyEnv  string // the provider's own key variable ("" none)
 	// NeedsModel: the service has no default model, so AIRLOCK_OPENAI_MODEL must name one.
@@ -34,6 +34,7 @@ var Services = []Service{
 	{Name: "openrouter", API: "chat.completions", BaseURL: "https://openrouter.ai/api/v1", KeyEnv: "OPENROUTER_API_KEY", NeedsModel: true},
 	{Name: "xai", API: "chat.completions", BaseURL: "https://api.x.ai/v1", KeyEnv: "XAI_API_KEY", NeedsModel: true},
 	{Name: "ollama", API: "chat.completions", BaseURL: "http://localhost:11434/v1", NeedsModel: true},
+	{Name: "ollama-native", API: "/api/chat", BaseURL: DefaultOllamaBaseURL, NeedsModel: true},
 	{Name: "vllm", API: "chat.completions", BaseURL: "http://localhost:8000/v1", NeedsModel: true},
 }
 
