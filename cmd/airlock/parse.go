@@ -327,25 +327,16 @@ func hasSSEData(body []byte) bool {
 	return false
 }
 
-// detectBodyFormat is parse.DetectFormat plus the two shapes it leaves to the caller: a
-// Responses API response object ("object":"response") and an error body alone
-// ({"error": …}: OpenAI, the compatible servers, Ollama and the Responses API send the same
-// shape), read as openai, which reports it as provider_error. FormatAuto when none matches:
-// Parse then says what the body is not.
+// detectBodyFormat is parse.DetectFormat plus the shape it leaves to the caller: an error
+// body alone ({"error": …}: OpenAI, the compatible servers, Ollama and the Responses API send
+// the same shape), read as openai, which reports it as provider_error. FormatAuto when none
+// matches: Parse then says what the body is not.
 func detectBodyFormat(body []byte) parse.Format {
 	if f := parse.DetectFormat(body); f != "" {
 		return f
 	}
 	var top map[string]json.RawMessage
-	if json.Unmarshal(body, &top) != nil {
-		return parse.FormatAuto
-	}
-	var object string
-	_ = json.Unmarshal(top["object"], &object)
-	switch {
-	case object == "response":
-		return parse.FormatResponses
-	case top["error"] != nil && top["type"] == nil && top["output"] == nil:
+	if json.Unmarshal(body, &top) == nil && top["error"] != nil && top["type"] == nil && top["output"] == nil {
 		return parse.FormatOpenAI
 	}
 	return parse.FormatAuto
