@@ -117,6 +117,7 @@ type trafficFile struct {
 type trafficRequest struct {
 	path   string
 	stream bool
+	body   string // kept for later rounds only
 }
 
 func (f *trafficFile) requests() (first, later []trafficRequest) {
@@ -180,7 +181,7 @@ func newTrafficServer(t *testing.T, dir string, entries []traffic.Entry) (*httpt
 		later := laterRound(req.Messages, req.Input)
 		f.mu.Lock()
 		if later {
-			f.later = append(f.later, trafficRequest{path: r.URL.Path, stream: req.Stream})
+			f.later = append(f.later, trafficRequest{path: r.URL.Path, stream: req.Stream, body: string(body)})
 		} else {
 			f.first = append(f.first, trafficRequest{path: r.URL.Path, stream: req.Stream})
 		}
@@ -485,6 +486,13 @@ func checkTrafficTurn(t *testing.T, e *durEnv, tt trafficTurn) {
 		// The rejections went back to the model, which answered once more.
 		if res.EndReason != workflows.EndAnswered || res.Rounds != 2 || res.Prose != trafficFinal || len(later) != 1 {
 			t.Errorf("after the calls: end %q, %d rounds, prose %q, %d later requests; want answered in round 2", res.EndReason, res.Rounds, res.Prose, len(later))
+		}
+		// Round 2 went back to the same adapter with each call echoed and answered by its
+		// result (the call id twice: the call, and the tool result that answers it).
+		for _, c := range parsed.Calls {
+			if len(later) > 0 && strings.Count(later[0].body, strconv.Quote(c.CallID)) < 2 {
+				t.Errorf("round 2's request does not echo and answer call %q: %s", c.CallID, excerpt([]byte(later[0].body)))
+			}
 		}
 	case en.Refused():
 		if res.EndReason != workflows.EndIncomplete || res.Rounds != 1 || len(later) != 0 {
