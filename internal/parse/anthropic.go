@@ -138,7 +138,12 @@ func (a *anthropicAssembler) Add(event []byte) []Delta {
 		return nil
 	case "error":
 		if a.errEv == nil {
-			e, _ := ev.get("error")
+			// An error event without an error member is still an error: the whole event is
+			// kept as what the provider said, never dropped.
+			e, ok := ev.get("error")
+			if !ok || kindOf(e) == 'n' {
+				e = bytes.TrimSpace(event)
+			}
 			a.errEv = append(json.RawMessage(nil), e...)
 		}
 		return nil
@@ -269,7 +274,9 @@ func (a *anthropicAssembler) block(typ string, ev object) []Delta {
 			return []Delta{{Kind: DeltaText, Text: shown}}
 		}
 	case "input_json_delta":
-		if blk.typ != "tool_use" {
+		if blk.typ != "tool_use" && blk.typ != "server_tool_use" && blk.typ != "mcp_tool_use" {
+			// Server tool calls stream their input too: their block is then refused by
+			// the part model, which names it; any other block is a fault.
 			a.faults.add("input_json_delta for a %s block", quoteBounded(blk.typ))
 		}
 		s, err := unquoteStrict(v)

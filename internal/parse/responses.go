@@ -139,15 +139,20 @@ func parseResponses(top object, round idScope) (Result, error) {
 		case "reasoning":
 			reasoning = append(reasoning, raw)
 		case "message":
+			// Every content part is decoded or the response is unreadable: a part that
+			// does not decode (a repeated key, not an object) could be a refusal.
 			c, _ := item.get("content")
-			var parts []json.RawMessage
-			if kindOf(c) == '[' {
-				_ = json.Unmarshal(c, &parts)
+			if kindOf(c) != '[' {
+				return Result{}, unrecognized("%s.content is not an array", where)
 			}
-			for _, p := range parts {
+			var parts []json.RawMessage
+			if err := json.Unmarshal(c, &parts); err != nil {
+				return Result{}, unrecognized("%s.content: %v", where, err)
+			}
+			for j, p := range parts {
 				po, err := decodeObject(p)
 				if err != nil {
-					continue
+					return Result{}, unrecognized("%s.content[%d]: %v", where, j, err)
 				}
 				if t, _ := optStringField(po, "type"); t == "output_text" {
 					s, err := optStringField(po, "text")
