@@ -14,7 +14,9 @@ func TestResponsesParts(t *testing.T) {
 	wrap := func(status, items string) string {
 		return `{"object":"response","status":"` + status + `","error":null,"output":[` + items + `]}`
 	}
-	msg := func(parts string) string { return `{"type":"message","id":"m","role":"assistant","status":"completed","content":[` + parts + `]}` }
+	msg := func(parts string) string {
+		return `{"type":"message","id":"m","role":"assistant","status":"completed","content":[` + parts + `]}`
+	}
 	cases := []struct {
 		name, body string
 		text       string
