@@ -60,19 +60,25 @@ const trafficFinal = "provider-traffic: done"
 type trafficAPI string
 
 const (
-	apiChat      trafficAPI = "chat"      // inference.NewOpenAI: chat completions, OpenAI-compatible servers, Ollama
-	apiAnthropic trafficAPI = "anthropic" // inference.NewAnthropic: Messages
-	apiResponses trafficAPI = "responses" // inference.NewOpenAIResponses: the Responses API
+	apiChat         trafficAPI = "chat-completions" // inference.NewOpenAI: OpenAI and every compatible server (SSE, a JSON body, or Ollama's NDJSON)
+	apiOllamaNative trafficAPI = "ollama-native"    // inference.NewOllama: Ollama's /api/chat
+	apiAnthropic    trafficAPI = "anthropic"        // inference.NewAnthropic: Messages
+	apiResponses    trafficAPI = "responses"        // inference.NewOpenAIResponses: the Responses API
 )
 
-func apiOf(shape traffic.Shape) trafficAPI {
+// apisOf are the adapters a file is replayed to: its API's own; an Ollama /api/chat file also
+// to the chat-completions adapter, which reads an NDJSON stream or an Ollama body where an
+// OpenAI-compatible server answers with one.
+func apisOf(shape traffic.Shape) []trafficAPI {
 	switch shape {
 	case traffic.ShapeAnthropicJSON, traffic.ShapeAnthropicSSE:
-		return apiAnthropic
+		return []trafficAPI{apiAnthropic}
 	case traffic.ShapeResponsesJSON, traffic.ShapeResponsesSSE:
-		return apiResponses
+		return []trafficAPI{apiResponses}
+	case traffic.ShapeOllamaJSON, traffic.ShapeOllamaNDJSON:
+		return []trafficAPI{apiOllamaNative, apiChat}
 	}
-	return apiChat
+	return []trafficAPI{apiChat}
 }
 
 // path is the endpoint the adapter posts to.
@@ -82,6 +88,8 @@ func (a trafficAPI) path() string {
 		return "/v1/messages"
 	case apiResponses:
 		return "/v1/responses"
+	case apiOllamaNative:
+		return "/api/chat"
 	}
 	return "/v1/chat/completions"
 }
@@ -92,6 +100,10 @@ func (a trafficAPI) final() string {
 	switch a {
 	case apiAnthropic:
 		return anthMessage("end_turn", anthText(trafficFinal))
+	case apiOllamaNative:
+		b, _ := json.Marshal(trafficFinal)
+		return `{"model":"fake","created_at":"2026-12-05T00:00:00Z","message":{"role":"assistant","content":` + string(b) + `},"done":true,"done_reason":"stop",` +
+			`"prompt_eval_count":10,"eval_count":5}`
 	case apiResponses:
 		b, _ := json.Marshal(trafficFinal)
 		return `{"id":"resp_it","object":"response","created_at":1700000000,"status":"completed","model":"fake","output":[` +
@@ -101,7 +113,8 @@ func (a trafficAPI) final() string {
 	return answer(trafficFinal)
 }
 
-// trafficFile is one corpus file as the replay server serves it, and what it was asked.
+// trafficFile is one corpus file as the replay server serves it to one adapter, and what it
+// was asked.
 type trafficFile struct {
 	entry  traffic.Entry
 	shape  traffic.Shape
@@ -126,8 +139,9 @@ func (f *trafficFile) requests() (first, later []trafficRequest) {
 	return append([]trafficRequest(nil), f.first...), append([]trafficRequest(nil), f.later...)
 }
 
-// trafficModel is the model name a file's turn asks for: the server finds the file by it.
-func trafficModel(file string) string { return "traffic/" + file }
+// trafficModel is the model name the turn of a file on an adapter asks for: the server finds
+// the file by it.
+func trafficModel(api trafficAPI, file string) string { return "traffic/" + string(api) + "/" + file }
 
 var statusInKind = regexp.MustCompile(`\bHTTP (\d{3})\b`)
 
@@ -144,12 +158,13 @@ func trafficStatus(e traffic.Entry) int {
 	return e.Status()
 }
 
-// newTrafficServer replays every file of entries: a request is routed to its file by the model
-// it names; round 1 of the turn (a request carrying no assistant message yet) gets the recorded
+// newTrafficServer replays every file of entries to each of its adapters (apisOf): a request
+// is routed to its file by the model it names; round 1 of the turn (a request carrying no assistant message yet) gets the recorded
 // bytes, streamed event by event for a stream, every later round trafficFinal.
-func newTrafficServer(t *testing.T, dir string, entries []traffic.Entry) (*httptest.Server, map[string]*trafficFile) {
+func newTrafficServer(t *testing.T, dir string, entries []traffic.Entry) (*httptest.Server, []*trafficFile) {
 	t.Helper()
 	files := map[string]*trafficFile{}
+	var cases []*trafficFile
 	for _, e := range entries {
 		shape, err := e.Shape()
 		if err != nil {
@@ -159,7 +174,11 @@ func newTrafficServer(t *testing.T, dir string, entries []traffic.Entry) (*httpt
 		if err != nil {
 			t.Fatalf("the provider-traffic corpus is required: %v", err)
 		}
-		files[trafficModel(e.File)] = &trafficFile{entry: e, shape: shape, api: apiOf(shape), status: trafficStatus(e), data: data}
+		for _, api := range apisOf(shape) {
+			f := &trafficFile{entry: e, shape: shape, api: api, status: trafficStatus(e), data: data}
+			files[trafficModel(api, e.File)] = f
+			cases = append(cases, f)
+		}
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -198,7 +217,7 @@ func newTrafficServer(t *testing.T, dir string, entries []traffic.Entry) (*httpt
 		f.serve(w)
 	}))
 	t.Cleanup(srv.Close)
-	return srv, files
+	return srv, cases
 }
 
 // trafficItem is an entry of a request's messages (chat, Anthropic) or input (Responses).
@@ -272,10 +291,10 @@ type trafficTurn struct {
 // adapter of its API, is read by a real turn exactly as its manifest says, or refused for a
 // reason the manifest accepts (issue 31 item 2).
 //
-// One store, one replay server and three in-process workers (one per adapter, each with
+// One store, one replay server and four in-process workers (one per adapter, each with
 // Activities.Events set, so Infer consumes the provider's stream as a worker does by default:
-// activities.complete calls Stream); every file's turn is started first and they run
-// concurrently, then one subtest per file judges its turn. The recorded calls name tools this
+// activities.complete calls Stream); every turn is started first and they run concurrently,
+// then one subtest per file (and adapter) judges its turn. The recorded calls name tools this
 // registry does not have: the executor sees each one and rejects it at stage 1 (resolve,
 // unknown_capability), which is what is asserted, with nothing executed. A later round (the
 // model asked again after the rejections) gets a plain final answer, so the turn ends.
@@ -288,9 +307,13 @@ func TestProviderTraffic(t *testing.T) {
 	}
 	began := time.Now()
 	e := newDurEnv(t)
-	srv, files := newTrafficServer(t, dir, entries)
+	srv, cases := newTrafficServer(t, dir, entries)
 
 	chat, err := inference.NewOpenAI(inference.OpenAIConfig{BaseURL: srv.URL + "/v1", APIKey: "k", Model: "unused"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ollama, err := inference.NewOllama(inference.OpenAIConfig{BaseURL: srv.URL, Model: "unused"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,29 +326,40 @@ func TestProviderTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	queues := map[trafficAPI]string{}
-	for api, p := range map[trafficAPI]inference.Streamer{apiChat: chat, apiAnthropic: anth, apiResponses: resp} {
+	for api, p := range map[trafficAPI]inference.Streamer{apiChat: chat, apiOllamaNative: ollama, apiAnthropic: anth, apiResponses: resp} {
 		queues[api] = e.queue + "-" + string(api)
 		startTrafficWorker(t, e, p, queues[api])
 	}
 
-	turns := make([]trafficTurn, len(entries))
-	for i, en := range entries {
-		f := files[trafficModel(en.File)]
+	turns := make([]trafficTurn, len(cases))
+	for i, f := range cases {
 		turns[i].file = f
-		req := workflows.TurnRequest{Message: "provider-traffic replay of " + en.File, Model: trafficModel(en.File)}
+		req := workflows.TurnRequest{Message: "provider-traffic replay of " + f.entry.File, Model: trafficModel(f.api, f.entry.File)}
 		turns[i].run, _ = e.startTurn(fmt.Sprintf("traffic-%02d", i), 1, req, func(o *client.StartWorkflowOptions) {
 			o.TaskQueue = queues[f.api]
 			o.WorkflowTaskTimeout = workflows.WorkflowTaskTimeout
 		})
 	}
 
-	for _, tt := range turns {
-		t.Run(tt.file.entry.File, func(t *testing.T) { checkTrafficTurn(t, e, tt) })
+	// One subtest per file, one inside it per adapter the file was replayed to: a failure
+	// names both.
+	for i := 0; i < len(turns); {
+		file := turns[i].file.entry.File
+		j := i
+		for j < len(turns) && turns[j].file.entry.File == file {
+			j++
+		}
+		t.Run(file, func(t *testing.T) {
+			for _, tt := range turns[i:j] {
+				t.Run(string(tt.file.api), func(t *testing.T) { checkTrafficTurn(t, e, tt) })
+			}
+		})
+		i = j
 	}
 	if n := e.rec.total(); n != 0 {
 		t.Errorf("capabilities ran %d times; no recorded call may run", n)
 	}
-	t.Logf("%d files through real turns in %s", len(entries), time.Since(began).Round(time.Millisecond))
+	t.Logf("%d files through %d real turns in %s", len(entries), len(turns), time.Since(began).Round(time.Millisecond))
 }
 
 // startTrafficWorker runs an in-process worker on queue serving p as the live model, with
@@ -348,7 +382,7 @@ func startTrafficWorker(t *testing.T, e *durEnv, p inference.Streamer, queue str
 }
 
 // providerFailure matches inference.ProviderError's message as it reaches the turn's failure.
-var providerFailure = regexp.MustCompile(`inference: (openai|anthropic|openai-responses): provider (error|rejected the request): HTTP (\d{3})`)
+var providerFailure = regexp.MustCompile(`inference: (openai|anthropic|openai-responses|ollama): provider (error|rejected the request): HTTP (\d{3})`)
 
 // checkTrafficTurn judges one file's turn against its manifest line.
 //
@@ -488,10 +522,15 @@ func checkTrafficTurn(t *testing.T, e *durEnv, tt trafficTurn) {
 			t.Errorf("after the calls: end %q, %d rounds, prose %q, %d later requests; want answered in round 2", res.EndReason, res.Rounds, res.Prose, len(later))
 		}
 		// Round 2 went back to the same adapter with each call echoed and answered by its
-		// result (the call id twice: the call, and the tool result that answers it).
+		// result: the call id twice (the call, and the tool result that answers it); Ollama's
+		// native API has no call ids on the wire and matches a result by its tool_name.
 		for _, c := range parsed.Calls {
-			if len(later) > 0 && strings.Count(later[0].body, strconv.Quote(c.CallID)) < 2 {
-				t.Errorf("round 2's request does not echo and answer call %q: %s", c.CallID, excerpt([]byte(later[0].body)))
+			key := c.CallID
+			if f.api == apiOllamaNative {
+				key = c.Name
+			}
+			if len(later) > 0 && strings.Count(later[0].body, strconv.Quote(key)) < 2 {
+				t.Errorf("round 2's request does not echo and answer call %q (%s): %s", c.CallID, c.Name, excerpt([]byte(later[0].body)))
 			}
 		}
 	case en.Refused():
