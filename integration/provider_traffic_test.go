@@ -3,7 +3,8 @@ package integration
 // Issue 31, item 2: the provider-traffic corpus (../shared/provider-traffic, read from there and
 // never copied) end to end. A local HTTP server replays each recorded response, byte for byte,
 // to the real provider adapters (internal/inference: chat completions for OpenAI and every
-// OpenAI-compatible server and Ollama, Anthropic Messages, the Responses API) inside real turns
+// OpenAI-compatible server, Ollama's native /api/chat, Anthropic Messages, the Responses API;
+// Ollama's files to both its native adapter and the chat-completions one) inside real turns
 // on the Temporal dev server, with the PostgreSQL store; each file's reading is held to its
 // manifest line (internal/traffic) from what the turn did: its round-1 Infer result in the
 // turn's history, the proposals the executor saw (turn result and audit rows), or the turn's
@@ -403,8 +404,9 @@ var providerFailure = regexp.MustCompile(`inference: (openai|anthropic|openai-re
 //     is read from the Infer result, and the audit is asserted for each call there is.
 //
 // For an exact reading the Infer result must read as the manifest says, each expected call must
-// reach the executor (turn result outcome and audit row: its id, name and arguments, rejected
-// at resolve), and a streamed file's deltas must have been written as client-stream events.
+// reach the executor (the turn result's outcome: its id, name and arguments, rejected at
+// resolve; its audit row: the same call id and verdict), and a streamed file's deltas must
+// have been written as client-stream events.
 func checkTrafficTurn(t *testing.T, e *durEnv, tt trafficTurn) {
 	f, en := tt.file, tt.file.entry
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
