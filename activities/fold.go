@@ -150,6 +150,9 @@ func (a *Activities) foldAfter(ctx context.Context, in InferInput, out *InferOut
 		return nil
 	}
 	fr.Parsed = parsed
+	if err := a.auditIncomplete(ctx, in, parsed); err != nil {
+		return err
+	}
 	if namesProposal(out.Catalog, parsed.Calls) {
 		return nil // the proposal hook decides; the workflow records and admits
 	}
@@ -272,4 +275,22 @@ func (a *Activities) ExecuteRecorded(ctx context.Context, in ExecuteRecordedInpu
 		return out, err
 	}
 	return out, nil
+}
+
+// auditIncomplete writes the audit row of a model message the parser refused as a whole
+// (parse.Result.Incomplete: a refusal, a provider error, an unread part, a stream fault, a
+// truncated or abnormal end): its reason and detail, keyed by the turn's run and round so a
+// retried round writes it once. Each call of such a message is audited parse_failed as
+// always; this row also covers a refused message with no call, which left no trace before.
+func (a *Activities) auditIncomplete(ctx context.Context, in InferInput, parsed parse.Result) error {
+	if parsed.Incomplete == "" || a.Store == nil || in.WorkflowID == "" {
+		return nil
+	}
+	_, err := a.Store.AppendAudit(ctx, store.AuditEvent{Key: fmt.Sprintf("%s/%s/r%d/%s", in.WorkflowID, in.Fold.RunID, in.Round, AuditMessageIncomplete),
+		WorkflowID: in.WorkflowID, RunID: in.Fold.RunID, Outcome: AuditMessageIncomplete, Stage: string(StageParse),
+		Reason: string(parsed.Incomplete), Detail: parsed.IncompleteDetail, At: a.now()})
+	if err != nil {
+		return fmt.Errorf("audit the refused message of round %d: %w", in.Round, err)
+	}
+	return nil
 }

@@ -144,6 +144,11 @@ type AdmitInput struct {
 // removal/deadline (the operator-visible warning P072 asks for).
 const AuditDeprecatedAdmitted = "deprecated_admitted"
 
+// AuditMessageIncomplete is the audit kind of a model message refused as a whole: a refusal,
+// a provider error, an unread part, a stream fault, or an end that is not normal (Reason is
+// the parse reason, Detail names what was refused). One per round at most.
+const AuditMessageIncomplete = "message_incomplete"
+
 // Admission is the result of stages 1-3. When Admitted is false, Stage and Code say where and
 // why the candidate was rejected.
 type Admission struct {

@@ -398,10 +398,9 @@ var providerFailure = regexp.MustCompile(`inference: (openai|anthropic|openai-re
 //     that is what is asserted as refused "provider_error".
 //   - A message the parser refuses whole (refusal, truncated, unread_part, stream_fault,
 //     abnormal_finish: parse.Result.Incomplete) is recorded in the round's Infer result in
-//     the turn's history (FoldedRound.Parsed). Its calls, if any, are parse failures with that
-//     reason, each audited parse_failed; with no call the turn completes "incomplete" and
-//     writes no audit row at all (the workflow audits proposals, not messages). So the reason
-//     is read from the Infer result, and the audit is asserted for each call there is.
+//     the turn's history (FoldedRound.Parsed) and audited once as message_incomplete with the
+//     reason and its detail (activities.AuditMessageIncomplete), calls or none. Its calls, if
+//     any, are parse failures with that reason, each audited parse_failed.
 //
 // For an exact reading the Infer result must read as the manifest says, each expected call must
 // reach the executor (the turn result's outcome: its id, name and arguments, rejected at
@@ -544,8 +543,25 @@ func checkTrafficTurn(t *testing.T, e *durEnv, tt trafficTurn) {
 			t.Errorf("answer: end %q after %d rounds, prose %q; want answered in round 1 with %q", res.EndReason, res.Rounds, res.Prose, en.Expect.Text)
 		}
 	}
-	if len(audit) != len(parsed.Calls) {
-		t.Errorf("%d audit rows, want one per call (%d): %+v", len(audit), len(parsed.Calls), audit)
+	want := len(parsed.Calls)
+	if en.Refused() {
+		// The refused message itself: one row with the reason the Infer result gives.
+		want++
+		n := 0
+		for _, a := range audit {
+			if a.Outcome == activities.AuditMessageIncomplete {
+				n++
+				if a.Reason != string(parsed.Incomplete) || !contains(en.Expect.RefuseAs, a.Reason) || a.Detail == "" || a.Stage != string(activities.StageParse) {
+					t.Errorf("message_incomplete row %+v, want reason %q (one of %v) with its detail", a, parsed.Incomplete, en.Expect.RefuseAs)
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d message_incomplete audit rows, want 1: %+v", n, audit)
+		}
+	}
+	if len(audit) != want {
+		t.Errorf("%d audit rows, want %d (one per call, and one for a refused message): %+v", len(audit), want, audit)
 	}
 	if f.entry.Streamed && !en.Refused() {
 		checkTrafficDeltas(t, e, id, en)
