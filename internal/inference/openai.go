@@ -347,22 +347,10 @@ func chatState(state json.RawMessage) (map[string]any, error) {
 // JSON Schema goes out as it is (key order and number literals kept; only insignificant
 // whitespace is compacted by the encoder) instead of through a map[string]any.
 func openAITool(t Tool) (openai.ChatCompletionToolUnionParam, error) {
-	if t.Name == "" {
-		return openai.ChatCompletionToolUnionParam{}, errors.New("no name")
-	}
 	var b bytes.Buffer
-	b.WriteString(`{"name":`)
-	writeJSONString(&b, t.Name)
-	if t.Description != "" {
-		b.WriteString(`,"description":`)
-		writeJSONString(&b, t.Description)
-	}
-	if schema := bytes.TrimSpace(t.Parameters); len(schema) > 0 {
-		if schema[0] != '{' || !json.Valid(schema) {
-			return openai.ChatCompletionToolUnionParam{}, errors.New("parameters is not a JSON object")
-		}
-		b.WriteString(`,"parameters":`)
-		b.Write(schema)
+	b.WriteByte('{')
+	if err := writeFunction(&b, t); err != nil {
+		return openai.ChatCompletionToolUnionParam{}, err
 	}
 	b.WriteByte('}')
 	def := param.Override[shared.FunctionDefinitionParam](json.RawMessage(b.Bytes()))
@@ -457,6 +445,29 @@ func errorExcerpt(b []byte) string {
 		text = strings.ToValidUTF8(text[:maxErrorExcerpt], "") + "…"
 	}
 	return text
+}
+
+// writeFunction writes a function tool's members, "name", "description" (when set) and
+// "parameters" (the registry's JSON Schema as it is), for every API that defines functions so.
+// Errors: no name; parameters that are not a JSON object.
+func writeFunction(b *bytes.Buffer, t Tool) error {
+	if t.Name == "" {
+		return errors.New("no name")
+	}
+	b.WriteString(`"name":`)
+	writeJSONString(b, t.Name)
+	if t.Description != "" {
+		b.WriteString(`,"description":`)
+		writeJSONString(b, t.Description)
+	}
+	if schema := bytes.TrimSpace(t.Parameters); len(schema) > 0 {
+		if schema[0] != '{' || !json.Valid(schema) {
+			return errors.New("parameters is not a JSON object")
+		}
+		b.WriteString(`,"parameters":`)
+		b.Write(schema)
+	}
+	return nil
 }
 
 // writeJSONString appends s as a JSON string without HTML escaping.

@@ -193,24 +193,12 @@ func (p *OpenAIResponses) body(req Request, stream bool) ([]byte, error) {
 	if len(req.Tools) > 0 {
 		b.WriteString(`,"tools":[`)
 		for i, t := range req.Tools {
-			if t.Name == "" {
-				return nil, fmt.Errorf("%w: tool %d has no name", ErrInvalidRequest, i)
-			}
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			b.WriteString(`{"type":"function","name":`)
-			writeJSONString(&b, t.Name)
-			if t.Description != "" {
-				b.WriteString(`,"description":`)
-				writeJSONString(&b, t.Description)
-			}
-			if schema := bytes.TrimSpace(t.Parameters); len(schema) > 0 {
-				if schema[0] != '{' || !json.Valid(schema) {
-					return nil, fmt.Errorf("%w: tool %d (%q): parameters is not a JSON object", ErrInvalidRequest, i, t.Name)
-				}
-				b.WriteString(`,"parameters":`)
-				b.Write(schema)
+			b.WriteString(`{"type":"function",`)
+			if err := writeFunction(&b, t); err != nil {
+				return nil, fmt.Errorf("%w: tool %d (%q): %w", ErrInvalidRequest, i, t.Name, err)
 			}
 			// Not strict: strict mode rewrites what the schema accepts (every property
 			// required, no additional ones), and the registry's schema is the contract.
