@@ -30,9 +30,6 @@ type Streamer interface {
 	Stream(ctx context.Context, req Request, sink Sink) (Response, error)
 }
 
-// maxEventBytes bounds one server-sent event (and one NDJSON line); a longer one is an error.
-const maxEventBytes = parse.MaxEventBytes
-
 // isEventStream reports whether resp is a server-sent event stream (else a JSON body).
 func isEventStream(resp *http.Response) bool {
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
