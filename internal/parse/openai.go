@@ -311,6 +311,7 @@ type callAsm struct {
 	hasFn    bool
 	name     strcat
 	args     strcat
+	pos      int // 0-based position among the choice's calls
 }
 
 var openAIStreamStrings = map[string]bool{"content": true, "refusal": true, "reasoning_content": true, "reasoning": true}
@@ -364,6 +365,8 @@ func (a *openAIAssembler) Add(event []byte) []Delta {
 			if kindOf(f.val) != 'n' && !a.top.has("error") {
 				a.top.set("error", f.val) // the first error is kept
 			}
+		case StreamFaultKey:
+			a.faults.add("chunk %d carries Airlock's own member %s", a.events, StreamFaultKey)
 		default:
 			a.top.setSticky(f.key, f.val, openAITop[f.key])
 		}
@@ -403,7 +406,17 @@ func (a *openAIAssembler) addChoice(raw json.RawMessage) []Delta {
 		case "logprobs":
 			a.addLogprobs(c, f.val)
 		case "delta":
+			if len(c.finish) > 0 && kindOf(f.val) == '{' && strings.TrimSpace(string(f.val)) != "{}" && !onlyNulls(f.val) {
+				// The message ended with its finish reason: a later piece of it would be
+				// read as part of a message that was already finished.
+				a.faults.add("choice %d: a delta after its finish_reason (%s)", idx, excerptJSON(f.val))
+				continue
+			}
 			out = append(out, a.addDelta(idx, c, f.val)...)
+		case "message":
+			// A chunk's choice carries a delta; a message here would collide with the
+			// message the assembler writes.
+			a.faults.add("chunk %d: a choice carries a whole message", a.events)
 		default:
 			c.extra.setSticky(f.key, f.val, openAIChoice[f.key])
 		}
@@ -522,11 +535,27 @@ func (a *openAIAssembler) addCalls(c *choiceAsm, v json.RawMessage) []Delta {
 	var out []Delta
 	for _, e := range list {
 		obj, err := decodeObject(e)
+		if err != nil {
+			// Not an object: kept verbatim, as the unstreamed body would have it (the
+			// parser fails that call invalid_json).
+			c.calls = append(c.calls, &callAsm{verbatim: append(json.RawMessage(nil), e...), pos: len(c.calls)})
+			continue
+		}
 		idxRaw, hasIdx := obj.get("index")
-		if err != nil || !hasIdx {
-			// A complete call sent without a stream index (or not an object): kept verbatim,
-			// as the unstreamed body would have it.
-			c.calls = append(c.calls, &callAsm{verbatim: append(json.RawMessage(nil), e...)})
+		if !hasIdx {
+			// A whole call sent without a stream index (Ollama's /v1 sends each call so):
+			// kept verbatim, as the unstreamed body would have it. The same entry sent
+			// again is a snapshot resent, not a second call: a fault, never two calls.
+			for _, prev := range c.calls {
+				if prev.verbatim != nil && sameJSON(prev.verbatim, e) {
+					a.faults.add("the same index-less tool call was sent twice (%s)", excerptJSON(e))
+				}
+			}
+			if len(c.calls) >= MaxCallsPerMessage {
+				a.faults.add("more than %d tool calls in one message", MaxCallsPerMessage)
+				continue
+			}
+			c.calls = append(c.calls, &callAsm{verbatim: append(json.RawMessage(nil), e...), pos: len(c.calls)})
 			continue
 		}
 		idx, err := strconv.Atoi(strings.TrimSpace(string(idxRaw)))
@@ -537,11 +566,15 @@ func (a *openAIAssembler) addCalls(c *choiceAsm, v json.RawMessage) []Delta {
 		call := c.byIndex[idx]
 		fresh := call == nil
 		if fresh {
-			call = &callAsm{}
+			if len(c.calls) >= MaxCallsPerMessage {
+				a.faults.add("more than %d tool calls in one message", MaxCallsPerMessage)
+				continue
+			}
+			call = &callAsm{pos: len(c.calls)}
 			c.byIndex[idx] = call
 			c.calls = append(c.calls, call)
 		}
-		pos := slicesIndex(c.calls, call)
+		pos := call.pos
 		var argPieces []string
 		for _, f := range obj {
 			switch f.key {
@@ -571,7 +604,7 @@ func (a *openAIAssembler) addCalls(c *choiceAsm, v json.RawMessage) []Delta {
 				}
 				argPieces = append(argPieces, a.addFunction(fmt.Sprintf("tool call %d", idx), call, fn)...)
 			default:
-				call.extra.set(f.key, f.val)
+				call.extra.setSticky(f.key, f.val, openAIToolCall[f.key])
 			}
 		}
 		if fresh {
@@ -622,14 +655,6 @@ func (a *openAIAssembler) addFunction(label string, call *callAsm, fn object) []
 	return pieces
 }
 
-func slicesIndex(calls []*callAsm, c *callAsm) int {
-	for i, x := range calls {
-		if x == c {
-			return i
-		}
-	}
-	return -1
-}
 
 func (a *openAIAssembler) Body() []byte {
 	var b bytes.Buffer
@@ -804,4 +829,18 @@ func (c *callAsm) writeFunction(b *bytes.Buffer) {
 	}
 	c.fnExtra.write(b, first)
 	b.WriteByte('}')
+}
+
+// onlyNulls reports whether every member of a JSON object is null (a delta that says nothing).
+func onlyNulls(v json.RawMessage) bool {
+	obj, err := decodeObject(v)
+	if err != nil {
+		return false
+	}
+	for _, f := range obj {
+		if kindOf(f.val) != 'n' {
+			return false
+		}
+	}
+	return true
 }

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Format names the wire format of a raw provider response. The string values of FormatOpenAI
@@ -236,8 +238,48 @@ func Parse(format Format, raw []byte, opts Options) (Result, error) {
 	}
 	for i := range res.Calls {
 		res.Calls[i].Version = opts.Versions[res.Calls[i].Name]
+		res.Calls[i].Detail = cleanDetail(res.Calls[i].Detail)
+	}
+	res.IncompleteDetail = cleanDetail(res.IncompleteDetail)
+	if res.Incomplete != "" {
+		// What the provider wants back is kept only from a message read whole: a refused
+		// message's parts were not judged safe to send anywhere.
+		res.ProviderState = nil
+		for i := range res.Calls {
+			res.Calls[i].ProviderState = nil
+		}
 	}
 	return res, nil
+}
+
+// cleanDetail makes a Detail safe to show and store: every control, format (bidi) or
+// non-printable character escaped as \uXXXX, and cut to MaxDetailBytes on a character
+// boundary. Details quote provider text through quoteBounded already; this holds the bound for
+// any excerpt that was not.
+func cleanDetail(s string) string {
+	clean := true
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r == utf8.RuneError || (r >= 0x80 && (!unicode.IsPrint(r) || unicode.Is(unicode.Cf, r))) {
+			clean = false
+			break
+		}
+	}
+	if clean && len(s) <= MaxDetailBytes {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if b.Len() >= MaxDetailBytes {
+			fmt.Fprintf(&b, "... (%d bytes in all)", len(s))
+			break
+		}
+		if r < 0x20 || r == 0x7f || r == utf8.RuneError || (r >= 0x80 && (!unicode.IsPrint(r) || unicode.Is(unicode.Cf, r))) {
+			fmt.Fprintf(&b, "\\u%04x", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // proposal is one call as read from the wire, before the response-wide rules run.
@@ -688,6 +730,11 @@ func finish1(text, finish string, failReason Reason, failDetail string, props []
 	res := Result{Text: text, FinishReason: finish, Incomplete: failReason}
 	if failReason != "" {
 		res.IncompleteDetail = failDetail
+	}
+	if len(props) > MaxCallsPerMessage {
+		res.Incomplete = ReasonUnreadPart
+		res.IncompleteDetail = fmt.Sprintf("%d tool calls in one message, over the limit of %d; the whole message is rejected and no call of it is read", len(props), MaxCallsPerMessage)
+		return res
 	}
 	if len(props) == 0 {
 		if name, how, ok := detectEmbedded(text); ok {

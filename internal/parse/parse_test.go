@@ -656,16 +656,28 @@ func TestAssignedIDsAvoidTheModelsOwnIDs(t *testing.T) {
 	}
 }
 
-// Issue 11 review: thousands of calls sharing one id parse in linear time with bounded details.
+// Issue 11 review: many calls sharing one id parse in linear time with bounded details; a
+// message of more than MaxCallsPerMessage calls is refused whole (issue 31).
 func TestDuplicateIDDetailsAreBounded(t *testing.T) {
-	var b strings.Builder
+	var many strings.Builder
 	for i := range 3000 {
+		if i > 0 {
+			many.WriteString(",")
+		}
+		many.WriteString(`{}`)
+	}
+	res, err := Parse(FormatOpenAI, openai("["+many.String()+"]", "tool_calls"), Options{})
+	if err != nil || len(res.Calls) != 0 || res.Incomplete != ReasonUnreadPart || !strings.Contains(res.IncompleteDetail, "3000 tool calls") {
+		t.Fatalf("3000 calls: %v %d calls, %s %s", err, len(res.Calls), res.Incomplete, res.IncompleteDetail)
+	}
+	var b strings.Builder
+	for i := range MaxCallsPerMessage {
 		if i > 0 {
 			b.WriteString(",")
 		}
 		b.WriteString(`{"id":"x","type":"function","function":{"name":"f","arguments":"{}"}}`)
 	}
-	res, err := Parse(FormatOpenAI, openai("["+b.String()+"]", "tool_calls"), Options{})
+	res, err = Parse(FormatOpenAI, openai("["+b.String()+"]", "tool_calls"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -679,7 +691,7 @@ func TestDuplicateIDDetailsAreBounded(t *testing.T) {
 			t.Fatalf("detail of %d bytes: %s", len(c.Detail), c.Detail[:200])
 		}
 	}
-	if !strings.Contains(res.Calls[0].Detail, "#1, #2, #3 and 2997 more") {
+	if !strings.Contains(res.Calls[0].Detail, fmt.Sprintf("#1, #2, #3 and %d more", MaxCallsPerMessage-3)) {
 		t.Fatalf("detail = %s", res.Calls[0].Detail)
 	}
 }

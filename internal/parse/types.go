@@ -127,3 +127,14 @@ const MaxBodyBytes = 4 << 20
 
 // ErrTooLarge reports a response over MaxBodyBytes.
 var ErrTooLarge = errors.New("parse: response too large")
+
+// MaxCallsPerMessage bounds the tool calls of one message (128). A message with more is
+// refused whole (ReasonUnreadPart, no call listed): each call becomes a result, an audit row and
+// part of the Infer result in workflow history, so a hostile answer of thousands of empty calls
+// would otherwise weigh tens of megabytes. Far above what a model sends (parallel calls come
+// in handfuls).
+const MaxCallsPerMessage = 128
+
+// MaxDetailBytes bounds a Detail or IncompleteDetail (1 KiB): details are Airlock's sentences
+// with bounded excerpts, and this bound holds even when an excerpt is not.
+const MaxDetailBytes = 1024
