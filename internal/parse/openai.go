@@ -655,7 +655,6 @@ func (a *openAIAssembler) addFunction(label string, call *callAsm, fn object) []
 	return pieces
 }
 
-
 func (a *openAIAssembler) Body() []byte {
 	var b bytes.Buffer
 	b.WriteString(`{`)
