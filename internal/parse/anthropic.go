@@ -174,13 +174,16 @@ func (a *anthropicAssembler) Add(event []byte) []Delta {
 			return nil
 		}
 		for _, f := range obj {
+			if !a.deltaMember(f) {
+				continue
+			}
 			a.msg.setSticky(f.key, f.val, anthropicTop[f.key])
 		}
 		if u, ok := ev.get("usage"); ok {
 			a.msg.set("usage", u)
 		}
 		for _, f := range ev {
-			if f.key != "type" && f.key != "delta" && f.key != "usage" {
+			if f.key != "type" && f.key != "delta" && f.key != "usage" && a.deltaMember(f) {
 				a.msg.setSticky(f.key, f.val, anthropicTop[f.key]) // carried for the part model
 			}
 		}
@@ -472,4 +475,26 @@ func inputValue(joined []byte) (json.RawMessage, string) {
 	}
 	s, _ := json.Marshal(strings.ToValidUTF8(string(joined), "\uFFFD"))
 	return s, PartialInputKey
+}
+
+// deltaMember judges one member a message_delta sets on the message: a stop reason (or stop
+// sequence) already set to another value is a fault, never overwritten (a "refusal" then a
+// "tool_use" would otherwise read as a normal end); content and Airlock's own fault key are
+// members the assembler writes itself, so a delta carrying them is a fault. It reports whether
+// the member is set.
+func (a *anthropicAssembler) deltaMember(f field) bool {
+	switch f.key {
+	case "content", StreamFaultKey:
+		a.faults.add("message_delta carries %s", quoteBounded(f.key))
+		return false
+	case "stop_reason", "stop_sequence", "stop_details":
+		if old, ok := a.msg.vals[f.key]; ok && kindOf(old) != 'n' && kindOf(f.val) != 'n' && !sameJSON(old, f.val) {
+			a.faults.add("two different %ss (%s, then %s)", f.key, excerptJSON(old), excerptJSON(f.val))
+			return false
+		}
+		if old, ok := a.msg.vals[f.key]; ok && kindOf(old) != 'n' && kindOf(f.val) == 'n' {
+			return false // a null later says nothing
+		}
+	}
+	return true
 }

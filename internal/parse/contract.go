@@ -225,6 +225,7 @@ func Contract() []ContractRow {
 	}
 	ols("line", KindKey, isRead, "its pieces are folded into one message", "message")
 	ols("line", KindKey, isRead, "`true` ends the stream (a line after it is `stream_fault`); a stream without it is `stream_fault`", "done")
+	ols("line", KindKey, isRead, "why the answer ended, on the last line; a second, different one is `stream_fault` (never overwritten)", "done_reason")
 	ols("line", KindOther, isRead, "carried to the top of the assembled body and judged there", "*")
 	ols("line.message", KindKey, isRead, "string pieces joined exactly", "content", "thinking")
 	ols("line.message", KindKey, isRead, "each call arrives whole, in one line", "tool_calls")
@@ -324,7 +325,7 @@ func Contract() []ContractRow {
 	res("event", KindType, isIgnored, "snapshots of the response in progress (the terminal event holds the final one)", "response.created", "response.in_progress", "response.queued")
 	res("event", KindType, isIgnored, "part boundaries and done events, whose values the terminal response holds and the output items are compared with", "response.content_part.added", "response.content_part.done",
 		"response.output_text.done", "response.output_text.annotation.added", "response.function_call_arguments.done")
-	res("event", KindType, isIgnored, "refusal pieces: the terminal response holds the refusal part, which is refused there", "response.refusal.delta", "response.refusal.done")
+	res("event", KindType, isRefused, "a refusal streamed: the final response must hold the refusal part, which refuses the message (`refusal`); otherwise `stream_fault`", "response.refusal.delta", "response.refusal.done")
 	res("event", KindType, isIgnored, "reasoning text and summary pieces: never an answer or a call", "response.reasoning_summary_part.added", "response.reasoning_summary_part.done",
 		"response.reasoning_summary_text.delta", "response.reasoning_summary_text.done", "response.reasoning_text.delta", "response.reasoning_text.done")
 	res("event", KindType, isIgnored, "a keep-alive", "keepalive")

@@ -140,6 +140,16 @@ func (a *ollamaAssembler) Add(line []byte) []Delta {
 		case "done":
 			a.top.set(f.key, f.val)
 			a.done = strings.TrimSpace(string(f.val)) == "true"
+		case "done_reason":
+			if old, ok := a.top.vals[f.key]; ok && kindOf(old) != 'n' && !sameJSON(old, f.val) {
+				// Never overwritten: a "length" on one line and a "stop" on the last would
+				// otherwise read as a normal end.
+				a.faults.add("line %d: a second done_reason (%s, then %s)", a.lines, excerptJSON(old), excerptJSON(f.val))
+				continue
+			}
+			a.top.set(f.key, f.val)
+		case StreamFaultKey:
+			a.faults.add("line %d carries Airlock's own member %s", a.lines, StreamFaultKey)
 		default:
 			a.top.setSticky(f.key, f.val, ollamaTop[f.key])
 		}

@@ -42,13 +42,17 @@ var responsesTop = map[string]keyRule{
 // mcp_approval_request, local_shell_call, custom_tool_call, ...) is a tool the API ran or a
 // call Airlock never offered: refused.
 var (
-	responsesMessage  = map[string]keyRule{"type": read, "id": ignore, "role": exactString("role", "assistant"), "status": read, "content": read}
-	responsesFunction = map[string]keyRule{"type": read, "id": ignore, "call_id": read, "name": read, "arguments": read, "status": read}
+	responsesMessage  = map[string]keyRule{"type": read, "id": ignore, "role": exactString("role", "assistant"), "status": itemStatus, "content": read}
+	responsesFunction = map[string]keyRule{"type": read, "id": ignore, "call_id": read, "name": read, "arguments": read, "status": itemStatus}
 	responsesReason   = map[string]keyRule{"type": read, "id": ignore, "summary": ignore, "content": ignore, "encrypted_content": ignore, "status": ignore}
 	responsesText     = map[string]keyRule{"type": read, "text": read, "annotations": annotationsRule, "logprobs": ignore}
 )
 
 func init() { responsesTop[StreamFaultKey] = streamFaultRule }
+
+// itemStatus: a message or function_call item must say it is "completed"; an item in
+// progress or incomplete is not a finished answer or call.
+var itemStatus = exactString("item status", "completed")
 
 // responsesItem checks one output item against the part model; typ is its decoded type.
 func responsesItem(where string, item object, typ string) refusedPart {
@@ -214,8 +218,10 @@ func parseResponses(top object, round idScope) (Result, error) {
 // terminal response holds (text and arguments joined from deltas, compared exactly), else the
 // stream is a fault: the body is what was streamed, never a guess between two versions.
 type responsesAssembler struct {
-	items  map[int]*respItem
-	final  json.RawMessage // the terminal event's response
+	items   map[int]*respItem
+	final   json.RawMessage // the terminal event's response
+	ending  string          // the terminal event's type
+	refusal string          // the first refusal event streamed ("" none)
 	errEv  json.RawMessage // an error event's error
 	faults faults
 	events int
@@ -245,7 +251,6 @@ var responsesIgnorable = map[string]bool{
 	"response.created": true, "response.in_progress": true, "response.queued": true,
 	"response.content_part.added": true, "response.content_part.done": true,
 	"response.output_text.done": true, "response.output_text.annotation.added": true,
-	"response.refusal.delta": true, "response.refusal.done": true,
 	"response.function_call_arguments.done": true,
 	"response.reasoning_summary_part.added": true, "response.reasoning_summary_part.done": true,
 	"response.reasoning_summary_text.delta": true, "response.reasoning_summary_text.done": true,
@@ -324,7 +329,14 @@ func (a *responsesAssembler) Add(event []byte) []Delta {
 			return nil
 		}
 		a.final = append(json.RawMessage(nil), r...)
+		a.ending = typ
 		a.done = true
+		return nil
+	case "response.refusal.delta", "response.refusal.done":
+		// The refusal is judged in the final response, which must hold it (check).
+		if a.refusal == "" {
+			a.refusal = typ
+		}
 		return nil
 	case "response.output_item.added":
 		raw, _ := ev.get("output_index")
@@ -431,6 +443,15 @@ func (a *responsesAssembler) check(output []json.RawMessage) {
 		if it.done != nil && !sameJSON(it.done, output[i]) {
 			a.faults.add("output item %d: output_item.done and the final response differ", i)
 		}
+		// What the stream showed when the item was added must be what the final holds.
+		added, _ := decodeObject(it.added)
+		for _, k := range []string{"type", "call_id", "name"} {
+			av, aok := added.get(k)
+			fv, fok := fin.get(k)
+			if aok != fok || (aok && !sameJSON(av, fv)) {
+				a.faults.add("output item %d: its %s when added (%s) differs from the final (%s)", i, k, excerptJSON(av), excerptJSON(fv))
+			}
+		}
 		switch it.typ {
 		case "function_call":
 			args, err := optStringField(fin, "arguments")
@@ -441,13 +462,25 @@ func (a *responsesAssembler) check(output []json.RawMessage) {
 			c, _ := fin.get("content")
 			var parts []json.RawMessage
 			_ = json.Unmarshal(c, &parts)
-			for ci, sb := range it.text {
+			for ci := range it.text {
 				if ci >= len(parts) {
 					a.faults.add("message %d: text streamed for content part %d, which the final response lacks", i, ci)
+				}
+			}
+			// Every output_text part of the final was streamed, exactly.
+			for ci, p := range parts {
+				po, err := decodeObject(p)
+				if err != nil {
+					continue // the parser refuses it
+				}
+				if t, _ := optStringField(po, "type"); t != "output_text" {
 					continue
 				}
-				po, _ := decodeObject(parts[ci])
-				if t, err := optStringField(po, "text"); err != nil || t != sb.String() {
+				streamed := ""
+				if sb := it.text[ci]; sb != nil {
+					streamed = sb.String()
+				}
+				if text, err := optStringField(po, "text"); err != nil || text != streamed {
 					a.faults.add("message %d part %d: the streamed text differs from the final text", i, ci)
 				}
 			}
@@ -494,8 +527,16 @@ func (a *responsesAssembler) Body() []byte {
 	var output []json.RawMessage
 	if kindOf(out) == '[' && json.Unmarshal(out, &output) == nil {
 		a.check(output)
-		f = append(faults(nil), a.faults...)
 	}
+	// The terminal event says how the response ended; its status must say the same.
+	want := map[string]string{"response.completed": "completed", "response.incomplete": "incomplete", "response.failed": "failed"}[a.ending]
+	if st, err := optStringField(top, "status"); err != nil || st != want {
+		a.faults.add("%s carries a response whose status is %s", a.ending, quoteBounded(st))
+	}
+	if a.refusal != "" && !bytes.Contains(out, []byte(`"refusal"`)) {
+		a.faults.add("a refusal was streamed (%s) that the final response does not hold", a.refusal)
+	}
+	f = append(faults(nil), a.faults...)
 	b.WriteByte('{')
 	first := true
 	for _, fld := range top {
