@@ -222,10 +222,10 @@ type responsesAssembler struct {
 	final   json.RawMessage // the terminal event's response
 	ending  string          // the terminal event's type
 	refusal string          // the first refusal event streamed ("" none)
-	errEv  json.RawMessage // an error event's error
-	faults faults
-	events int
-	done   bool
+	errEv   json.RawMessage // an error event's error
+	faults  faults
+	events  int
+	done    bool
 }
 
 type respItem struct {
