@@ -94,22 +94,116 @@ func logprobsRule(where string, raw json.RawMessage) refusedPart {
 	})
 }
 
-// contentFilterRule refuses Azure content_filter_results in which any category is filtered.
+// contentFilterRule judges Azure content_filter_results: every category an object (or, for
+// custom_blocklists, an array of objects) whose "filtered" is a boolean; any "filtered": true,
+// at any depth, is a refusal. A value Airlock cannot read (not JSON it can decode, a repeated
+// key, a filtered that is not a boolean, an error saying the filter did not run) is an unread
+// part, never "nothing".
 func contentFilterRule(where string, raw json.RawMessage) refusedPart {
-	if kindOf(raw) != '{' {
+	if kindOf(raw) == 'n' {
 		return refusedPart{}
 	}
 	obj, err := decodeObject(raw)
 	if err != nil {
-		return unread(where, "not a JSON object: "+err.Error())
+		return unread(where, "content filter results that are not a readable JSON object ("+quoteBounded(err.Error())+")")
 	}
 	for _, f := range obj {
-		cat, err := decodeObject(f.val)
-		if err != nil {
-			continue
+		w := join(where, pathKey(f.key))
+		if f.key == "error" {
+			if kindOf(f.val) == 'n' {
+				continue
+			}
+			return unread(w, "the content filter did not run ("+excerptJSON(f.val)+")")
 		}
-		if v, ok := cat.get("filtered"); ok && strings.TrimSpace(string(v)) == "true" {
-			return refusedPart{ReasonRefusal, join(where, f.key) + ": the provider's content filter filtered the answer; the whole message is rejected"}
+		hit, why := anyFiltered(f.val, 0)
+		if why != "" {
+			return unread(w, why)
+		}
+		if hit {
+			return refusedPart{ReasonRefusal, w + ": the provider's content filter filtered the answer; the whole message is rejected"}
+		}
+	}
+	return refusedPart{}
+}
+
+// anyFiltered walks a content filter category: it reports a "filtered": true anywhere in it,
+// or why the value cannot be read ("" when it can).
+func anyFiltered(raw json.RawMessage, depth int) (bool, string) {
+	if depth > 8 {
+		return false, "content filter results nested too deep"
+	}
+	switch kindOf(raw) {
+	case '{':
+		obj, err := decodeObject(raw)
+		if err != nil {
+			return false, "a content filter result that is not a readable JSON object (" + quoteBounded(err.Error()) + ")"
+		}
+		hit := false
+		for _, f := range obj {
+			if f.key == "filtered" {
+				switch strings.TrimSpace(string(f.val)) {
+				case "true":
+					hit = true
+				case "false":
+				default:
+					return false, "filtered is " + excerptJSON(f.val) + ", not a boolean"
+				}
+				continue
+			}
+			h, why := anyFiltered(f.val, depth+1)
+			if why != "" {
+				return false, why
+			}
+			hit = hit || h
+		}
+		return hit, ""
+	case '[':
+		var list []json.RawMessage
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return false, "a content filter list that is not readable"
+		}
+		hit := false
+		for _, e := range list {
+			h, why := anyFiltered(e, depth+1)
+			if why != "" {
+				return false, why
+			}
+			hit = hit || h
+		}
+		return hit, ""
+	}
+	return false, ""
+}
+
+// pathKey is a provider's object key as it appears in a Detail's path: as it is when it is a
+// plain name, else quoted and bounded (a key is provider text like any other).
+func pathKey(k string) string {
+	if len(k) > 0 && len(k) <= 64 && strings.IndexFunc(k, func(r rune) bool {
+		return !(r == '_' || r == '-' || r == '/' || r == '.' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9'))
+	}) < 0 {
+		return k
+	}
+	return quoteBounded(k)
+}
+
+// eachObjectStrict is eachObject for lists whose every element must be a readable object
+// (moderation results, annotations): an element that is not is an unread part, never skipped.
+func eachObjectStrict(where string, raw json.RawMessage, check func(where string, obj object) refusedPart) refusedPart {
+	if kindOf(raw) == 'n' {
+		return refusedPart{}
+	}
+	var list []json.RawMessage
+	if kindOf(raw) != '[' || json.Unmarshal(raw, &list) != nil {
+		return unread(where, "not a readable JSON array")
+	}
+	for i, e := range list {
+		w := fmt.Sprintf("%s[%d]", where, i)
+		obj, err := decodeObject(e)
+		if err != nil {
+			return unread(w, "not a readable JSON object ("+quoteBounded(err.Error())+")")
+		}
+		if r := check(w, obj); !r.none() {
+			return r
 		}
 	}
 	return refusedPart{}
@@ -123,7 +217,7 @@ func annotationsRule(where string, raw json.RawMessage) refusedPart {
 	if kindOf(raw) != '[' {
 		return unread(where, "annotations are a JSON "+kindName(raw)+", not an array")
 	}
-	return eachObject(where, raw, func(w string, obj object) refusedPart {
+	return eachObjectStrict(where, raw, func(w string, obj object) refusedPart {
 		t, _ := obj.get("type")
 		if s, err := unquoteStrict(t); err != nil || s != "url_citation" {
 			return unread(w, "an annotation of type "+excerptJSON(t)+" (only url_citation is understood)")
@@ -201,40 +295,33 @@ func moderationRule(where string, raw json.RawMessage) refusedPart {
 	}
 	obj, err := decodeObject(raw)
 	if err != nil {
-		return unread(where, "moderation is a JSON "+kindName(raw)+", not an object")
+		return unread(where, "moderation that is not a readable JSON object ("+quoteBounded(err.Error())+")")
 	}
 	for _, f := range obj {
-		w := join(where, f.key)
+		w := join(where, pathKey(f.key))
 		if kindOf(f.val) == 'n' {
 			continue
 		}
 		mr, err := decodeObject(f.val)
 		if err != nil {
-			return unread(w, "a moderation result that is not an object")
+			return unread(w, "a moderation result that is not a readable JSON object")
 		}
 		res, ok := mr.get("results")
 		if !ok || kindOf(res) != '[' {
 			return unread(w, "moderation results without a results array")
 		}
-		r := eachObject(w+".results", res, func(w string, one object) refusedPart {
+		r := eachObjectStrict(w+".results", res, func(w string, one object) refusedPart {
 			fl, _ := one.get("flagged")
 			switch strings.TrimSpace(string(fl)) {
 			case "false":
 				return refusedPart{}
 			case "true":
-				return refusedPart{ReasonRefusal, w + ": the provider's moderation flagged the " + f.key + "; the whole message is rejected"}
+				return refusedPart{ReasonRefusal, w + ": the provider's moderation flagged the " + pathKey(f.key) + "; the whole message is rejected"}
 			}
 			return unread(w, "a moderation result whose flagged is "+excerptJSON(fl)+", not a boolean")
 		})
 		if !r.none() {
 			return r
-		}
-		var list []json.RawMessage
-		_ = json.Unmarshal(res, &list)
-		for i, e := range list {
-			if kindOf(e) != '{' {
-				return unread(fmt.Sprintf("%s.results[%d]", w, i), "a moderation result that is not an object")
-			}
 		}
 	}
 	return refusedPart{}
