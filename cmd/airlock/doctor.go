@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/clients"
+	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/registry"
 
 	"github.com/spf13/cobra"
@@ -215,6 +216,9 @@ func doctorModel() doctorCheck {
 	c := doctorCheck{Name: "model", OK: true, Detail: workers.DescribeProvider(p)}
 	if p == nil {
 		c.Warn, c.Fix = true, "turns can only replay recorded sessions: set AIRLOCK_PROVIDER (see airlock --help)"
+	}
+	if svc, ok := inference.ServiceNamed(os.Getenv("AIRLOCK_PROVIDER")); ok && svc.Hosted() && strings.HasSuffix(c.Detail, ", no key") {
+		c.Warn, c.Fix = true, "the provider's servers will refuse every request: set its key (airlock --help names the variables)"
 	}
 	return c
 }

@@ -16,8 +16,12 @@ func TestDoctorModel(t *testing.T) {
 	t.Setenv("GROQ_API_KEY", "gsk-secret-value")
 	t.Setenv("AIRLOCK_OPENAI_MODEL", "openai/gpt-oss-120b")
 	c := doctorModel()
-	if !c.OK || c.Warn || !strings.Contains(c.Detail, "groq chat.completions, model openai/gpt-oss-120b, at https://api.groq.com/openai/v1") || strings.Contains(c.Detail, "gsk-secret") {
+	if !c.OK || c.Warn || !strings.Contains(c.Detail, "groq chat.completions, model openai/gpt-oss-120b, at https://api.groq.com/openai/v1") || !strings.Contains(c.Detail, "key from GROQ_API_KEY") || strings.Contains(c.Detail, "gsk-secret") {
 		t.Fatalf("groq: %+v", c)
+	}
+	t.Setenv("GROQ_API_KEY", "")
+	if c := doctorModel(); !c.OK || !c.Warn || !strings.Contains(c.Detail, "no key") {
+		t.Fatalf("groq without a key: %+v", c)
 	}
 	t.Setenv("AIRLOCK_PROVIDER", "openai-responses")
 	if c := doctorModel(); !c.OK || !strings.Contains(c.Detail, "openai responses") {

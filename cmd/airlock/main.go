@@ -67,9 +67,10 @@ Configuration comes from the environment, overridden by flags:
                               API), anthropic, azure, gemini, groq, openrouter, xai, ollama (/v1),
                               ollama-native (/api/chat), vllm
                               (doctor shows what a worker serves; docs/providers.md)
-  AIRLOCK_OPENAI_BASE_URL     an OpenAI-compatible endpoint (default: the provider's); with
-                              AIRLOCK_OPENAI_API_KEY (default: the provider's own, e.g. GROQ_API_KEY)
-                              and AIRLOCK_OPENAI_MODEL
+  AIRLOCK_OPENAI_BASE_URL     an OpenAI-compatible endpoint (default: the provider's), with
+                              AIRLOCK_OPENAI_MODEL; the key: AIRLOCK_OPENAI_API_KEY (OpenAI, local
+                              servers), else AIRLOCK_<PROVIDER>_API_KEY or the provider's own
+                              (GEMINI_API_KEY, GROQ_API_KEY, ...): never another provider's
   AIRLOCK_AZURE_OPENAI_ENDPOINT, _DEPLOYMENT, _API_VERSION, _API_KEY   Azure OpenAI (AIRLOCK_PROVIDER=azure)
   AIRLOCK_ANTHROPIC_API_KEY   serve Anthropic (or _API_KEY_FILE; _BASE_URL, _MODEL, _MAX_TOKENS)
   AIRLOCK_STREAM              0: the Infer activity does not stream (default on); the client

@@ -63,6 +63,8 @@ type OpenAIConfig struct {
 	// APIVersion, when set, is sent as the api-version query parameter (Azure OpenAI's
 	// deployment URLs require it).
 	APIVersion string
+	// KeySource names the variable the key was read from, for Describe ("" none or unknown).
+	KeySource string
 }
 
 // authOptions are the SDK options that authenticate requests with cfg's key.
@@ -103,7 +105,14 @@ func describe(service, api string, cfg OpenAIConfig) string {
 	if cfg.APIVersion != "" {
 		extra = " api-version " + cfg.APIVersion
 	}
-	return fmt.Sprintf("%s %s, model %s, at %s%s, %s", service, api, cfg.Model, redact.URL(cfg.BaseURL), extra, mode)
+	key := "no key"
+	switch {
+	case cfg.KeySource != "":
+		key = "key from " + cfg.KeySource
+	case cfg.APIKey != "":
+		key = "key set"
+	}
+	return fmt.Sprintf("%s %s, model %s, at %s%s, %s, %s", service, api, cfg.Model, redact.URL(cfg.BaseURL), extra, mode, key)
 }
 
 // String describes the configuration with the API key and base URL secrets masked, so a

@@ -236,6 +236,19 @@ func TestServicesNeverSendAnotherProvidersKey(t *testing.T) {
 	if cfg, err := ServiceConfigFromEnv(gemini); err != nil || cfg.APIKey != "" {
 		t.Fatalf("gemini got key %q (%v): OPENAI_API_KEY must never go to another provider", cfg.APIKey, err)
 	}
+	// AIRLOCK_OPENAI_API_KEY is OpenAI's (and local servers'), never a hosted provider's.
+	t.Setenv("AIRLOCK_OPENAI_API_KEY", "sk-airlock-openai")
+	if cfg, err := ServiceConfigFromEnv(gemini); err != nil || cfg.APIKey != "" {
+		t.Fatalf("gemini got key %q (%v) from AIRLOCK_OPENAI_API_KEY", cfg.APIKey, err)
+	}
+	if cfg, err := ServiceConfigFromEnv(groq); err != nil || cfg.APIKey != "gsk-groq" || cfg.KeySource != "GROQ_API_KEY" {
+		t.Fatalf("groq: key %q from %q (%v)", cfg.APIKey, cfg.KeySource, err)
+	}
+	t.Setenv("AIRLOCK_GROQ_API_KEY", "gsk-airlock")
+	if cfg, err := ServiceConfigFromEnv(groq); err != nil || cfg.APIKey != "gsk-airlock" || cfg.KeySource != "AIRLOCK_GROQ_API_KEY" {
+		t.Fatalf("groq: key %q from %q (%v)", cfg.APIKey, cfg.KeySource, err)
+	}
+	t.Setenv("AIRLOCK_OPENAI_API_KEY", "")
 	openai, _ := ServiceNamed("openai")
 	if cfg, err := ServiceConfigFromEnv(openai); err != nil || cfg.APIKey != "sk-openai" {
 		t.Fatalf("openai: %v %+v", err, cfg)
@@ -248,6 +261,11 @@ func TestServicesNeverSendAnotherProvidersKey(t *testing.T) {
 	t.Setenv("AIRLOCK_AZURE_OPENAI_ENDPOINT", "")
 	if _, err := ServiceConfigFromEnv(azure); err == nil || !strings.Contains(err.Error(), "AIRLOCK_AZURE_OPENAI_ENDPOINT") {
 		t.Fatalf("azure without an endpoint: %v", err)
+	}
+	t.Setenv("AIRLOCK_AZURE_OPENAI_ENDPOINT", "http://myres.openai.azure.com")
+	t.Setenv("AIRLOCK_AZURE_OPENAI_DEPLOYMENT", "d")
+	if _, err := ServiceConfigFromEnv(azure); err == nil || !strings.Contains(err.Error(), "use https") {
+		t.Fatalf("azure over plain http: %v", err)
 	}
 }
 

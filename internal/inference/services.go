@@ -3,9 +3,12 @@ package inference
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strings"
+
+	"github.com/airlock-dev/airlock/internal/redact"
 )
 
 // Service is a model provider a worker can serve through one of the adapters (issue 31 item
@@ -38,6 +41,34 @@ var Services = []Service{
 	{Name: "vllm", API: "chat.completions", BaseURL: "http://localhost:8000/v1", NeedsModel: true},
 }
 
+// keyVars are the variables a service's key is read from, in order: AIRLOCK_OPENAI_API_KEY
+// (then OPENAI_API_KEY) for OpenAI's own APIs and the local OpenAI-compatible servers;
+// AIRLOCK_<NAME>_API_KEY then the provider's own variable for every other service.
+func (s Service) keyVars() []string {
+	switch s.Name {
+	case "openai", "openai-responses":
+		return []string{"AIRLOCK_OPENAI_API_KEY", "OPENAI_API_KEY"}
+	case "ollama", "ollama-native", "vllm":
+		return []string{"AIRLOCK_OPENAI_API_KEY"}
+	case "azure":
+		return []string{"AIRLOCK_AZURE_OPENAI_API_KEY", "AZURE_OPENAI_API_KEY"}
+	}
+	own := "AIRLOCK_" + strings.ToUpper(strings.ReplaceAll(s.Name, "-", "_")) + "_API_KEY"
+	if s.KeyEnv == "" {
+		return []string{own}
+	}
+	return []string{own, s.KeyEnv}
+}
+
+// Hosted reports a service on the provider's servers (a key is expected), not a local one.
+func (s Service) Hosted() bool {
+	switch s.Name {
+	case "ollama", "ollama-native", "vllm":
+		return false
+	}
+	return true
+}
+
 // ServiceNamed returns the service called name.
 func ServiceNamed(name string) (Service, bool) {
 	for _, s := range Services {
@@ -63,9 +94,10 @@ const DefaultAzureAPIVersion = "2024-10-21"
 
 // ServiceConfigFromEnv is the OpenAIConfig of an OpenAI-API service (every Service but
 // anthropic): OpenAIConfigFromEnv, with the service's endpoint when AIRLOCK_OPENAI_BASE_URL is
-// unset, its own key variable (KeyEnv) when AIRLOCK_OPENAI_API_KEY is unset, and
+// unset, the key from the service's own variables only (keyVars: never another provider's), and
 // for azure the deployment URL built from AIRLOCK_AZURE_OPENAI_ENDPOINT
-// (https://<resource>.openai.azure.com), AIRLOCK_AZURE_OPENAI_DEPLOYMENT and
+// (https://<resource>.openai.azure.com; http only to a loopback host),
+// AIRLOCK_AZURE_OPENAI_DEPLOYMENT and
 // AIRLOCK_AZURE_OPENAI_API_VERSION (default DefaultAzureAPIVersion; "v1" uses Azure's v1 API
 // at <endpoint>/openai/v1 with the deployment as the model), the key
 // (AIRLOCK_AZURE_OPENAI_API_KEY, else AZURE_OPENAI_API_KEY) in the api-key header.
@@ -79,10 +111,14 @@ func ServiceConfigFromEnv(s Service) (OpenAIConfig, error) {
 	if cfg.BaseURL == "" {
 		cfg.BaseURL = s.BaseURL
 	}
-	// Never another provider's key: OPENAI_API_KEY goes to OpenAI only.
-	cfg.APIKey = os.Getenv("AIRLOCK_OPENAI_API_KEY")
-	if cfg.APIKey == "" && s.KeyEnv != "" {
-		cfg.APIKey = os.Getenv(s.KeyEnv)
+	// Never another provider's key: each service reads only its own variables, so a key
+	// set for OpenAI never goes to Groq when AIRLOCK_PROVIDER changes.
+	cfg.APIKey, cfg.KeySource = "", ""
+	for _, v := range s.keyVars() {
+		if k := os.Getenv(v); k != "" {
+			cfg.APIKey, cfg.KeySource = k, v
+			break
+		}
 	}
 	if s.Name == "azure" {
 		return azureConfig(cfg, model)
@@ -99,11 +135,12 @@ func azureConfig(cfg OpenAIConfig, model string) (OpenAIConfig, error) {
 	if endpoint == "" || deployment == "" {
 		return OpenAIConfig{}, errors.New("AIRLOCK_PROVIDER=azure: set AIRLOCK_AZURE_OPENAI_ENDPOINT (https://<resource>.openai.azure.com) and AIRLOCK_AZURE_OPENAI_DEPLOYMENT")
 	}
-	if _, err := checkBaseURL("azure", endpoint); err != nil {
-		return OpenAIConfig{}, err
+	u, err := checkBaseURL("azure", endpoint)
+	if err != nil {
+		return OpenAIConfig{}, fmt.Errorf("AIRLOCK_AZURE_OPENAI_ENDPOINT: %w", err)
 	}
-	if k := os.Getenv("AIRLOCK_AZURE_OPENAI_API_KEY"); k != "" {
-		cfg.APIKey = k
+	if u.Scheme != "https" && !isLoopback(u.Hostname()) {
+		return OpenAIConfig{}, fmt.Errorf("AIRLOCK_AZURE_OPENAI_ENDPOINT %s: the api-key would cross the network in clear text; use https", redact.URL(endpoint))
 	}
 	cfg.APIKeyHeader = "api-key"
 	version := os.Getenv("AIRLOCK_AZURE_OPENAI_API_VERSION")
@@ -121,4 +158,13 @@ func azureConfig(cfg OpenAIConfig, model string) (OpenAIConfig, error) {
 		cfg.Model = deployment // sent in the body, which Azure ignores: the URL names the deployment
 	}
 	return cfg, nil
+}
+
+// isLoopback reports a loopback host name or address.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
