@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -35,12 +34,13 @@ func streamFaultRule(where string, raw json.RawMessage) refusedPart {
 	if err != nil {
 		s = string(raw)
 	}
-	// The faults are Airlock's own sentences (their provider excerpts are already bounded), so
-	// they are quoted whole up to maxFaultQuote bytes, not cut at MaxReasonQuote.
+	// The faults are Airlock's own sentences whose provider excerpts are already quoted and
+	// bounded: shown as they are (not quoted once more, which escaped every excerpt twice),
+	// with any control or bidi character escaped (cleanDetail), up to maxFaultQuote bytes.
 	if len(s) > maxFaultQuote {
 		s = strings.ToValidUTF8(s[:maxFaultQuote], "") + "..."
 	}
-	return refusedPart{ReasonStreamFault, "the stream could not be assembled into one message: " + strconv.QuoteToASCII(s) + "; the whole message is rejected"}
+	return refusedPart{ReasonStreamFault, "the stream could not be assembled into one message: " + cleanDetail(s) + "; the whole message is rejected"}
 }
 
 // maxFaultQuote bounds the stream faults a Detail quotes (at most 4 faults are kept).
