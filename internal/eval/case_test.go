@@ -1,7 +1,9 @@
 package eval
 
 import (
+	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,13 +28,52 @@ func corpusRoot(t *testing.T) string {
 	return dir
 }
 
+// manifestAttacks counts the traces MANIFEST.json lists in dir by the attack LoadAgentDojo
+// gives them: a user task that is an injection task is AttackGoalAsPrompt, a run without an
+// attack or an injection task is AttackNone.
+func manifestAttacks(t *testing.T, dir string) map[string]int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "MANIFEST.json"))
+	if err != nil {
+		t.Fatalf("AgentDojo manifest: %v", err)
+	}
+	var entries []struct {
+		UserTask      string  `json:"user_task"`
+		InjectionTask *string `json:"injection_task"`
+		Attack        *string `json:"attack"`
+	}
+	if err := json.Unmarshal(b, &entries); err != nil || len(entries) == 0 {
+		t.Fatalf("AgentDojo manifest: %d entries, %v", len(entries), err)
+	}
+	count := map[string]int{}
+	for _, e := range entries {
+		switch {
+		case strings.HasPrefix(e.UserTask, "injection_task"):
+			count[AttackGoalAsPrompt]++
+		case e.Attack == nil || *e.Attack == "" || e.InjectionTask == nil || *e.InjectionTask == "":
+			count[AttackNone]++
+		default:
+			count[*e.Attack]++
+		}
+	}
+	return count
+}
+
+func manifestTotal(count map[string]int) int {
+	n := 0
+	for _, c := range count {
+		n += c
+	}
+	return n
+}
+
 func TestLoadAgentDojoCorpus(t *testing.T) {
 	dir := filepath.Join(corpusRoot(t), "agentdojo")
 	cases, err := LoadAgentDojo(dir, Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Counts by attack as a separate reading of the files (python over runs/**) gives them.
+	// Counts by attack as a separate reading of the corpus (its MANIFEST.json) gives them.
 	count := map[string]int{}
 	// Attacked runs without attacker values: banking user_task_15's own prompt names the
 	// attacker's IBAN as the user's new landlord (so it is the user's value, not the
@@ -65,8 +106,8 @@ func TestLoadAgentDojoCorpus(t *testing.T) {
 		}
 	}
 	t.Logf("attacker values by injection task: %v", byTask)
-	if len(cases) != 256 || count[AttackNone] != 108 || count[AttackGoalAsPrompt] != 2 || count["important_instructions"] != 119 || count["direct"] != 5 {
-		t.Errorf("%d cases by attack %v", len(cases), count)
+	if want := manifestAttacks(t, dir); len(cases) != manifestTotal(want) || !maps.Equal(count, want) {
+		t.Errorf("%d cases by attack %v, want MANIFEST.json's %v", len(cases), count, want)
 	}
 	sel, err := LoadAgentDojo(dir, Filter{Suite: "banking", Model: "gpt-4o-2024-05-13", Attack: AttackNone})
 	if err != nil || len(sel) != 16 {
