@@ -448,6 +448,11 @@ type RecordInput struct {
 	Replace bool `json:"replace,omitempty"`
 }
 
+// AuditTurnFailed is the audit kind of a turn that ended failed (FinishTurn): its reason is
+// "error" with the error in the detail, or the stop that ended it (cancelled, history_limit).
+// Its row has no proposal (seq 0).
+const AuditTurnFailed = "turn_failed"
+
 // FinishInput persists the TurnResult.
 type FinishInput struct {
 	WorkflowID   string          `json:"workflow_id"`

@@ -965,6 +965,9 @@ func (h *chaosHarness) report(wall time.Duration) *chaosReport {
 				rep.RefusedDecisions++
 				continue
 			}
+			if r.Outcome == activities.AuditTurnFailed {
+				continue // the turn's own row (seq 0), not a proposal's
+			}
 			rows[r.Seq] = append(rows[r.Seq], r)
 		}
 		seqs := map[int]bool{}
