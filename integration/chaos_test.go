@@ -263,18 +263,21 @@ func newChaosHarness(t *testing.T, seed int64, turns int) *chaosHarness {
 
 	// A Temporal dev server of the harness's own: restarting the shared one would break the
 	// other tests.
+	// Every port it opens is chosen here, once, and kept across its restart (issue 38 item 3:
+	// start-dev would pick new HTTP and metrics ports at random on every start).
 	h.topts = stack.TemporalOptions{Dir: filepath.Join(dir, "temporal"), UIPort: stack.Headless, Namespace: "airlock-chaos",
 		SearchAttributes: workflows.SearchAttributes(), Log: io.Discard}
+	for _, p := range []*int{&h.topts.Port, &h.topts.HTTPPort, &h.topts.MetricsPort} {
+		if *p, err = stack.FreePort(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	sctx, scancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer scancel()
 	if h.temporal, err = stack.EnsureTemporal(sctx, h.topts); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.temporal.Stop(context.Background()) })
-	_, port, _ := strings.Cut(h.temporal.Address, ":")
-	if h.topts.Port, err = strconv.Atoi(port); err != nil {
-		t.Fatal(err)
-	}
 
 	// PostgreSQL of the harness's own, for the same reason. Without PostgreSQL 15 binaries the
 	// short version runs on the shared cluster and skips the PostgreSQL restart.
@@ -835,6 +838,9 @@ func (h *chaosHarness) restartTemporal() {
 		return
 	}
 	h.temporal = t
+	if want := fmt.Sprintf("127.0.0.1:%d 127.0.0.1:%d 127.0.0.1:%d", h.topts.Port, h.topts.HTTPPort, h.topts.MetricsPort); t.Address+" "+t.HTTPAddress+" "+t.MetricsAddress != want {
+		h.problem("Temporal came back on %s %s %s, not on its configured ports %s", t.Address, t.HTTPAddress, t.MetricsAddress, want)
+	}
 	ev.Resumed = time.Now()
 	h.events = append(h.events, ev)
 	if before == "" {
