@@ -15,7 +15,9 @@ import (
 // activities are retried for over a minute (workflows: the retry policies of Infer, Execute
 // and the local store steps), so a store outage that short costs the turn nothing. /healthz
 // says the same (the store does not answer).
-type storeWait struct{ interceptor.WorkerInterceptorBase }
+type storeWait struct {
+	interceptor.WorkerInterceptorBase
+}
 
 func (*storeWait) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
 	return &storeWaitActivity{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}}
