@@ -34,7 +34,6 @@ type restartable struct {
 	// as with a real restart that takes longer than the client needs to see the close.
 	keepAlive bool
 	ts        *httptest.Server
-	calls     atomic.Int32 // tools/call requests that reached a session the server knew
 	gone      atomic.Int32 // requests answered 404 (unknown session)
 }
 
