@@ -1097,8 +1097,8 @@ func (a *Activities) FinishTurn(ctx context.Context, in FinishInput) error {
 		if strings.HasPrefix(reason, "error: ") {
 			reason = "error"
 		}
-		if _, err := a.Store.AppendAudit(ctx, store.AuditEvent{Key: in.WorkflowID + "/" + AuditTurnFailed, WorkflowID: in.WorkflowID,
-			Outcome: AuditTurnFailed, Reason: reason, Detail: detail, At: a.now()}); err != nil {
+		if _, err := a.Store.AppendAudit(ctx, store.AuditEvent{Key: in.WorkflowID + "/" + in.RunID + "/" + AuditTurnFailed,
+			WorkflowID: in.WorkflowID, RunID: in.RunID, Outcome: AuditTurnFailed, Reason: reason, Detail: detail, At: a.now()}); err != nil {
 			return fmt.Errorf("audit the failed turn: %w", err)
 		}
 	}

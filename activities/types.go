@@ -455,7 +455,10 @@ const AuditTurnFailed = "turn_failed"
 
 // FinishInput persists the TurnResult.
 type FinishInput struct {
-	WorkflowID   string          `json:"workflow_id"`
+	WorkflowID string `json:"workflow_id"`
+	// RunID is the run that ends (a failed run's audit row names it; a workflow retry's next
+	// run is audited apart).
+	RunID        string          `json:"run_id,omitempty"`
 	Conversation string          `json:"conversation"`
 	Result       json.RawMessage `json:"result"`
 }

@@ -174,7 +174,7 @@ func TestFailedTurnIsAudited(t *testing.T) {
 	}
 	var failed []string
 	for _, r := range rows {
-		if r.Outcome == activities.AuditTurnFailed {
+		if r.Outcome == activities.AuditTurnFailed && r.RunID == run.GetRunID() {
 			failed = append(failed, r.Reason+": "+r.Detail)
 		}
 	}
