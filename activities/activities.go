@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -1092,6 +1093,21 @@ func (a *Activities) record(ctx context.Context, in RecordInput, read *store.Con
 func (a *Activities) FinishTurn(ctx context.Context, in FinishInput) error {
 	if err := a.Store.SaveTurnResult(ctx, in.WorkflowID, in.Conversation, in.Result, a.now()); err != nil {
 		return fmt.Errorf("save turn result: %w", err)
+	}
+	var res struct {
+		Status    string `json:"status"`
+		EndReason string `json:"end_reason"`
+	}
+	if json.Unmarshal(in.Result, &res) == nil && res.Status == "failed" {
+		// A turn that failed is audited with the reason, once (the key is the turn's).
+		reason, detail := res.EndReason, res.EndReason
+		if strings.HasPrefix(reason, "error: ") {
+			reason = "error"
+		}
+		if _, err := a.Store.AppendAudit(ctx, store.AuditEvent{Key: in.WorkflowID + "/" + in.RunID + "/" + AuditTurnFailed,
+			WorkflowID: in.WorkflowID, RunID: in.RunID, Outcome: AuditTurnFailed, Reason: reason, Detail: detail, At: a.now()}); err != nil {
+			return fmt.Errorf("audit the failed turn: %w", err)
+		}
 	}
 	a.emitFinished(ctx, in)
 	return nil

@@ -453,9 +453,17 @@ type RecordInput struct {
 	Replace bool `json:"replace,omitempty"`
 }
 
+// AuditTurnFailed is the audit kind of a turn that ended failed (FinishTurn): its reason is
+// "error" with the error in the detail, or the stop that ended it (cancelled, history_limit).
+// Its row has no proposal (seq 0).
+const AuditTurnFailed = "turn_failed"
+
 // FinishInput persists the TurnResult.
 type FinishInput struct {
-	WorkflowID   string          `json:"workflow_id"`
+	WorkflowID string `json:"workflow_id"`
+	// RunID is the run that ends (a failed run's audit row names it; a workflow retry's next
+	// run is audited apart).
+	RunID        string          `json:"run_id,omitempty"`
 	Conversation string          `json:"conversation"`
 	Result       json.RawMessage `json:"result"`
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,8 +20,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/sdk/client"
 
 	"github.com/airlock-dev/airlock/internal/approval"
@@ -191,6 +194,16 @@ func (e *effectServer) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad effect: "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	if err := e.record(l); err != nil {
+		http.Error(w, "effect log: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"written":%q}`, l.Entry)
+}
+
+// record appends l to the effect log, fsyncs it, then runs onEffect.
+func (e *effectServer) record(l effectLine) error {
 	b, _ := json.Marshal(l)
 	e.mu.Lock()
 	_, err := e.f.Write(append(b, '\n'))
@@ -199,14 +212,12 @@ func (e *effectServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	e.mu.Unlock()
 	if err != nil {
-		http.Error(w, "effect log: "+err.Error(), http.StatusInternalServerError)
-		return
+		return err
 	}
 	if e.onEffect != nil {
 		e.onEffect(l)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"written":%q}`, l.Entry)
+	return nil
 }
 
 // lines reads the effect log back from disk.
@@ -246,4 +257,113 @@ func pollUntil(ctx context.Context, cond func() bool) error {
 		}
 	}
 	return nil
+}
+
+// ---------------------------------------------------------------------------------------------
+// The MCP server
+
+// chaosMCPTool is the one tool of the harness's MCP server: it appends an entry to the external
+// ledger (the effect log), the same effect chaos_write has, reached through the MCP bridge.
+const chaosMCPTool = "ledger_append"
+
+// chaosMCP is an MCP server on the official Go SDK over streamable HTTP, in the harness's
+// process on a port of its own that a restart keeps: a restart loses every session (a new
+// server), cuts every connection, and, as the server offers no standalone GET stream (it
+// answers GET 405, as the specification allows), nothing tells the bridge its session went
+// until its next request (issue 38 item 1).
+type chaosMCP struct {
+	mu      sync.Mutex
+	addr    string
+	ts      *httptest.Server
+	effects *effectServer
+	wfOf    func(entry string) string
+	calls   atomic.Int32
+	// gone counts requests answered 404 (a session the server does not know: after a restart).
+	gone atomic.Int32
+}
+
+func newChaosMCP(effects *effectServer, wfOf func(string) string) (*chaosMCP, error) {
+	m := &chaosMCP{effects: effects, wfOf: wfOf}
+	if err := m.start("127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	m.addr = m.ts.Listener.Addr().String()
+	return m, nil
+}
+
+// URL is the server's MCP endpoint.
+func (m *chaosMCP) URL() string { return "http://" + m.addr + "/mcp" }
+
+func (m *chaosMCP) start(addr string) error {
+	srv := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "chaos-ledger", Version: "1"}, nil)
+	srv.AddTool(&mcpsdk.Tool{Name: chaosMCPTool, Description: "Append an entry to the external ledger.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"entry":{"type":"string","minLength":1}},"required":["entry"]}`)},
+		func(_ context.Context, req *mcpsdk.CallToolRequest) (*mcpsdk.CallToolResult, error) {
+			var a struct{ Entry string }
+			if err := json.Unmarshal(req.Params.Arguments, &a); err != nil || a.Entry == "" {
+				return nil, fmt.Errorf("bad arguments: %s", req.Params.Arguments)
+			}
+			m.calls.Add(1)
+			if err := m.effects.record(effectLine{WorkflowID: m.wfOf(a.Entry), Entry: a.Entry}); err != nil {
+				return nil, err
+			}
+			return &mcpsdk.CallToolResult{Content: []mcpsdk.Content{&mcpsdk.TextContent{Text: "written " + a.Entry}}}, nil
+		})
+	h := mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return srv }, nil)
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			http.Error(w, "no standalone stream", http.StatusMethodNotAllowed)
+			return
+		}
+		sw := &statusRecorder{ResponseWriter: w}
+		h.ServeHTTP(sw, r)
+		if sw.status == http.StatusNotFound {
+			m.gone.Add(1)
+		}
+	}))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	ts.Listener = l
+	ts.Start()
+	m.mu.Lock()
+	m.ts = ts
+	m.mu.Unlock()
+	return nil
+}
+
+// restart stops the server (sessions lost, connections cut) and starts a new one on its port.
+func (m *chaosMCP) restart() error {
+	m.mu.Lock()
+	ts := m.ts
+	m.mu.Unlock()
+	ts.CloseClientConnections()
+	ts.Close()
+	return m.start(m.addr)
+}
+
+func (m *chaosMCP) close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ts.Close()
+}
+
+// statusRecorder remembers the status an HTTP handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusRecorder) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusRecorder) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }

@@ -3,13 +3,17 @@ package integration
 // TestChaos is the chaos harness of issue 7 (item 5). It runs turns with automatic, confirmed
 // and denied calls against a real worker in its own OS process, kills that process with
 // SIGKILL at each named point and at seeded random moments, restarts the Temporal dev server
-// once and PostgreSQL once, and then reports what the kills cost:
+// once, PostgreSQL once and the MCP server once (every fourth turn's last write goes through
+// the MCP bridge), stops PostgreSQL while turns start (15 s; a minute in make chaos), and then
+// reports what the faults cost:
 //
 //   - turns lost: turns that did not complete (answered) by the end;
 //   - confirmed effects run twice: proposals with more than one line in the effect log (the
 //     effect server appends and fsyncs a line before answering, so an effect that ran is on
 //     disk whatever happened to the worker);
 //   - outcome_unknown: proposals reported outcome_unknown (a crash mid-effect);
+//   - refused or outcome_unknown although never ran: approved writes with no line in the effect
+//     log that did not end executed (an approval used up for nothing; issue 38, want 0);
 //   - audit gaps: a proposal outcome without its audit row (or with a row of another outcome),
 //     or a decided confirmation whose decision is not recorded on its row;
 //   - duplicate audit rows: more than one outcome row for one proposal;
@@ -66,9 +70,11 @@ import (
 
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/mcp"
 	"github.com/airlock-dev/airlock/internal/stack"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
+	"github.com/airlock-dev/airlock/registry"
 	"github.com/airlock-dev/airlock/workers"
 	"github.com/airlock-dev/airlock/workflows"
 )
@@ -81,6 +87,7 @@ var (
 	chaosConcurrency = flag.Int("chaos.concurrency", 8, "turns in flight at once")
 	chaosRestarts    = flag.Bool("chaos.restarts", true, "restart the Temporal dev server once and PostgreSQL once")
 	chaosJSON        = flag.String("chaos.json", "", "write the chaos report as JSON to this file")
+	chaosOutage      = flag.Duration("chaos.store-outage", 0, "how long the store is down in the outage at turn start (default 15 s; 60 s with -chaos.full)")
 	chaosInferMode   = flag.String("chaos.infer-mode", "", "TurnRequest.InferMode of every turn: regular (default for the live model) or local (a killed worker's unrecorded rounds are inferred again)")
 )
 
@@ -96,6 +103,9 @@ type chaosTurn struct {
 	writes []string        // chaos_write entries, in order
 	deny   map[string]bool // entries the harness denies
 	point  string          // the named kill point on this turn, if any (read under h.mu: pointOf)
+	// mcp: the turn's last write goes through the MCP bridge (the harness's MCP server's
+	// ledger_append) instead of chaos_write: every fourth turn without a named point.
+	mcp bool
 	// claimed: runTurn has taken the turn (its point can no longer move to it).
 	claimed bool
 }
@@ -109,7 +119,7 @@ type chaosTrack struct {
 
 // chaosEvent is one kill or restart.
 type chaosEvent struct {
-	Kind      string             `json:"kind"`           // a named point, "random", "temporal-restart" or "postgres-restart"
+	Kind      string             `json:"kind"`           // a named point, "random", "temporal-restart", "postgres-restart", "mcp-restart" or "store-outage"
 	Turn      string             `json:"turn,omitempty"` // the turn a named point fired on
 	At        time.Time          `json:"at"`             // the kill (or the server stop)
 	Resumed   time.Time          `json:"resumed_at"`     // the new worker's start (or the server's return)
@@ -146,6 +156,9 @@ type chaosHarness struct {
 	queue    string
 	model    *httptest.Server
 	effects  *effectServer
+	mcp      *chaosMCP
+	mcpLayer string // the registry layer pinning the MCP tool (the worker loads it)
+	mcpTool  string // its model-facing tool name
 	marks    string
 	plan     []*chaosTurn
 	byEntry  map[string]*chaosTurn
@@ -160,6 +173,7 @@ type chaosHarness struct {
 	mu       sync.Mutex
 	tracks   map[string]*chaosTrack
 	decided  map[string]bool
+	tried    map[string]bool // confirmations the decider has tried to decide (decidedOnce)
 	fired    map[string]bool
 	rearmed  []string        // named points moved to a later turn (rearmLocked), for the report
 	effected map[string]bool // chaos_write entries the effect server logged
@@ -168,6 +182,10 @@ type chaosHarness struct {
 	problems []string // harness-side failures (a worker that would not start, …)
 
 	persisted string // what the Temporal restart check found
+	// outageSeconds and outageStarts: the store outage's length and the turns started in it.
+	outageSeconds float64
+	outageStarts  int32
+	outageOpen    int
 }
 
 func TestChaos(t *testing.T) {
@@ -228,6 +246,15 @@ func TestChaos(t *testing.T) {
 	if rep.DuplicateAuditRows != 0 {
 		t.Errorf("duplicate audit rows = %d", rep.DuplicateAuditRows)
 	}
+	if rep.NotRunLost != 0 {
+		t.Errorf("approved calls refused or outcome_unknown although they never ran = %d: %v", rep.NotRunLost, rep.NotRun)
+	}
+	if rep.Kills["mcp-restart"] == 0 || (*chaosRestarts && h.pg != nil && rep.Kills["store-outage"] != 1) {
+		t.Errorf("MCP restarts %d, store outages %d: want at least 1, and 1", rep.Kills["mcp-restart"], rep.Kills["store-outage"])
+	}
+	if rep.MCPApproved > 0 && rep.MCPCalls == 0 {
+		t.Errorf("%d approved MCP calls and no run of the MCP tool", rep.MCPApproved)
+	}
 	for _, p := range chaosPoints {
 		if rep.Kills[p] == 0 && h.stranded[p] {
 			t.Logf("named kill point %s did not fire: another fault got to its turn first and no later turn was left (%v)", p, rep.Rearmed)
@@ -263,18 +290,21 @@ func newChaosHarness(t *testing.T, seed int64, turns int) *chaosHarness {
 
 	// A Temporal dev server of the harness's own: restarting the shared one would break the
 	// other tests.
+	// Every port it opens is chosen here, once, and kept across its restart (issue 38 item 3:
+	// start-dev would pick new HTTP and metrics ports at random on every start).
 	h.topts = stack.TemporalOptions{Dir: filepath.Join(dir, "temporal"), UIPort: stack.Headless, Namespace: "airlock-chaos",
 		SearchAttributes: workflows.SearchAttributes(), Log: io.Discard}
+	for _, p := range []*int{&h.topts.Port, &h.topts.HTTPPort, &h.topts.MetricsPort} {
+		if *p, err = stack.FreePort(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	sctx, scancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer scancel()
 	if h.temporal, err = stack.EnsureTemporal(sctx, h.topts); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.temporal.Stop(context.Background()) })
-	_, port, _ := strings.Cut(h.temporal.Address, ":")
-	if h.topts.Port, err = strconv.Atoi(port); err != nil {
-		t.Fatal(err)
-	}
 
 	// PostgreSQL of the harness's own, for the same reason. Without PostgreSQL 15 binaries the
 	// short version runs on the shared cluster and skips the PostgreSQL restart.
@@ -316,6 +346,31 @@ func newChaosHarness(t *testing.T, seed int64, turns int) *chaosHarness {
 	h.model = httptest.NewServer(http.HandlerFunc(h.serveModel))
 	t.Cleanup(h.model.Close)
 
+	// The MCP server, imported and pinned once as an operator would (airlock mcp import), its
+	// tool an external write: confirmed, through the execution ledger.
+	if h.mcp, err = newChaosMCP(h.effects, func(entry string) string {
+		if tr := h.byEntry[entry]; tr != nil {
+			return tr.wf
+		}
+		return ""
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.mcp.close)
+	tools, _, err := mcp.ListTools(sctx, chaosMCPConfig(h.mcp.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	imp, err := mcp.Import(chaosMCPConfig(h.mcp.URL()), tools, mcp.ImportOptions{
+		SideEffect: map[string]registry.SideEffect{chaosMCPTool: registry.SideEffectExternalWrite}, NetworkAll: registry.NetworkExternal})
+	if err != nil || len(imp.Entries) != 1 {
+		t.Fatalf("import the chaos MCP server: %v (%d entries)", err, len(imp.Entries))
+	}
+	h.mcpTool, h.mcpLayer = imp.Entries[0].Airlock.ToolName, filepath.Join(dir, "mcp-layer.json")
+	if err := os.WriteFile(h.mcpLayer, imp.Layer, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
 	h.makePlan(turns)
 	return h
 }
@@ -346,6 +401,7 @@ func (h *chaosHarness) makePlan(turns int) {
 			}
 			h.byEntry[e] = tr
 		}
+		tr.mcp = tr.point == "" && n%4 == 3
 		h.plan = append(h.plan, tr)
 		h.tracks[tr.wf] = &chaosTrack{}
 	}
@@ -411,7 +467,11 @@ func (h *chaosHarness) serveModel(w http.ResponseWriter, r *http.Request) {
 	}
 	var body string
 	write := func(i int) string {
-		return call(fmt.Sprintf("w%d-%d", tr.n, i), "chaos_write", fmt.Sprintf(`{"entry":%q}`, tr.writes[i]))
+		name := "chaos_write"
+		if tr.mcp && i == len(tr.writes)-1 {
+			name = h.mcpTool
+		}
+		return call(fmt.Sprintf("w%d-%d", tr.n, i), name, fmt.Sprintf(`{"entry":%q}`, tr.writes[i]))
 	}
 	switch {
 	case round == 1:
@@ -457,7 +517,8 @@ func (h *chaosHarness) startWorkerLocked() {
 	p.cmd.Env = append(os.Environ(), chaosWorkerEnv+"=1",
 		"TEMPORAL_ADDRESS="+h.temporal.Address, "TEMPORAL_NAMESPACE="+h.temporal.Namespace,
 		chaosDBEnv+"="+h.dbURL, chaosQueueEnv+"="+h.queue, chaosModelEnv+"="+h.model.URL,
-		chaosEffectsEnv+"="+h.effects.URL, chaosKeyEnv+"="+h.keyFile, chaosMarksEnv+"="+h.marks)
+		chaosEffectsEnv+"="+h.effects.URL, chaosKeyEnv+"="+h.keyFile, chaosMarksEnv+"="+h.marks,
+		chaosMCPEnv+"="+h.mcp.URL(), chaosMCPLayerEnv+"="+h.mcpLayer)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	if err := p.cmd.Start(); err != nil {
 		h.problem("start worker %d: %v", p.n, err)
@@ -643,6 +704,9 @@ func (h *chaosHarness) run(randomKills int) {
 			if h.pg != nil && pollUntil(ctx, func() bool { return int(h.started.Load()) >= turns*7/10 }) == nil {
 				h.restartPostgres()
 			}
+			if h.pg != nil && pollUntil(ctx, func() bool { return int(h.started.Load()) >= turns*85/100 }) == nil {
+				h.storeOutage(ctx)
+			}
 		}()
 	}
 
@@ -740,7 +804,7 @@ func (h *chaosHarness) rearmLocked(tr *chaosTurn) {
 		_ = os.Remove(recordKillMark(h.marks, tr.wf)) // the turn ended: nothing reads it now
 	}
 	for _, next := range h.plan {
-		if next.n <= tr.n || next.point != "" || h.tracks[next.wf].done || next.deny[next.writes[0]] || h.effected[next.writes[0]] {
+		if next.n <= tr.n || next.point != "" || next.mcp || h.tracks[next.wf].done || next.deny[next.writes[0]] || h.effected[next.writes[0]] {
 			continue
 		}
 		if p == "confirm" && next.claimed {
@@ -791,6 +855,13 @@ func (h *chaosHarness) decider(ctx context.Context) {
 			}
 			var derr error
 			decide := func() { derr = sendDecision(ctx, h.c, h.st, h.key, row.ID, decision, "chaos-approver") }
+			// MCP restarts: just before each MCP write approved in the second half of the run,
+			// so the worker's bridge holds a session the server has forgotten when the call
+			// goes out (unless a kill replaced the worker meanwhile).
+			if decision == workflows.DecisionApprove && tr.mcp && args.Entry == tr.writes[len(tr.writes)-1] &&
+				int(h.started.Load()) >= len(h.plan)/2 && !h.decidedOnce(row.ID) {
+				h.restartMCP()
+			}
 			if h.pointOf(tr) == "confirm" && args.Entry == tr.writes[0] && h.fire("confirm") {
 				h.crash("confirm", tr.wf, decide)
 			} else {
@@ -835,6 +906,9 @@ func (h *chaosHarness) restartTemporal() {
 		return
 	}
 	h.temporal = t
+	if want := fmt.Sprintf("127.0.0.1:%d 127.0.0.1:%d 127.0.0.1:%d", h.topts.Port, h.topts.HTTPPort, h.topts.MetricsPort); t.Address+" "+t.HTTPAddress+" "+t.MetricsAddress != want {
+		h.problem("Temporal came back on %s %s %s, not on its configured ports %s", t.Address, t.HTTPAddress, t.MetricsAddress, want)
+	}
 	ev.Resumed = time.Now()
 	h.events = append(h.events, ev)
 	if before == "" {
@@ -851,6 +925,72 @@ func (h *chaosHarness) restartTemporal() {
 		return
 	}
 	h.persisted = "turn " + before + " completed before the restart and is there after it"
+}
+
+// decidedOnce reports whether the harness already tried to send a decision on confirmation
+// id (a retried send must not restart the MCP server again), and marks it tried.
+func (h *chaosHarness) decidedOnce(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.tried[id] {
+		return true
+	}
+	if h.tried == nil {
+		h.tried = map[string]bool{}
+	}
+	h.tried[id] = true
+	return false
+}
+
+// restartMCP restarts the MCP server: every session the worker's bridge holds is forgotten.
+func (h *chaosHarness) restartMCP() {
+	h.wmu.Lock()
+	defer h.wmu.Unlock()
+	ev := &chaosEvent{Kind: "mcp-restart", At: time.Now(), Open: h.openTurns()}
+	if err := h.mcp.restart(); err != nil {
+		h.problem("restart the MCP server: %v", err)
+		return
+	}
+	ev.Resumed = time.Now()
+	h.events = append(h.events, ev)
+}
+
+// storeOutage stops the private PostgreSQL while turns start (issue 38 item 2): it waits until
+// a turn starts with the store down, keeps it down for -chaos.store-outage in all, then starts
+// it again.
+func (h *chaosHarness) storeOutage(ctx context.Context) {
+	d := *chaosOutage
+	if d == 0 {
+		d = 15 * time.Second
+		if *chaosFull {
+			d = time.Minute
+		}
+	}
+	h.wmu.Lock()
+	defer h.wmu.Unlock()
+	ev := &chaosEvent{Kind: "store-outage", At: time.Now(), Open: h.openTurns()}
+	sctx, cancel := context.WithTimeout(h.ctx, 2*time.Minute+d)
+	defer cancel()
+	if err := h.pg.stop(sctx); err != nil {
+		h.problem("stop PostgreSQL: %v", err)
+		return
+	}
+	n := h.started.Load()
+	wctx, wcancel := context.WithTimeout(ctx, d)
+	_ = pollUntil(wctx, func() bool { return h.started.Load() > n }) // a turn starts with the store down
+	wcancel()
+	select {
+	case <-time.After(time.Until(ev.At.Add(d))): // the outage itself
+	case <-h.ctx.Done():
+	}
+	h.outageStarts, h.outageOpen = h.started.Load()-n, len(ev.Open)
+	if err := h.pg.start(sctx); err != nil {
+		h.problem("start PostgreSQL after the outage: %v", err)
+		return
+	}
+	ev.Resumed = time.Now()
+	h.outageSeconds = ev.Resumed.Sub(ev.At).Seconds()
+	h.events = append(h.events, ev)
 }
 
 // restartPostgres restarts the private cluster (fast shutdown: sessions are cut).
@@ -873,21 +1013,37 @@ func (h *chaosHarness) restartPostgres() {
 
 // chaosReport is what one run measured. JSON field names are stable: the lead compares runs.
 type chaosReport struct {
-	Seed               int64                 `json:"seed"`
-	Turns              int                   `json:"turns"`
-	WallSeconds        float64               `json:"wall_seconds"`
-	Kills              map[string]int        `json:"kills"` // by kind, restarts included
-	TurnsLost          int                   `json:"turns_lost"`
-	Lost               []string              `json:"lost,omitempty"`
-	ConfirmedCalls     int                   `json:"confirmed_calls"`
-	Approved           int                   `json:"approved"`
-	Denied             int                   `json:"denied"`
-	AutomaticCalls     int                   `json:"automatic_calls"`
-	EffectsRun         int                   `json:"effects_run"`
-	EffectsRunTwice    int                   `json:"confirmed_effects_run_twice"`
-	Twice              []string              `json:"twice,omitempty"`
-	DeniedEffectsRun   int                   `json:"denied_effects_run"`
-	ExecutedNotRun     int                   `json:"executed_without_effect"`
+	Seed             int64          `json:"seed"`
+	Turns            int            `json:"turns"`
+	WallSeconds      float64        `json:"wall_seconds"`
+	Kills            map[string]int `json:"kills"` // by kind, restarts included
+	TurnsLost        int            `json:"turns_lost"`
+	Lost             []string       `json:"lost,omitempty"`
+	ConfirmedCalls   int            `json:"confirmed_calls"`
+	Approved         int            `json:"approved"`
+	Denied           int            `json:"denied"`
+	AutomaticCalls   int            `json:"automatic_calls"`
+	EffectsRun       int            `json:"effects_run"`
+	EffectsRunTwice  int            `json:"confirmed_effects_run_twice"`
+	Twice            []string       `json:"twice,omitempty"`
+	DeniedEffectsRun int            `json:"denied_effects_run"`
+	ExecutedNotRun   int            `json:"executed_without_effect"`
+	// NotRunLost counts approved writes refused or reported outcome_unknown although they never
+	// ran (no line in the effect log): an approval used up for nothing (issue 38, want 0).
+	NotRunLost int      `json:"refused_or_unknown_not_run"`
+	NotRun     []string `json:"not_run,omitempty"`
+	// NotRunKilled counts those whose call a worker kill interrupted (outcome_unknown by
+	// design: the worker cannot know whether the server ran it), apart.
+	NotRunKilled int      `json:"not_run_interrupted_by_kill"`
+	NotRunByKill []string `json:"not_run_by_kill,omitempty"`
+	MCPApproved  int      `json:"mcp_approved_calls"`
+	MCPCalls     int32    `json:"mcp_tool_runs"`
+	MCPGone      int32    `json:"mcp_requests_on_forgotten_sessions"`
+	// OutageSeconds is how long the store was down in the outage at turn start and
+	// OutageStarts how many turns started meanwhile.
+	OutageSeconds      float64               `json:"store_outage_seconds"`
+	OutageStarts       int32                 `json:"turns_started_during_store_outage"`
+	OutageOpen         int                   `json:"turns_open_at_store_outage"`
 	OutcomeUnknown     int                   `json:"outcome_unknown"`
 	Outcomes           map[string]int        `json:"outcomes"`
 	AuditGaps          int                   `json:"audit_gaps"`
@@ -919,17 +1075,21 @@ func (h *chaosHarness) report(wall time.Duration) *chaosReport {
 	if err != nil {
 		h.problem("effect log: %v", err)
 	}
+	// By entry: every planned write has its own, and an MCP tool (ledger_append) never learns
+	// the proposal's number.
 	runs := map[string]int{}
 	ran := map[string]bool{}
 	for _, l := range lines {
-		k := fmt.Sprintf("%s#%d", l.WorkflowID, l.Seq)
+		k := l.WorkflowID + "#" + l.Entry
 		runs[k]++
-		ran[k] = true
+		ran[l.Entry] = true
 		if tr := h.byEntry[l.Entry]; tr != nil && tr.deny[l.Entry] {
 			rep.DeniedEffectsRun++
 		}
 	}
 	rep.EffectsRun = len(lines)
+	rep.MCPCalls, rep.MCPGone = h.mcp.calls.Load(), h.mcp.gone.Load()
+	rep.OutageSeconds, rep.OutageStarts, rep.OutageOpen = h.outageSeconds, h.outageStarts, h.outageOpen
 	for k, n := range runs {
 		if n > 1 {
 			rep.EffectsRunTwice++
@@ -941,11 +1101,14 @@ func (h *chaosHarness) report(wall time.Duration) *chaosReport {
 	for _, tr := range h.plan {
 		k := h.tracks[tr.wf]
 		rep.ConfirmedCalls += len(tr.writes)
-		for _, e := range tr.writes {
+		for i, e := range tr.writes {
 			if tr.deny[e] {
 				rep.Denied++
 			} else {
 				rep.Approved++
+				if tr.mcp && i == len(tr.writes)-1 {
+					rep.MCPApproved++
+				}
 			}
 		}
 		rep.AutomaticCalls++
@@ -965,6 +1128,9 @@ func (h *chaosHarness) report(wall time.Duration) *chaosReport {
 				rep.RefusedDecisions++
 				continue
 			}
+			if r.Outcome == activities.AuditTurnFailed {
+				continue // the turn's own row (seq 0), not a proposal's
+			}
 			rows[r.Seq] = append(rows[r.Seq], r)
 		}
 		seqs := map[int]bool{}
@@ -975,8 +1141,24 @@ func (h *chaosHarness) report(wall time.Duration) *chaosReport {
 				rep.OutcomeUnknown++
 			}
 			key := fmt.Sprintf("%s#%d", tr.wf, o.Seq)
-			if o.Name == "chaos_write" && o.Outcome == activities.OutcomeExecuted && !ran[key] {
+			var wa chaosWriteArgs
+			if o.Name == "chaos_write" || o.Name == h.mcpTool {
+				_ = json.Unmarshal(o.Arguments, &wa)
+			}
+			if wa.Entry != "" && o.Outcome == activities.OutcomeExecuted && !ran[wa.Entry] {
 				rep.ExecutedNotRun++
+			}
+			if wa.Entry != "" && !tr.deny[wa.Entry] && o.Outcome != activities.OutcomeExecuted && !ran[wa.Entry] {
+				what := fmt.Sprintf("%s %s: %s %s %s", key, o.Name, o.Outcome, o.Reason, o.Detail)
+				if o.Outcome == activities.OutcomeUnknown && h.killedDuring(ctx, tr.wf, o.Seq) {
+					// The worker died while the call was in flight: outcome_unknown by design
+					// (DESIGN: an interrupted effect is never re-run), whatever the server did.
+					rep.NotRunKilled++
+					rep.NotRunByKill = append(rep.NotRunByKill, what)
+				} else {
+					rep.NotRunLost++
+					rep.NotRun = append(rep.NotRun, what)
+				}
 			}
 			rs := rows[o.Seq]
 			if len(rs) == 0 {
@@ -1058,7 +1240,7 @@ func (h *chaosHarness) report(wall time.Duration) *chaosReport {
 					s := x.Sub(ev.Resumed).Seconds()
 					ev.Latencies[wf] = s
 					byKind[ev.Kind] = append(byKind[ev.Kind], s)
-					if ev.Kind != "temporal-restart" && ev.Kind != "postgres-restart" {
+					if ev.Kind != "temporal-restart" && ev.Kind != "postgres-restart" && ev.Kind != "mcp-restart" && ev.Kind != "store-outage" {
 						all = append(all, s)
 					}
 					break
@@ -1075,6 +1257,26 @@ func (h *chaosHarness) report(wall time.Duration) *chaosReport {
 		rep.ResumeByKind[k] = [3]float64{float64(len(v)), p50, mx}
 	}
 	return rep
+}
+
+// killedDuring reports whether a worker died (killed by the harness, at a named point or at
+// random, or exited) within the execute timeout after proposal seq of wf claimed its ledger row:
+// its call was in flight when the worker went.
+func (h *chaosHarness) killedDuring(ctx context.Context, wf string, seq int) bool {
+	ex, err := h.st.GetExecution(ctx, fmt.Sprintf("%s/%d", wf, seq))
+	if err != nil {
+		return false
+	}
+	for _, ev := range h.events {
+		switch ev.Kind {
+		case "temporal-restart", "postgres-restart", "mcp-restart", "store-outage":
+			continue
+		}
+		if !ev.At.Before(ex.StartedAt.Add(-time.Second)) && ev.At.Before(ex.StartedAt.Add(20*time.Second)) {
+			return true
+		}
+	}
+	return false
 }
 
 // progressTimes lists the times of a turn's WorkflowTaskCompleted events, then its close.
@@ -1130,11 +1332,16 @@ func (r *chaosReport) table() string {
 		row("named points moved to a later turn", strings.Join(r.Rearmed, "; "))
 	}
 	row("calls: automatic / approved / denied", fmt.Sprintf("%d / %d / %d", r.AutomaticCalls, r.Approved, r.Denied))
+	row("approved calls through MCP (tool runs)", fmt.Sprintf("%d (%d)", r.MCPApproved, r.MCPCalls))
+	row("MCP requests on forgotten sessions (404)", r.MCPGone)
+	row("store outage at turn start: s, turns open, started in it", fmt.Sprintf("%.0f, %d, %d", r.OutageSeconds, r.OutageOpen, r.OutageStarts))
 	row("turns lost (want 0)", r.TurnsLost)
 	row("confirmed effects run twice (want 0)", r.EffectsRunTwice)
 	row("denied effects run (want 0)", r.DeniedEffectsRun)
 	row("reported executed, never ran", r.ExecutedNotRun)
 	row("outcome_unknown", r.OutcomeUnknown)
+	row("refused or outcome_unknown, never ran (want 0)", r.NotRunLost)
+	row("  outcome_unknown, never ran: worker killed mid-call", r.NotRunKilled)
 	row("audit gaps (want 0)", r.AuditGaps)
 	row("duplicate audit rows (want 0)", r.DuplicateAuditRows)
 	row("refused decisions (audited)", r.RefusedDecisions)

@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
@@ -27,6 +28,7 @@ import (
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/inference"
+	"github.com/airlock-dev/airlock/internal/mcp"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
 	"github.com/airlock-dev/airlock/registry"
@@ -42,7 +44,21 @@ const (
 	chaosEffectsEnv = "AIRLOCK_CHAOS_EFFECTS" // base URL of the effect server
 	chaosKeyEnv     = "AIRLOCK_CHAOS_KEYFILE" // approver key file
 	chaosMarksEnv   = "AIRLOCK_CHAOS_MARKS"   // directory of kill marks (see recordKillMark)
+	// chaosMCPEnv is the URL of the harness's MCP server and chaosMCPLayerEnv the registry
+	// layer file that pins its tool (imported by the harness): the worker bridges it.
+	chaosMCPEnv      = "AIRLOCK_CHAOS_MCP"
+	chaosMCPLayerEnv = "AIRLOCK_CHAOS_MCP_LAYER"
 )
+
+// chaosMCPServer is the servers-file name of the harness's MCP server.
+const chaosMCPServer = "chaosledger"
+
+// chaosMCPConfig is how the worker reaches the harness's MCP server: verify/max-age 1 h, so a
+// call after a restart meets the forgotten session on its own POST (the hardest case of issue
+// 38 item 1: before it, an approved write was reported outcome_unknown although it never ran).
+func chaosMCPConfig(url string) mcp.ServerConfig {
+	return mcp.ServerConfig{Name: chaosMCPServer, URL: url, Refresh: "1h", VerifyMaxAge: "1h", ConnectTimeout: "5s"}
+}
 
 // The chaos registry: chaos_read is local and read-only (automatic, at-least-once, a local
 // activity); chaos_write is an external write (always confirmed, through the execution
@@ -111,7 +127,31 @@ func chaosWorkerMain() int {
 		return fail(err)
 	}
 	defer st.Close()
-	reg, err := registry.Load(registry.WithStructuralPolicy(registry.Source{Name: "chaos", Data: []byte(chaosRegistry)}), chaosImpls(os.Getenv(chaosEffectsEnv)))
+	sources := []registry.Source{{Name: "chaos", Data: []byte(chaosRegistry)}}
+	impls := chaosImpls(os.Getenv(chaosEffectsEnv))
+	if url := os.Getenv(chaosMCPEnv); url != "" {
+		layer, err := os.ReadFile(os.Getenv(chaosMCPLayerEnv))
+		if err != nil {
+			return fail(err)
+		}
+		src := registry.Source{Name: "chaos-mcp", Data: layer}
+		entries, err := registry.Entries(src)
+		if err != nil {
+			return fail(err)
+		}
+		b := mcp.New(slog.New(slog.NewTextHandler(os.Stderr, nil)))
+		defer b.Close()
+		b.Configure(&mcp.Servers{SchemaV: mcp.ServersSchemaVersion, Servers: []mcp.ServerConfig{chaosMCPConfig(url)}})
+		more, err := b.Implementations(entries)
+		if err != nil {
+			return fail(err)
+		}
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		b.WaitSettled(sctx)
+		cancel()
+		sources, impls = append(sources, src), append(impls, more...)
+	}
+	reg, err := registry.Load(registry.WithStructuralPolicy(sources...), impls)
 	if err != nil {
 		return fail(err)
 	}

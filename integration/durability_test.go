@@ -1037,9 +1037,16 @@ func TestB29EffectBeforeFailedInferenceIsNeverReExecuted(t *testing.T) {
 		if got := e.rec.of(l.Name); len(got) != 1 || got[0] != canon(t, l.Arguments) {
 			t.Fatalf("run_shell invocations = %v, want only the first attempt's", got)
 		}
-		var kinds []string
+		var kinds, failed []string
 		for _, r := range e.audit(run.GetID()) {
+			if r.Outcome == activities.AuditTurnFailed {
+				failed = append(failed, r.RunID) // the failed first run, audited with its reason
+				continue
+			}
 			kinds = append(kinds, r.RunID+":"+r.Outcome)
+		}
+		if len(failed) != 1 || failed[0] != firstRun {
+			t.Fatalf("turn_failed rows under runs %v, want one under the failed first run %s", failed, firstRun)
 		}
 		if len(kinds) != 2 || kinds[0] != firstRun+":executed" || !strings.HasSuffix(kinds[1], ":"+string(res.Outcomes[0].Outcome)) ||
 			strings.HasPrefix(kinds[1], firstRun) {

@@ -30,6 +30,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/mcp"
 	"github.com/airlock-dev/airlock/internal/store"
+	"github.com/airlock-dev/airlock/registry"
 	"github.com/airlock-dev/airlock/workers"
 	"github.com/airlock-dev/airlock/workflows"
 )
@@ -332,5 +333,57 @@ func TestMCPChangedToolLostAnswerAndDownServerInRealTurns(t *testing.T) {
 	}
 	if res.Prose != "all done" {
 		t.Fatalf("the turn did not answer: %+v", res)
+	}
+}
+
+// Issue 38 item 1 in a real turn: an approved MCP write whose server restarted between the
+// approval request and the approval (its session forgotten; no GET stream; verify/max-age
+// 1 h, so the call's own POST meets the 404) runs once on a new session, with the one approval
+// the human gave: executed, one ledger row, one run of the tool, never mcp_server_down or
+// outcome_unknown.
+func TestMCPServerRestartKeepsTheApproval(t *testing.T) {
+	effects, err := newEffectServer(filepath.Join(t.TempDir(), "effects.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(effects.close)
+	m, err := newChaosMCP(effects, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.close)
+	sc := chaosMCPConfig(m.URL())
+	layer := mcpLayer(t, t.TempDir(), sc, mcp.ImportOptions{NetworkAll: registry.NetworkExternal,
+		SideEffect: map[string]registry.SideEffect{chaosMCPTool: registry.SideEffectExternalWrite}})
+	model := newRoutedModel(t, map[string][]string{"restart": {calls(call("m1", chaosMCPTool, `{"entry":"kept"}`))}})
+	c, cfg, st := mcpWorker(t, model, layer)
+	eventually(t, 30*time.Second, "ledger_append available", func() bool {
+		for _, s := range workers.MCPBridge().Status(context.Background(), false) {
+			for _, ts := range s.Tools {
+				if ts.Tool == chaosMCPTool && ts.Problem == "" {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	run := startTurn(t, c, cfg, workflows.TurnRequest{Conversation: "mcp-restart", Principal: "alice", Message: "restart"})
+	p := waitPending(t, c, run.GetID(), map[string]bool{})
+	if err := m.restart(); err != nil {
+		t.Fatal(err)
+	}
+	decide(t, c, cfg, st, p.ConfirmationID, workflows.DecisionApprove, "bob")
+	res := result(t, run)
+	o := outcomeOf(t, res, chaosMCPTool)
+	if o.Outcome != activities.OutcomeExecuted || o.ConfirmationID != p.ConfirmationID {
+		t.Fatalf("the approved call after the restart: %+v", o)
+	}
+	executedOnce(t, st, run.GetID(), o)
+	lines, err := effects.lines()
+	if err != nil || len(lines) != 1 || lines[0].Entry != "kept" {
+		t.Fatalf("tool runs %+v (%v), want one", lines, err)
+	}
+	if m.gone.Load() == 0 {
+		t.Fatal("the call never met the forgotten session: the test missed its case")
 	}
 }

@@ -70,7 +70,17 @@ func TestReviewOutcomesOfARetriedRunAreAudited(t *testing.T) {
 		t.Fatalf("executed audit rows (run, digest) = %v: each run's execution must be audited once, under its run\n(first run %s, digests %s / %s)",
 			executed, firstRun, digest(first), digest(second))
 	}
-	if len(rows) != 2 {
-		t.Fatalf("audit rows = %d, want 2 (no duplicates): %+v", len(rows), rows)
+	// The first run failed (its model rejected round 2): audited once, under that run.
+	var failed []string
+	for _, r := range rows {
+		if r.Outcome == activities.AuditTurnFailed {
+			failed = append(failed, r.RunID)
+		}
+	}
+	if len(failed) != 1 || failed[0] != firstRun {
+		t.Fatalf("turn_failed rows under runs %v, want one under the first run %s", failed, firstRun)
+	}
+	if len(rows) != 3 {
+		t.Fatalf("audit rows = %d, want 3 (two executions and the failed run; no duplicates): %+v", len(rows), rows)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -97,6 +98,8 @@ func NewVersioned(c client.Client, acts *activities.Activities, taskQueue string
 		MaxHeartbeatThrottleInterval: activities.HeartbeatInterval,
 		// A retried activity leaves a dead worker's sticky queue (activities.WithStickyReset).
 		BackgroundActivityContext: activities.WithStickyReset(context.Background()),
+		// A step that failed for want of the store is logged as such (storewait.go).
+		Interceptors: []interceptor.WorkerInterceptor{&storeWait{}},
 	})
 	Register(w, acts)
 	return &versioned{Worker: w, c: c, v: v}

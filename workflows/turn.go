@@ -327,13 +327,15 @@ func (t *turn) infer(ctx workflow.Context, round int, out *activities.InferOutpu
 		in.Fold.Attestation, in.Fold.StartedAt, in.Fold.FirstRunID = t.req.Attestation.internal(), info.WorkflowStartTime, info.FirstRunID
 		in.Fold.Terms = t.terms
 	}
-	// A retry after a dead worker (heartbeat timeout) starts after 0.1 s; provider errors back
-	// off 0.1, 0.4, 1.6, 6.4 s.
-	retry := &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 4, MaximumInterval: 30 * time.Second,
-		MaximumAttempts: 5, NonRetryableErrorTypes: []string{activities.ErrTypeRequesterRefused, activities.ErrTypeSessionExhausted, activities.ErrTypeProviderRejected, activities.ErrTypeBadInput, activities.ErrTypeUnsupportedRecording}}
+	// A retry after a dead worker (heartbeat timeout) starts after 0.1 s; provider and store
+	// errors back off 0.1, 0.4, 1.6, 6.4 s, then every 10 s (StoreOutageAttempts: about 78 s,
+	// so a store outage of a minute as the round starts or folds costs the turn nothing).
+	retry := &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 4, MaximumInterval: 10 * time.Second,
+		MaximumAttempts: StoreOutageAttempts, NonRetryableErrorTypes: []string{activities.ErrTypeRequesterRefused, activities.ErrTypeSessionExhausted, activities.ErrTypeProviderRejected, activities.ErrTypeBadInput, activities.ErrTypeUnsupportedRecording}}
 	summary := fmt.Sprintf("infer round %d", round)
 	if t.localInfer() {
-		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry, Summary: summarize(summary)})
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second,
+			ScheduleToCloseTimeout: 30*time.Second + StoreOutageWindow, RetryPolicy: retry, Summary: summarize(summary)})
 		return workflow.ExecuteLocalActivity(lctx, a.Infer, in).Get(ctx, out)
 	}
 	t.settle(ctx)
@@ -359,13 +361,30 @@ func (t *turn) assistantKey(round int) string {
 	return fmt.Sprintf("%s/r%d/assistant", t.workflowID, round)
 }
 
+// StoreOutageAttempts bounds the attempts of the turn's Infer and Execute activities: with
+// their backoff (0.1 s, times 4, at most 10 s) twelve attempts span about 78 s, so a store
+// (PostgreSQL) outage of up to a minute at any step is waited out, not a failed turn (issue 38).
+// The worker logs each attempt that failed for want of the store (workers: storeWait).
+const StoreOutageAttempts = 12
+
+// StoreOutageWindow is the time the turn's local activities keep retrying beyond one
+// attempt's own timeout (their ScheduleToCloseTimeout, which for a local activity otherwise
+// defaults to its StartToCloseTimeout and would cut the retries short): a store outage of a
+// minute and the backoff after it.
+const StoreOutageWindow = 90 * time.Second
+
+// localStoreAttempts bounds the attempts of the turn's short local activities: 0.2 s doubling
+// to 5 s, twenty attempts span about 76 s (a store outage of a minute, as StoreOutageAttempts).
+const localStoreAttempts = 20
+
 // localCtx is the options of the turn's short local activities (store operations, admission):
-// retried with backoff for about 30 s, bad input not at all.
+// retried with backoff for about 76 s (localStoreAttempts), bad input not at all.
 func localCtx(ctx workflow.Context, summary string) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 15 * time.Second,
+		StartToCloseTimeout:    15 * time.Second,
+		ScheduleToCloseTimeout: 15*time.Second + StoreOutageWindow,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2,
-			MaximumInterval: 5 * time.Second, MaximumAttempts: 10,
+			MaximumInterval: 5 * time.Second, MaximumAttempts: localStoreAttempts,
 			NonRetryableErrorTypes: []string{activities.ErrTypeBadInput}},
 		Summary: summarize(summary),
 	})

@@ -398,12 +398,13 @@ func (t *turn) execute(ctx workflow.Context, pr *proposal, decision *activities.
 		ConfirmationID: po.ConfirmationID, Principal: t.req.Principal, Scope: t.req.Scope}
 	summary := summarize("execute " + adm.Key())
 	// A retry after a dead worker (heartbeat timeout) starts after 0.1 s (the ledger answers a
-	// confirmed or effectful call's retry: outcome_unknown, never a second run). Eight attempts
-	// (0.1, 0.4, 1.6, 6.4 s, then every 10 s: about 38 s in all) ride out a store restart: an
-	// attempt that failed before it claimed the ledger slot ran nothing, and with only three
-	// (0.5 s in all) a half-second database blip turned an approved call into outcome_unknown.
+	// confirmed or effectful call's retry: outcome_unknown, never a second run). Twelve attempts
+	// (StoreOutageAttempts: 0.1, 0.4, 1.6, 6.4 s, then every 10 s: about 78 s in all) ride out
+	// a store outage of a minute (issue 38): an attempt that failed before it claimed the ledger
+	// slot ran nothing, and with only three (0.5 s in all) a half-second database blip turned
+	// an approved call into outcome_unknown.
 	retry := &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 4, MaximumInterval: 10 * time.Second,
-		MaximumAttempts: 8, NonRetryableErrorTypes: []string{activities.ErrTypeBadInput}}
+		MaximumAttempts: StoreOutageAttempts, NonRetryableErrorTypes: []string{activities.ErrTypeBadInput}}
 	var out activities.ExecuteOutput
 	var err error
 	recorded := false
@@ -413,7 +414,8 @@ func (t *turn) execute(ctx workflow.Context, pr *proposal, decision *activities.
 	// outcome in the same activity (ExecuteRecorded).
 	localRead := adm.SideEffect == registry.SideEffectNone && adm.Network == registry.NetworkLocal
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: adm.Timeout + 5*time.Second, RetryPolicy: retry, Summary: summary})
+		StartToCloseTimeout: adm.Timeout + 5*time.Second, ScheduleToCloseTimeout: adm.Timeout + 5*time.Second + StoreOutageWindow,
+		RetryPolicy: retry, Summary: summary})
 	if localRead && pr.egress == nil && !pr.silent {
 		err = workflow.ExecuteLocalActivity(lctx, a.ExecuteRecorded,
 			activities.ExecuteRecordedInput{Execute: in, Audit: *pr.audit, Envelope: pr.env, Call: call, Approver: po.Approver,

@@ -93,7 +93,7 @@ func (t *turn) save(ctx workflow.Context) {
 		return
 	}
 	if err := workflow.ExecuteLocalActivity(localCtx(ctx, "finish turn"), a.FinishTurn,
-		activities.FinishInput{WorkflowID: t.workflowID, Conversation: t.req.Conversation, Result: b}).Get(ctx, nil); err != nil {
+		activities.FinishInput{WorkflowID: t.workflowID, RunID: t.runID, Conversation: t.req.Conversation, Result: b}).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Error("save turn result", "error", err)
 	}
 }

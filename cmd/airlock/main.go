@@ -91,6 +91,8 @@ Configuration comes from the environment, overridden by flags:
   AIRLOCK_PAYLOAD_KEYS_FILE   encrypt Temporal payloads (AES-256-GCM key ring, airlock codec-key)
   AIRLOCK_METRICS_ADDR        serve /metrics and /healthz (worker, web)
   AIRLOCK_LOG_FORMAT          json: structured JSON logs (default text)
+  AIRLOCK_TEMPORAL_UI_PORT, AIRLOCK_TEMPORAL_HTTP_PORT, AIRLOCK_TEMPORAL_METRICS_PORT
+                              the local dev server's other ports (airlock stack --help)
   TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TLS settings: Temporal client`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -100,6 +102,7 @@ Configuration comes from the environment, overridden by flags:
 	pf.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "store URL, postgres://… or sqlite:PATH (AIRLOCK_DATABASE_URL; default SQLite under --home)")
 	pf.Lookup("database-url").DefValue = redact.URL(cfg.DatabaseURL) // --help shows the default: never its password
 	pf.StringVar(&cfg.CorpusDir, "corpus", cfg.CorpusDir, "AgentDojo corpus folder with tools.json and runs/ (AIRLOCK_CORPUS)")
+	addStackPortFlags(pf)
 	root.AddCommand(newWorkerCmd(), newWebCmd(), newTurnCmd(), newPendingCmd(), newApproveCmd(), newDenyCmd(), newEditCmd(), newAuditCmd(),
 		newParseCmd(), newReplayCmd(), newRegistryCmd(), newStackCmd(), newClusterCmd(), newHealthCmd(), newDoctorCmd(), newCodecServerCmd(), newCodecKeyCmd(), newDevCmd(), newEvalCmd(), newApproversCmd(), newClientsCmd(), newProposalsCmd(), newExportCmd(), newBenchCmd(), newMCPCmd(), newStreamCmd())
 	return root

@@ -8,9 +8,11 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/airlock-dev/airlock/internal/stack"
 	"github.com/airlock-dev/airlock/workflows"
@@ -26,9 +28,68 @@ type localTarget struct {
 	remote  bool
 }
 
-// stackTarget reads TEMPORAL_ADDRESS. Errors: an address that is not host:port.
+// stackPorts are the local dev server's ports as the flags set them (0: not set): gRPC
+// (--temporal-port), Web UI, HTTP API and metrics. Each falls back on its environment variable
+// (TEMPORAL_ADDRESS, AIRLOCK_TEMPORAL_UI_PORT, AIRLOCK_TEMPORAL_HTTP_PORT,
+// AIRLOCK_TEMPORAL_METRICS_PORT), then on a default derived from the gRPC port (stackPortsFor).
+var stackPorts struct{ grpc, ui, http, metrics int }
+
+// addStackPortFlags defines the port flags of every command that may start the local stack.
+func addStackPortFlags(pf *pflag.FlagSet) {
+	pf.IntVar(&stackPorts.grpc, "temporal-port", 0, "local Temporal dev server's gRPC port on 127.0.0.1 (TEMPORAL_ADDRESS; default 7233)")
+	pf.IntVar(&stackPorts.ui, "temporal-ui-port", 0, "its Web UI port, -1 for none (AIRLOCK_TEMPORAL_UI_PORT; default gRPC port + 1000: 8233)")
+	pf.IntVar(&stackPorts.http, "temporal-http-port", 0, "its HTTP API port (AIRLOCK_TEMPORAL_HTTP_PORT; default gRPC port + 10: 7243)")
+	pf.IntVar(&stackPorts.metrics, "temporal-metrics-port", 0, "its /metrics port (AIRLOCK_TEMPORAL_METRICS_PORT; default gRPC port + 11: 7244)")
+}
+
+// stackPortsFor returns the Web UI, HTTP and metrics ports of a dev server on gRPC port: the
+// flag, else the environment variable, else the default (the Temporal CLI's rule for the UI,
+// gRPC + 1000; gRPC + 10 and + 11 for HTTP and metrics; a free port when out of range).
+func stackPortsFor(port int) (ui, http, metrics int, err error) {
+	pick := func(flag int, env string, offset int, min int) (int, error) {
+		if flag != 0 {
+			if flag < min || flag > 65535 {
+				return 0, fmt.Errorf("--%s %d is not a port", strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(env, "AIRLOCK_"), "_", "-")), flag)
+			}
+			return flag, nil
+		}
+		if v := os.Getenv(env); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < min || n > 65535 || n == 0 {
+				return 0, fmt.Errorf("%s %q is not a port", env, v)
+			}
+			return n, nil
+		}
+		if port+offset <= 65535 {
+			return port + offset, nil
+		}
+		return 0, nil
+	}
+	if ui, err = pick(stackPorts.ui, "AIRLOCK_TEMPORAL_UI_PORT", 1000, stack.Headless); err != nil {
+		return
+	}
+	if http, err = pick(stackPorts.http, "AIRLOCK_TEMPORAL_HTTP_PORT", 10, 1); err != nil {
+		return
+	}
+	metrics, err = pick(stackPorts.metrics, "AIRLOCK_TEMPORAL_METRICS_PORT", 11, 1)
+	return
+}
+
+// stackTarget reads --temporal-port and TEMPORAL_ADDRESS. Errors: an address that is not
+// host:port, a flag that names another port than TEMPORAL_ADDRESS.
 func stackTarget() (localTarget, error) {
 	addr := os.Getenv("TEMPORAL_ADDRESS")
+	if p := stackPorts.grpc; p != 0 {
+		if p < 1 || p > 65535 {
+			return localTarget{}, fmt.Errorf("--temporal-port %d is not a port", p)
+		}
+		flagAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+		if addr != "" && addr != flagAddr {
+			return localTarget{}, fmt.Errorf("--temporal-port %d and TEMPORAL_ADDRESS %q disagree", p, addr)
+		}
+		os.Setenv("TEMPORAL_ADDRESS", flagAddr) // this process's Temporal client follows the flag
+		return localTarget{address: flagAddr, port: p}, nil
+	}
 	if addr == "" {
 		return localTarget{address: net.JoinHostPort("127.0.0.1", strconv.Itoa(stack.DefaultPort)), port: stack.DefaultPort}, nil
 	}
@@ -47,18 +108,13 @@ func stackTarget() (localTarget, error) {
 	return localTarget{address: addr, port: port, remote: !loopback}, nil
 }
 
-// uiPortFor is the Web UI port of a dev server on port: Temporal CLI's own rule (gRPC port +
-// 1000, so 7233 → 8233), or a free port when that is out of range.
-func uiPortFor(port int) int {
-	if port+1000 <= 65535 {
-		return port + 1000
-	}
-	return 0
-}
-
-func temporalOptions(cmd *cobra.Command, target localTarget) stack.TemporalOptions {
+func temporalOptions(cmd *cobra.Command, target localTarget) (stack.TemporalOptions, error) {
 	o := stack.DefaultTemporalOptions()
-	o.Port, o.UIPort = target.port, uiPortFor(target.port)
+	ui, http, metrics, err := stackPortsFor(target.port)
+	if err != nil {
+		return o, err
+	}
+	o.Port, o.UIPort, o.HTTPPort, o.MetricsPort = target.port, ui, http, metrics
 	if ns := os.Getenv("TEMPORAL_NAMESPACE"); ns != "" {
 		o.Namespace = ns
 	}
@@ -66,7 +122,7 @@ func temporalOptions(cmd *cobra.Command, target localTarget) stack.TemporalOptio
 	o.Detached = true
 	o.SearchAttributes = workflows.SearchAttributes()
 	o.Log = cmd.ErrOrStderr()
-	return o
+	return o, nil
 }
 
 // ensureStack starts (or reuses) the detached local Temporal dev server and points this
@@ -92,7 +148,10 @@ func ensureStackLog(cmd *cobra.Command, quiet bool) (*stack.Temporal, error) {
 		}
 		return &stack.Temporal{Address: target.address, Namespace: envOr("TEMPORAL_NAMESPACE", stack.DefaultNamespace)}, nil
 	}
-	o := temporalOptions(cmd, target)
+	o, err := temporalOptions(cmd, target)
+	if err != nil {
+		return nil, err
+	}
 	if quiet {
 		o.Log = io.Discard
 	}
@@ -114,9 +173,12 @@ func newStackCmd() *cobra.Command {
 		Use:   "stack",
 		Short: "Start, stop or check the local Temporal dev server (state under --home)",
 		Long: `Manage the zero-setup local Temporal: the Temporal CLI's dev server (bin/temporal, built by
-make temporal), SQLite in WAL mode under --home, gRPC on 127.0.0.1:7233 and Web UI on :8233, or
-on the loopback port TEMPORAL_ADDRESS names (Web UI on that port + 1000), with Airlock's search
-attributes registered. It runs detached and outlives the command.
+make temporal), SQLite in WAL mode under --home, with Airlock's search attributes registered. It
+runs detached and outlives the command. Its ports, all on 127.0.0.1, are configured: gRPC 7233
+(--temporal-port or TEMPORAL_ADDRESS), Web UI gRPC + 1000 (--temporal-ui-port,
+AIRLOCK_TEMPORAL_UI_PORT), HTTP API gRPC + 10 (--temporal-http-port, AIRLOCK_TEMPORAL_HTTP_PORT),
+/metrics gRPC + 11 (--temporal-metrics-port, AIRLOCK_TEMPORAL_METRICS_PORT); make run (airlock
+dev) starts it the same way.
 
 A server already answering there that airlock did not start under this --home is used as it is,
 never changed: if it lacks the namespace (TEMPORAL_NAMESPACE) or Airlock's search attributes,
@@ -133,6 +195,9 @@ not a loopback address is never started, only used.`,
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Temporal at %s, Web UI %s\n", t.Address, t.UIAddress)
+			if t.HTTPAddress != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "HTTP API at %s, metrics at http://%s/metrics\n", t.HTTPAddress, t.MetricsAddress)
+			}
 			return nil
 		},
 	}, &cobra.Command{

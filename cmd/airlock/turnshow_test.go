@@ -63,8 +63,49 @@ func TestStackTarget(t *testing.T) {
 			t.Errorf("TEMPORAL_ADDRESS=%q: %+v, %v; want port %d remote %v", tc.env, got, err, tc.port, tc.remote)
 		}
 	}
-	if uiPortFor(7233) != 8233 || uiPortFor(7300) != 8300 || uiPortFor(65000) != 0 {
-		t.Errorf("uiPortFor: %d %d %d", uiPortFor(7233), uiPortFor(7300), uiPortFor(65000))
+}
+
+// The local stack's ports other than gRPC (issue 38 item 3): a flag, else its environment
+// variable, else gRPC + 1000 (UI), + 10 (HTTP), + 11 (metrics), a free port (0) when out of
+// range; a value that is not a port is an error; --temporal-port sets the gRPC port.
+func TestStackPortsAreConfigured(t *testing.T) {
+	t.Setenv("AIRLOCK_TEMPORAL_UI_PORT", "")
+	t.Setenv("AIRLOCK_TEMPORAL_HTTP_PORT", "")
+	t.Setenv("AIRLOCK_TEMPORAL_METRICS_PORT", "")
+	check := func(port, ui, http, metrics int) {
+		t.Helper()
+		u, h, m, err := stackPortsFor(port)
+		if err != nil || u != ui || h != http || m != metrics {
+			t.Errorf("ports of gRPC %d: %d %d %d (%v), want %d %d %d", port, u, h, m, err, ui, http, metrics)
+		}
+	}
+	check(7233, 8233, 7243, 7244)
+	check(7300, 8300, 7310, 7311)
+	check(65530, 0, 0, 0)
+	t.Setenv("AIRLOCK_TEMPORAL_HTTP_PORT", "17243")
+	t.Setenv("AIRLOCK_TEMPORAL_METRICS_PORT", "17244")
+	check(7233, 8233, 17243, 17244)
+	stackPorts.ui, stackPorts.metrics = -1, 27244 // flags win over the environment
+	defer func() { stackPorts.ui, stackPorts.metrics, stackPorts.grpc = 0, 0, 0 }()
+	check(7233, -1, 17243, 27244)
+	t.Setenv("AIRLOCK_TEMPORAL_HTTP_PORT", "http")
+	if _, _, _, err := stackPortsFor(7233); err == nil {
+		t.Error("AIRLOCK_TEMPORAL_HTTP_PORT=http accepted")
+	}
+	t.Setenv("AIRLOCK_TEMPORAL_HTTP_PORT", "")
+	stackPorts.metrics = 70000
+	if _, _, _, err := stackPortsFor(7233); err == nil {
+		t.Error("--temporal-metrics-port 70000 accepted")
+	}
+	stackPorts.metrics = 0
+	t.Setenv("TEMPORAL_ADDRESS", "")
+	stackPorts.grpc = 17233
+	if got, err := stackTarget(); err != nil || got.port != 17233 || got.address != "127.0.0.1:17233" {
+		t.Errorf("--temporal-port 17233: %+v %v", got, err)
+	}
+	t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:7233")
+	if _, err := stackTarget(); err == nil {
+		t.Error("--temporal-port 17233 with TEMPORAL_ADDRESS 127.0.0.1:7233 accepted")
 	}
 }
 

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -541,7 +542,47 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil && wrote.Load() {
 		return nil, &sentError{msg: err.Error()}
 	}
+	if err == nil && r.Header.Get(sessionIDHeader) != "" {
+		resp = unknownSession(resp)
+	}
 	return resp, err
+}
+
+// sessionIDHeader is the streamable HTTP transport's session header.
+const sessionIDHeader = "Mcp-Session-Id"
+
+// unknownSession reads the way servers say they do not know a request's session as the
+// specification's 404, which the SDK reports as sdk.ErrSessionMissing: a 404, or a 400 whose
+// JSON-RPC error speaks of the session (the TypeScript SDK's example servers, among them
+// server-everything, answer "Bad Request: No valid session ID provided"). Either way the
+// server refused the request before processing it. Any other response is returned as it came.
+func unknownSession(resp *http.Response) *http.Response {
+	if resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusBadRequest {
+		return resp
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return resp
+	}
+	if resp.StatusCode == http.StatusBadRequest {
+		var m struct {
+			Error *struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(body, &m) != nil || m.Error == nil || !strings.Contains(strings.ToLower(m.Error.Message), "session") {
+			return resp
+		}
+	}
+	out := *resp
+	out.StatusCode, out.Status = http.StatusNotFound, "404 Not Found"
+	out.Header = resp.Header.Clone()
+	out.Header.Set("Content-Type", "text/plain; charset=utf-8")
+	out.Body = io.NopCloser(strings.NewReader("session not found"))
+	out.ContentLength = int64(len("session not found"))
+	return &out
 }
 
 // sentError is a failed HTTP exchange after the request was written at least once: its
@@ -556,7 +597,13 @@ func (s *server) list(ctx context.Context, sess *sdk.ClientSession) error {
 	for t, err := range sess.Tools(ctx, nil) {
 		if err != nil {
 			werr := fmt.Errorf("MCP server %q: list tools: %w", s.cfg.Name, err)
-			if ctx.Err() == nil {
+			switch {
+			case ctx.Err() != nil:
+			case sessionGone(err):
+				s.b.log.Info("MCP session no longer known to the server (it restarted or expired the session): opening a new one",
+					"server", s.cfg.Name, "reason", display.Visible(err.Error()))
+				s.forget(sess, werr)
+			default:
 				s.lost(sess, werr)
 			}
 			return werr
@@ -709,7 +756,14 @@ func (s *server) call(ctx context.Context, p pin, args json.RawMessage) (registr
 	stale := s.maxAge == 0 || time.Since(s.listedAt) > s.maxAge
 	s.mu.Unlock()
 	if stale {
-		if err := s.list(ctx, sess); err != nil {
+		err := s.list(ctx, sess)
+		if err != nil && ctx.Err() == nil {
+			// The server forgot the session (it restarted), or the exchange failed on a
+			// connection it had closed: a listing is read-only, so a new session lists the
+			// tools again before the server is called down.
+			sess, err = s.reopen(ctx, sess, err)
+		}
+		if err != nil {
 			return registry.Output{}, &registry.NotRunError{Code: ReasonServerDown, Detail: fmt.Sprintf("MCP server %q: the tool list could not be read to check the pin: %v", s.cfg.Name, err)}
 		}
 	}
@@ -720,6 +774,27 @@ func (s *server) call(ctx context.Context, p pin, args json.RawMessage) (registr
 		args = json.RawMessage("{}")
 	}
 	res, err := sess.CallTool(ctx, &sdk.CallToolParams{Name: p.tool, Arguments: args})
+	if err != nil && sessionGone(err) && ctx.Err() == nil {
+		// The server answered that it does not know the session: by the streamable HTTP
+		// transport it did not process the request, so the call did not run. It is sent once
+		// more, on a new session whose listing still holds the pin.
+		gone := err
+		if sess, err = s.reopen(ctx, sess, gone); err != nil {
+			return registry.Output{}, &registry.NotRunError{Code: ReasonServerDown, Detail: fmt.Sprintf(
+				"MCP server %q no longer knew the session, so the call was not run, and a new session could not be opened: %v", s.cfg.Name, err)}
+		}
+		if err := s.check(p); err != nil {
+			return registry.Output{}, err
+		}
+		s.b.log.Info("MCP call sent again on a new session: the server did not run it on the one it forgot",
+			"server", s.cfg.Name, "tool", display.Visible(p.tool))
+		res, err = sess.CallTool(ctx, &sdk.CallToolParams{Name: p.tool, Arguments: args})
+		if err != nil && sessionGone(err) {
+			s.lost(sess, fmt.Errorf("the server forgot a new session at once: %v", err))
+			return registry.Output{}, &registry.NotRunError{Code: ReasonServerDown, Detail: fmt.Sprintf(
+				"MCP server %q did not know the session twice in a row, so the call was not run: %v", s.cfg.Name, err)}
+		}
+	}
 	if err != nil {
 		var we *jsonrpc.Error
 		if errors.As(err, &we) && (we.Code == -32601 || we.Code == -32602) {
@@ -740,6 +815,42 @@ func (s *server) call(ctx context.Context, p pin, args json.RawMessage) (registr
 		return registry.Output{}, fmt.Errorf("%w: the connection to MCP server %q failed during the call: %v", registry.ErrOutcomeUnknown, s.cfg.Name, err)
 	}
 	return toOutput(s.cfg.Name, p.tool, res), nil
+}
+
+// reopen replaces sess, a session the server answered it does not know (why), with a new one:
+// connect, initialize and list the tools (the listing the pin is then checked against). It
+// returns the new session, or why none could be opened.
+func (s *server) reopen(ctx context.Context, sess *sdk.ClientSession, why error) (*sdk.ClientSession, error) {
+	s.mu.Lock()
+	current := s.sess == sess
+	s.mu.Unlock()
+	if current {
+		s.b.log.Info("MCP session no longer known to the server (it restarted or expired the session): opening a new one",
+			"server", s.cfg.Name, "reason", display.Visible(why.Error()))
+		s.forget(sess, fmt.Errorf("the server no longer knows the session: %v", why))
+	}
+	return s.ensure(ctx)
+}
+
+// forget drops sess (when it is still the current one) without the warning lost gives: a
+// session the server expired is reopened, not a server that is down.
+func (s *server) forget(sess *sdk.ClientSession, why error) {
+	s.mu.Lock()
+	if s.sess != sess {
+		s.mu.Unlock()
+		return
+	}
+	s.sess, s.tools, s.downErr = nil, nil, why
+	s.mu.Unlock()
+	_ = sess.Close()
+}
+
+// sessionGone reports whether err is the server saying it does not know the session: HTTP 404
+// to a request carrying a session id, which the SDK reports as ErrSessionMissing (unknownSession
+// reads a server's other ways of saying so as that 404). By the streamable HTTP transport (MCP
+// 2025-06-18, "Session Management") a server answers so without processing the request.
+func sessionGone(err error) bool {
+	return errors.Is(err, sdk.ErrSessionMissing)
 }
 
 // neverSent reports whether err is a failure to open a connection (a dial error: refused,

@@ -24,5 +24,10 @@
 //     call whose answer is lost (the server died, timed out) returns
 //     registry.ErrOutcomeUnknown, so an effectful call is outcome_unknown and never re-run; a
 //     call that could not be sent at all (no connection could be opened) is not run
-//     (registry.NotRunError, server_down).
+//     (registry.NotRunError, server_down);
+//   - a session the server no longer knows (it restarted: HTTP 404, or a 400 whose JSON-RPC
+//     error speaks of the session) is reopened, not reported as a server that is down: a new
+//     session, a new tool list, the pin checked again, then the call. A call the server
+//     answered so was not run, and is sent once more on the new session (a confirmed call
+//     keeps its approval); a listing that fails is read once more on a new session.
 package mcp

@@ -237,3 +237,44 @@ func waitHTTP(t *testing.T, c ServerConfig) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// Issue 38 item 1 against a server others wrote: @modelcontextprotocol/server-everything over
+// streamable HTTP (the TypeScript SDK's transport: it enforces sessions and answers an unknown
+// one with HTTP 404 and a JSON-RPC "Session not found") is stopped and started again on its
+// port. With verify/max-age off and on, the next call is served on a new session, never
+// refused mcp_server_down nor reported outcome_unknown.
+func TestEverythingServerRestartReopensTheSession(t *testing.T) {
+	for _, maxAge := range []string{"", "1h"} {
+		t.Run("max-age="+maxAge, func(t *testing.T) {
+			c := npmServer(t, "everything", "server-everything", "streamableHttp")
+			port := freePort(t)
+			c.Env = map[string]string{"PORT": fmt.Sprint(port)}
+			stop := startProcess(t, c)
+			defer func() { stop() }()
+			hc := ServerConfig{Name: "everything", URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), ConnectTimeout: "30s",
+				Refresh: "1h", VerifyMaxAge: maxAge}
+			waitHTTP(t, hc)
+			reg, b, _ := bound(t, hc, ImportOptions{})
+			sum := capability(t, reg, "get-sum")
+			call := func(what string, a, bb int) {
+				t.Helper()
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				out, err := invoke(t, ctx, sum, fmt.Sprintf(`{"a":%d,"b":%d}`, a, bb))
+				if err != nil || out.Error != "" || !strings.Contains(string(out.Data), fmt.Sprint(a+bb)) {
+					t.Fatalf("%s: %v %q %s", what, err, out.Error, out.Data)
+				}
+			}
+			call("before the restart", 2, 3)
+			for i := 1; i <= 2; i++ {
+				stop()
+				stop = startProcess(t, c)
+				waitHTTP(t, hc) // a separate client: the bridge's session stays the old one
+				call(fmt.Sprintf("after restart %d", i), i, 10)
+			}
+			if st := b.Status(context.Background(), false); len(st) != 1 || !st[0].Connected || statusProblem(st[0], "get-sum") != "" {
+				t.Fatalf("status after the restarts: %+v", st)
+			}
+		})
+	}
+}

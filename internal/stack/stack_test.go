@@ -460,3 +460,46 @@ func TestEnsureTemporalNeverChangesAForeignServer(t *testing.T) {
 		t.Errorf("owner's reuse did not add AirlockExtra: %v", got)
 	}
 }
+
+// Every port the dev server opens on its own account is the one configured (issue 38 item 3):
+// gRPC, Web UI, HTTP API and /metrics, never one start-dev picks at random.
+func TestEnsureTemporalKeepsConfiguredPorts(t *testing.T) {
+	requireCLI(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	opts := TemporalOptions{Dir: t.TempDir(), Port: freePort(t), UIPort: freePort(t), HTTPPort: freePort(t), MetricsPort: freePort(t),
+		Namespace: testNamespace}
+	srv, err := EnsureTemporal(ctx, opts)
+	if err != nil {
+		t.Fatalf("EnsureTemporal: %v", err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+	at := func(p int) string { return "127.0.0.1:" + strconv.Itoa(p) }
+	if srv.HTTPAddress != at(opts.HTTPPort) || srv.MetricsAddress != at(opts.MetricsPort) || srv.UIAddress != "http://"+at(opts.UIPort) {
+		t.Fatalf("started %+v, want the configured ports %+v", srv, opts)
+	}
+	for what, url := range map[string]string{
+		"metrics":  "http://" + srv.MetricsAddress + "/metrics",
+		"HTTP API": "http://" + srv.HTTPAddress + "/api/v1/namespaces/" + testNamespace,
+		"Web UI":   srv.UIAddress,
+	} {
+		eventually(t, 10*time.Second, what+" answers on its configured port", func() error {
+			resp, err := http.Get(url)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return errors.New(resp.Status)
+			}
+			return nil
+		})
+	}
+	// Two listeners on one port are refused before anything starts.
+	clash := opts
+	clash.Dir, clash.Port, clash.MetricsPort = t.TempDir(), freePort(t), opts.HTTPPort
+	clash.HTTPPort = opts.HTTPPort
+	if _, err := EnsureTemporal(ctx, clash); err == nil || !strings.Contains(err.Error(), "both") {
+		t.Fatalf("HTTP and metrics on one port: %v", err)
+	}
+}

@@ -27,10 +27,14 @@ import (
 
 // Defaults of the local stack, as used by `make run`.
 const (
-	DefaultPort      = 7233       // frontend gRPC port
-	DefaultUIPort    = 8233       // Web UI port
-	DefaultDir       = ".airlock" // state directory, relative to the working directory
-	DefaultNamespace = "default"
+	DefaultPort   = 7233 // frontend gRPC port
+	DefaultUIPort = 8233 // Web UI port
+	// DefaultHTTPPort is the frontend's HTTP API port (Temporal's own convention, gRPC + 10).
+	DefaultHTTPPort = 7243
+	// DefaultMetricsPort is the dev server's Prometheus /metrics port (gRPC + 11).
+	DefaultMetricsPort = 7244
+	DefaultDir         = ".airlock" // state directory, relative to the working directory
+	DefaultNamespace   = "default"
 	// Headless, as TemporalOptions.UIPort, starts the server without its Web UI.
 	Headless = -1
 )
@@ -85,6 +89,12 @@ type TemporalOptions struct {
 	Port int
 	// UIPort is the Web UI port; 0 picks a free port; Headless (-1) disables the UI.
 	UIPort int
+	// HTTPPort is the frontend's HTTP API port (start-dev --http-port) and MetricsPort its
+	// Prometheus /metrics port (--metrics-port), both on 127.0.0.1; 0 picks a free port
+	// (start-dev itself would pick one at random). The dev server's internal services
+	// (history, matching, worker) listen on ports the Temporal CLI picks on 127.0.0.1; it has
+	// no flag for them.
+	HTTPPort, MetricsPort int
 	// Namespace is the namespace to use, created if missing. Default DefaultNamespace.
 	Namespace string
 	// SearchAttributes maps attribute names (identifiers) to types: Keyword, Int, Text, Bool,
@@ -108,7 +118,8 @@ type TemporalOptions struct {
 // DefaultTemporalOptions returns the options of the zero-setup local stack: ports
 // DefaultPort and DefaultUIPort, state in DefaultDir, namespace DefaultNamespace.
 func DefaultTemporalOptions() TemporalOptions {
-	return TemporalOptions{Port: DefaultPort, UIPort: DefaultUIPort, Dir: DefaultDir, Namespace: DefaultNamespace}
+	return TemporalOptions{Port: DefaultPort, UIPort: DefaultUIPort, HTTPPort: DefaultHTTPPort, MetricsPort: DefaultMetricsPort,
+		Dir: DefaultDir, Namespace: DefaultNamespace}
 }
 
 // Temporal is a Temporal server that answers, either started by EnsureTemporal or reused.
@@ -118,6 +129,9 @@ type Temporal struct {
 	// UIAddress is the Web UI URL ("http://127.0.0.1:8233"), or "" when headless. For a reused
 	// server it is derived from TemporalOptions.UIPort and not checked.
 	UIAddress string
+	// HTTPAddress and MetricsAddress are the frontend's HTTP API and /metrics addresses
+	// ("127.0.0.1:7243") of a server EnsureTemporal started; "" for a reused one.
+	HTTPAddress, MetricsAddress string
 	// Namespace is the namespace that exists on the server.
 	Namespace string
 	// PID is the process id of the server EnsureTemporal started, 0 when it reused one.
@@ -163,8 +177,12 @@ func EnsureTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 	if o.Dir, err = filepath.Abs(o.Dir); err != nil {
 		return nil, fmt.Errorf("stack: state dir: %w", err)
 	}
-	if o.Port < 0 || o.Port > 65535 || o.UIPort < Headless || o.UIPort > 65535 {
-		return nil, fmt.Errorf("stack: invalid ports %d / %d", o.Port, o.UIPort)
+	if o.Port < 0 || o.Port > 65535 || o.UIPort < Headless || o.UIPort > 65535 ||
+		o.HTTPPort < 0 || o.HTTPPort > 65535 || o.MetricsPort < 0 || o.MetricsPort > 65535 {
+		return nil, fmt.Errorf("stack: invalid ports %d (gRPC) / %d (UI) / %d (HTTP) / %d (metrics)", o.Port, o.UIPort, o.HTTPPort, o.MetricsPort)
+	}
+	if err := distinctPorts(o); err != nil {
+		return nil, err
 	}
 	logf := func(format string, args ...any) {
 		if o.Log != nil {
@@ -192,6 +210,24 @@ func EnsureTemporal(ctx context.Context, o TemporalOptions) (*Temporal, error) {
 		}
 	}
 	return start(ctx, o, attrs, logf)
+}
+
+// distinctPorts refuses options that give two of the server's listeners one port.
+func distinctPorts(o TemporalOptions) error {
+	seen := map[int]string{}
+	for _, p := range []struct {
+		name string
+		port int
+	}{{"gRPC", o.Port}, {"Web UI", o.UIPort}, {"HTTP", o.HTTPPort}, {"metrics", o.MetricsPort}} {
+		if p.port <= 0 {
+			continue
+		}
+		if other, ok := seen[p.port]; ok {
+			return fmt.Errorf("stack: the %s and %s ports are both %d", other, p.name, p.port)
+		}
+		seen[p.port] = p.name
+	}
+	return nil
 }
 
 // startedHere reports whether dir records a live server that this package started at addr
@@ -293,9 +329,11 @@ func start(ctx context.Context, o TemporalOptions, attrs []searchAttr, logf func
 			return nil, err
 		}
 	}
-	if o.UIPort == 0 {
-		if o.UIPort, err = FreePort(); err != nil {
-			return nil, err
+	for _, p := range []*int{&o.UIPort, &o.HTTPPort, &o.MetricsPort} {
+		if *p == 0 {
+			if *p, err = FreePort(); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
@@ -311,6 +349,8 @@ func start(ctx context.Context, o TemporalOptions, attrs []searchAttr, logf func
 	args := []string{"server", "start-dev",
 		"--ip", "127.0.0.1",
 		"--port", strconv.Itoa(o.Port),
+		"--http-port", strconv.Itoa(o.HTTPPort),
+		"--metrics-port", strconv.Itoa(o.MetricsPort),
 		"--db-filename", filepath.Join(o.Dir, dbFileName),
 	}
 	args = append(args, ServerSettings()...)
@@ -347,6 +387,7 @@ func start(ctx context.Context, o TemporalOptions, attrs []searchAttr, logf func
 	go func() { p.err = cmd.Wait(); close(p.done) }()
 	t := &Temporal{
 		Address: addr, UIAddress: uiURL(o.UIPort), Namespace: o.Namespace,
+		HTTPAddress: hostPort(o.HTTPPort), MetricsAddress: hostPort(o.MetricsPort),
 		PID: cmd.Process.Pid, Detached: o.Detached, proc: p,
 	}
 	fail := func(cause error) (*Temporal, error) {

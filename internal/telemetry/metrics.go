@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
 	"go.temporal.io/sdk/interceptor"
@@ -40,6 +41,11 @@ type Metrics struct {
 	// TimeToDecision observes the seconds from a confirmation's issue to its human decision
 	// (airlock_time_to_decision_seconds; approvals and denials, not expiries).
 	TimeToDecision prometheus.Histogram
+	// StoreUnavailable counts activity attempts that failed because the store could not be
+	// reached, by step (airlock_store_unavailable_total, label step: the activity type): each
+	// is retried with backoff, so a turn waits out a short outage; a rising count is a store
+	// that is down.
+	StoreUnavailable *prometheus.CounterVec
 
 	sdk *sdkmetric.MeterProvider
 }
@@ -61,8 +67,10 @@ func NewMetrics(pending func(context.Context) (int, error)) (*Metrics, error) {
 		TimeToDecision: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "airlock_time_to_decision_seconds",
 			Help:    "Seconds from a confirmation's issue to a human's approval or denial.",
 			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800}}),
+		StoreUnavailable: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "airlock_store_unavailable_total",
+			Help: "Activity attempts that failed because the store could not be reached (retried with backoff), by step."}, []string{"step"}),
 	}
-	cs := []prometheus.Collector{m.Proposals, m.ParseFailures, m.OutcomeUnknown, m.Decisions, m.TimeToDecision,
+	cs := []prometheus.Collector{m.Proposals, m.ParseFailures, m.OutcomeUnknown, m.Decisions, m.TimeToDecision, m.StoreUnavailable,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
 	if pending != nil {
 		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "airlock_confirmations_pending",
@@ -139,6 +147,9 @@ type countingActivity struct {
 // an ExecuteRecordedInput) and succeeded, counts what it recorded.
 func (a *countingActivity) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
 	res, err := a.Next.ExecuteActivity(ctx, in)
+	if err != nil && store.Unavailable(err) {
+		a.c.m.StoreUnavailable.WithLabelValues(activity.GetInfo(ctx).ActivityType.Name).Inc()
+	}
 	if err != nil || len(in.Args) != 1 {
 		return res, err
 	}

@@ -1,0 +1,37 @@
+package store
+
+import (
+	"database/sql/driver"
+	"errors"
+	"io"
+	"net"
+	"strings"
+
+	"github.com/lib/pq"
+)
+
+// Unavailable reports whether err says the store could not be reached or dropped the
+// connection (PostgreSQL down, restarting or shutting down; the network to it gone), as
+// opposed to a statement the store refused. A step that failed so did not change the store
+// and may be tried again once the store is back (the turn's activities retry with backoff).
+func Unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var pe *pq.Error
+	if errors.As(err, &pe) {
+		// Class 08: connection exception; 57P01-57P03: admin or crash shutdown, cannot
+		// connect now (starting up or shutting down).
+		return pe.Code.Class() == "08" || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "connection refused") || strings.Contains(msg, "bad connection") ||
+		strings.Contains(msg, "the database system is")
+}

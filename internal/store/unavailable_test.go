@@ -1,0 +1,35 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/lib/pq"
+)
+
+// Unavailable tells a store that cannot be reached from a statement the store refused.
+func TestUnavailable(t *testing.T) {
+	// A real refused connection: nothing listens on port 1.
+	_, refused := Open(context.Background(), "postgres://airlock:airlock@127.0.0.1:1/airlock?sslmode=disable&connect_timeout=2")
+	if refused == nil {
+		t.Fatal("a store on a closed port opened")
+	}
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{refused, true},
+		{fmt.Errorf("save turn result: %w", &pq.Error{Code: "57P01", Message: "terminating connection due to administrator command"}), true},
+		{&pq.Error{Code: "57P03", Message: "the database system is starting up"}, true},
+		{&pq.Error{Code: "08006"}, true},
+		{&pq.Error{Code: "23505", Message: "duplicate key value violates unique constraint"}, false},
+		{errors.New("store: audit event needs a Key"), false},
+		{nil, false},
+	} {
+		if got := Unavailable(tc.err); got != tc.want {
+			t.Errorf("Unavailable(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
