@@ -42,6 +42,8 @@ type AuditEvent struct {
 	// provenance.Report of its arguments (issue 24); nil otherwise.
 	Provenance json.RawMessage
 	At         time.Time
+	// Facts feed the row's receipts records (receipts.go); they are not stored in the row.
+	Facts *ReceiptFacts
 }
 
 type auditRow struct {
@@ -78,7 +80,8 @@ const auditCols = `id, event_key, workflow_id, run_id, seq, call_id, capability_
 	outcome, stage, reason, detail, args_digest, original_digest, approver, at, provenance`
 
 // AppendAudit appends e to the audit log unless a row with e.Key already
-// exists (INSERT … ON CONFLICT (event_key) DO NOTHING). inserted reports
+// exists (INSERT … ON CONFLICT (event_key) DO NOTHING), and with a new row its records to
+// the receipts log, in one transaction. inserted reports
 // whether this call wrote the row; false means the event was already recorded
 // (by an earlier attempt or a replay) and the existing row is left unchanged.
 // e.Key and e.Outcome are required; e.ID is ignored.
@@ -92,7 +95,7 @@ func (s *Store) AppendAudit(ctx context.Context, e AuditEvent) (inserted bool, e
 	if len(e.Provenance) > 0 && !json.Valid(e.Provenance) {
 		return false, fmt.Errorf("store: audit event %q: provenance is not valid JSON", e.Key)
 	}
-	return s.appendAudit(ctx, s.db, e)
+	return s.appendAuditTx(ctx, e)
 }
 
 // appendAudit inserts e through x (the store or a transaction); see AppendAudit.
