@@ -1056,6 +1056,7 @@ func (a *Activities) record(ctx context.Context, in RecordInput, read *store.Con
 		rec.Audit = &store.AuditEvent{Key: key, WorkflowID: r.WorkflowID, RunID: r.RunID, Seq: r.Seq,
 			CallID: r.CallID, CapabilityID: r.CapabilityID, Version: r.Version, Outcome: r.Kind, Stage: string(r.Stage),
 			Reason: r.Reason, Detail: r.Detail, ArgsDigest: r.ArgsDigest, OriginalDigest: r.OriginalDigest, Approver: r.Approver, At: now}
+		rec.Audit.Facts = a.receiptFacts(r, in.Messages)
 		if heldForAHuman(r) {
 			// The outcome row of a call a human was asked about carries the provenance the
 			// approver saw (issue 24): read from its confirmation (deterministic id).

@@ -27,6 +27,7 @@ import (
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/inference"
+	"github.com/airlock-dev/airlock/internal/receipts"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
 	"github.com/airlock-dev/airlock/registry"
@@ -111,6 +112,12 @@ func chaosWorkerMain() int {
 		return fail(err)
 	}
 	defer st.Close()
+	// The receipts log key beside the approver key, as a worker keeps it in its home.
+	rkey, err := receipts.LoadOrCreateKey(filepath.Dir(os.Getenv(chaosKeyEnv)), "airlock.test/chaos")
+	if err != nil {
+		return fail(err)
+	}
+	st.UseReceiptKey(rkey)
 	reg, err := registry.Load(registry.WithStructuralPolicy(registry.Source{Name: "chaos", Data: []byte(chaosRegistry)}), chaosImpls(os.Getenv(chaosEffectsEnv)))
 	if err != nil {
 		return fail(err)

@@ -310,3 +310,12 @@ func provenanceSummary(raw json.RawMessage) []receipts.ProvenanceValue {
 	}
 	return out
 }
+
+// ReceiptTypes are the types of the records an audit row of outcome leaves in the log: an
+// authorization and a settlement for a call's outcome, one event for any other row.
+func ReceiptTypes(outcome string) []string {
+	if _, ok := callOutcomes[outcome]; ok {
+		return []string{receipts.TypeAuthorization, receipts.TypeSettlement}
+	}
+	return []string{receipts.TypeEvent}
+}
