@@ -897,9 +897,7 @@ type chaosReport struct {
 	Gaps               []string              `json:"gaps,omitempty"`
 	DuplicateAuditRows int                   `json:"duplicate_audit_rows"`
 	RefusedDecisions   int                   `json:"refused_decisions"`
-	// Receipts is the receipts log against the audit rows (issue 36): no gap, no duplicate,
-	// and the export verifies with the log's public key.
-	Receipts receiptCheck `json:"receipts"`
+	Receipts           receiptCheck          `json:"receipts"` // the receipts log against the audit rows (issue 36)
 	TemporalPersisted  string                `json:"temporal_persisted,omitempty"`
 	ResumeP50          float64               `json:"resume_p50_seconds"`
 	ResumeMax          float64               `json:"resume_max_seconds"`
