@@ -92,6 +92,7 @@ airlock audit verify FILE --key receipts.pub.`,
 func newAuditVerifyCmd() *cobra.Command {
 	var keyFile string
 	var checkpoints []string
+	var each bool
 	cmd := &cobra.Command{
 		Use:   "verify EXPORT --key PUBLIC-KEYS [--checkpoint FILE]...",
 		Short: "Check an export offline with the log's public keys: signatures, proofs, order, and consistency with older checkpoints",
@@ -102,6 +103,9 @@ ones its checkpoint commits to, and that every checkpoint in the export or given
 --checkpoint (a file of notes, as airlock audit checkpoint --publish appends them) is
 consistent with the records: an older checkpoint must have the root of the first records, a
 checkpoint larger than the export shows its tail was cut. Each problem names its record.
+When a signed checkpoint of the whole export matches, it proves every record, and the
+records' own signatures are checked only with --each-record (a million records: seconds
+instead of about two minutes on two cores).
 PUBLIC-KEYS is receipts.pub from AIRLOCK_HOME: every key the log ever signed with. Exit
 status 1 when the export does not verify. EXPORT "-" reads standard input.`,
 		Example: "  airlock audit verify receipts.jsonl --key receipts.pub --checkpoint published.txt",
@@ -135,6 +139,7 @@ status 1 when the export does not verify. EXPORT "-" reads standard input.`,
 				defer f.Close()
 				in = f
 			}
+			opt.EachRecord = each
 			rep, err := receipts.Verify(in, keys, opt)
 			if errors.Is(err, receipts.ErrTampered) {
 				fmt.Fprintln(cmd.OutOrStdout(), err)
@@ -143,13 +148,14 @@ status 1 when the export does not verify. EXPORT "-" reads standard input.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "verified: %d records (%d signed one by one), %d checkpoints consistent with them, keys %s; root %x\n",
-				rep.Records, rep.Signed, rep.Checkpoints, strings.Join(rep.Keys, ", "), rep.Root)
+			fmt.Fprintf(cmd.OutOrStdout(), "verified: %d records; %d checkpoints consistent with them; %d records checked by their own signature; keys %s; root %x\n",
+				rep.Records, rep.Checkpoints, rep.Signed, strings.Join(rep.Keys, ", "), rep.Root)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&keyFile, "key", "", "file of verifier keys, one a line (default: receipts.pub in AIRLOCK_HOME)")
 	cmd.Flags().StringArrayVar(&checkpoints, "checkpoint", nil, "a file of checkpoints kept elsewhere (repeatable): each must be consistent with the export")
+	cmd.Flags().BoolVar(&each, "each-record", false, "check every record's own signed checkpoint and proof even when a checkpoint of the whole export proves them all")
 	return cmd
 }
 

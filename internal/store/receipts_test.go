@@ -135,7 +135,7 @@ func TestReceiptsAppendWithTheAuditRowOnce(t *testing.T) {
 		if s5 := got[5].Settlement; s5.Outcome != receipts.SettlementRefused || s5.AuditOutcome != "rejected" {
 			t.Errorf("refused settlement: %+v", s5)
 		}
-		rep, err := receipts.Verify(bytes.NewReader(exportOf(t, s)), kr, receipts.VerifyOptions{})
+		rep, err := receipts.Verify(bytes.NewReader(exportOf(t, s)), kr, receipts.VerifyOptions{EachRecord: true})
 		if err != nil {
 			t.Fatalf("an untouched log does not verify: %v", err)
 		}
