@@ -126,13 +126,18 @@ func (s *Store) appendRecords(ctx context.Context, tx *sqlx.Tx, key string, recs
 		q.WriteString("(?, ?, ?, ?, ?, ?, ?)")
 		args = append(args, int64(ap.Index), key, r.Type, leaf, bytesArg(receipts.JoinHashes(ap.Proof)), cp, tsArg(r.At))
 	}
-	if _, err := tx.ExecContext(ctx, s.q(q.String()), args...); err != nil {
-		return fmt.Errorf("receipts of %q: append: %w", key, err)
+	const advance = `UPDATE receipt_head SET size = ?, frontier = ? WHERE id = 1 AND size = ?`
+	headArgs := []any{int64(h.Size), bytesArg(receipts.JoinHashes(h.Frontier)), head.Size}
+	var res sql.Result
+	if s.driver == DriverPostgres {
+		// The records and the head in one statement (a data-modifying WITH): one round trip
+		// less while the head's lock is held.
+		res, err = tx.ExecContext(ctx, s.q(`WITH appended AS (`+q.String()+`) `+advance), append(args, headArgs...)...)
+	} else if _, err = tx.ExecContext(ctx, s.q(q.String()), args...); err == nil {
+		res, err = tx.ExecContext(ctx, s.q(advance), headArgs...)
 	}
-	res, err := tx.ExecContext(ctx, s.q(`UPDATE receipt_head SET size = ?, frontier = ? WHERE id = 1 AND size = ?`),
-		int64(h.Size), bytesArg(receipts.JoinHashes(h.Frontier)), head.Size)
 	if err != nil {
-		return fmt.Errorf("receipts of %q: advance the head: %w", key, err)
+		return fmt.Errorf("receipts of %q: append: %w", key, err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return fmt.Errorf("receipts of %q: the head moved under its lock (%d rows, %v)", key, n, err)

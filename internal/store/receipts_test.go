@@ -12,7 +12,7 @@ import (
 )
 
 // receiptKeys makes a log key for a test: the store signs with it, the keyring verifies.
-func receiptKeys(t *testing.T) (*receipts.Signer, *receipts.Keyring) {
+func receiptKeys(t testing.TB) (*receipts.Signer, *receipts.Keyring) {
 	t.Helper()
 	skey, vkey, err := receipts.GenerateKey("airlock.test/receipts")
 	if err != nil {
