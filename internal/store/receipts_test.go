@@ -290,3 +290,46 @@ func TestReceiptsUnsignedAppendsAreCoveredLater(t *testing.T) {
 }
 
 var _ = context.Background
+
+// Retention removes old stream events and old audit rows, and keeps what verification needs:
+// audit rows without records (written before the log) and the whole log, which still verifies.
+func TestPruneKeepsWhatVerificationNeeds(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, s *Store, _ string) {
+		ctx := testCtx(t)
+		sg, kr := receiptKeys(t)
+		s.UseReceiptKey(sg)
+		buildLog(t, s) // 4 audit rows at base .. base+3m, all with records
+		// A row from before the log: no records.
+		if _, err := s.db.ExecContext(ctx, s.q(`INSERT INTO audit_events (event_key, outcome, at) VALUES ('old/row', 'executed', ?)`), tsArg(base.Add(-time.Hour))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AppendStreamEvent(ctx, "s1", "d1", "RUN_STARTED", []byte(`{}`), base); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AppendStreamEvent(ctx, "s1", "d2", "RUN_FINISHED", []byte(`{}`), base.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.Prune(ctx, Retention{StreamsBefore: base.Add(time.Minute), AuditBefore: base.Add(150 * time.Second)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.StreamEvents != 1 || p.AuditRows != 3 {
+			t.Fatalf("pruned %+v, want 1 stream event and 3 audit rows (the rows at base, +90s and +2m)", p)
+		}
+		rows, _ := s.ListAudit(ctx, "")
+		var keys []string
+		for _, r := range rows {
+			keys = append(keys, r.Key)
+		}
+		if strings.Join(keys, " ") != "turn/c/1/run-1/3/rejected old/row" {
+			t.Fatalf("audit rows kept: %v", keys)
+		}
+		if ev, _ := s.StreamEvents(ctx, "s1", 0, 10); len(ev) != 1 || ev[0].Type != "RUN_FINISHED" {
+			t.Fatalf("stream events kept: %+v", ev)
+		}
+		if _, err := receipts.Verify(bytes.NewReader(exportOf(t, s)), kr, receipts.VerifyOptions{EachRecord: true}); err != nil {
+			t.Fatalf("the log after pruning: %v", err)
+		}
+	})
+}
