@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -42,16 +43,22 @@ func storeWithKey(cmd *cobra.Command) (*store.Store, error) {
 
 func newAuditExportCmd() *cobra.Command {
 	var out string
-	var sign bool
+	var sign, siem, follow bool
+	var from uint64
 	cmd := &cobra.Command{
-		Use:   "export [--out FILE]",
+		Use:   "export [--out FILE] | --siem [--from N] [--follow]",
 		Short: "Write the receipts log as JSON lines: every record with its inclusion proof and signed checkpoint, and the kept checkpoints",
 		Long: `Write the receipts log (every authorization and settlement record, each with its RFC 6962
 inclusion proof and the signed checkpoint of the tree that ends with it) and the checkpoints
 kept beside it, one JSON object a line, to FILE (owner-only, written atomically) or standard
 output. With the log key in AIRLOCK_HOME (--sign, the default), the head is signed first, so
 the export ends with a checkpoint covering every record. Check it anywhere with
-airlock audit verify FILE --key receipts.pub.`,
+airlock audit verify FILE --key receipts.pub.
+
+With --siem it writes, to standard output, one JSON object a record for a SIEM (time,
+source "airlock.receipts", index, event, type, signed, and the record unchanged), from record
+--from on, and with --follow keeps writing new records as they are appended (polled every
+second) until interrupted.`,
 		Example: "  airlock audit export --out receipts.jsonl",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -60,6 +67,9 @@ airlock audit verify FILE --key receipts.pub.`,
 				return err
 			}
 			defer st.Close()
+			if siem {
+				return siemExport(cmd, st, from, follow)
+			}
 			if sign && st.ReceiptKey() != nil {
 				if _, err := st.SignReceiptHead(cmd.Context()); err != nil {
 					return err
@@ -86,6 +96,9 @@ airlock audit verify FILE --key receipts.pub.`,
 	}
 	cmd.Flags().StringVar(&out, "out", "", "write to this file instead of standard output")
 	cmd.Flags().BoolVar(&sign, "sign", true, "sign the log's head first with the log key in AIRLOCK_HOME (when it is there)")
+	cmd.Flags().BoolVar(&siem, "siem", false, "write one line a record for a SIEM to standard output (time, index, event, type, the record), no proofs")
+	cmd.Flags().Uint64Var(&from, "from", 0, "with --siem: start at this record index (the next one a shipper has not sent)")
+	cmd.Flags().BoolVar(&follow, "follow", false, "with --siem: keep writing records as they are appended, until interrupted")
 	return cmd
 }
 
@@ -227,5 +240,33 @@ next. Restart the workers afterwards so they sign with the new key.`,
 			_, err = cmd.OutOrStdout().Write(note)
 			return err
 		},
+	}
+}
+
+// siemExport writes records from index from on as SIEM lines; with follow it polls for new
+// ones every second until the command's context ends.
+func siemExport(cmd *cobra.Command, st *store.Store, from uint64, follow bool) error {
+	ctx := cmd.Context()
+	w := receipts.NewWriter(cmd.OutOrStdout())
+	next := from
+	for {
+		err := st.EachReceipt(ctx, next, func(r receipts.Receipt) error {
+			next = r.Index + 1
+			return w.SIEM(r)
+		})
+		if err != nil {
+			return err
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		if !follow {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
 	}
 }

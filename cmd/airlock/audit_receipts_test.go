@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -62,6 +63,17 @@ func TestAuditExportVerifyCheckpointRotate(t *testing.T) {
 		t.Fatalf("verify: %v\n%s", err, out)
 	}
 	oldKeys, _ := os.ReadFile(pub)
+	// The SIEM form: one line a record from --from on, each with its time, identity and record.
+	out, err = cli("audit", "export", "--siem", "--from", "8")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if err != nil || len(lines) != 2 {
+		t.Fatalf("siem export from 8: %v\n%s", err, out)
+	}
+	var sl receipts.SIEMLine
+	if err := json.Unmarshal([]byte(lines[1]), &sl); err != nil || sl.Index != 9 || sl.Type != receipts.TypeSettlement ||
+		sl.Event != "turn/c/4/run/1/executed" || sl.Source != "airlock.receipts" || !sl.Signed || sl.Time.IsZero() || len(sl.Record) == 0 {
+		t.Fatalf("siem line %+v (%v)", sl, err)
+	}
 
 	if out, err := cli("audit", "rotate-key"); err != nil || strings.Count(out, "\u2014 airlock.test/cli ") != 2 {
 		t.Fatalf("rotate-key: the handover checkpoint is not signed by both keys: %v\n%s", err, out)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 )
 
 // Line types of the export (JSON lines, one object a line, the "type" member).
@@ -115,6 +116,38 @@ func ReadLines(r io.Reader, fn func(n int, l Line) error) error {
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("receipts: read export: %w", err)
+	}
+	return nil
+}
+
+// SIEMLine is one record as a SIEM ingests it (JSON lines, airlock audit export --siem): the
+// record's time and identity at the top level, the record itself unchanged in Record.
+type SIEMLine struct {
+	Time   time.Time       `json:"time"`
+	Source string          `json:"source"`
+	Index  uint64          `json:"index"`
+	Event  string          `json:"event"`
+	Type   string          `json:"type"`
+	Record json.RawMessage `json:"record"`
+	// Signed is whether the record carries its own signed checkpoint.
+	Signed bool `json:"signed"`
+}
+
+// SIEMSource is SIEMLine.Source.
+const SIEMSource = "airlock.receipts"
+
+// SIEM writes r as a SIEM line.
+func (w *Writer) SIEM(r Receipt) error {
+	rec, err := ParseRecord(r.Leaf)
+	if err != nil {
+		return fmt.Errorf("receipts: record %d: %w", r.Index, err)
+	}
+	return w.writeAny(SIEMLine{Time: rec.At, Source: SIEMSource, Index: r.Index, Event: r.Event, Type: rec.Type, Record: r.Leaf, Signed: len(r.Checkpoint) > 0})
+}
+
+func (w *Writer) writeAny(v any) error {
+	if err := w.enc.Encode(v); err != nil {
+		return fmt.Errorf("receipts: write line: %w", err)
 	}
 	return nil
 }
