@@ -20,12 +20,17 @@ const (
 	// inclusion proof in the tree of size index+1, base64 hashes bottom up, "checkpoint": the
 	// signed checkpoint of that tree, "" when the appending process held no key).
 	LineReceipt = "receipt"
+	// LineConsistency: the RFC 6962 (section 2.1.2) consistency proof ("proof") from the tree
+	// of "from" records to the tree of "size" records, for a kept checkpoint of size "from": a
+	// holder of both checkpoints checks with it alone that the newer log extends the older.
+	LineConsistency = "consistency"
 )
 
 // Line is one line of an export. Record holds the leaf bytes verbatim.
 type Line struct {
 	Type       string          `json:"type"`
 	Size       uint64          `json:"size,omitempty"`
+	From       uint64          `json:"from,omitempty"`
 	Index      *uint64         `json:"index,omitempty"`
 	Event      string          `json:"event,omitempty"`
 	Record     json.RawMessage `json:"record,omitempty"`
@@ -76,6 +81,11 @@ func (w *Writer) Receipt(r Receipt) error {
 	return w.write(Line{Type: LineReceipt, Index: &idx, Event: r.Event, Record: r.Leaf, Proof: r.Proof, Checkpoint: string(r.Checkpoint)})
 }
 
+// Consistency writes a consistency proof line from the tree of from records to that of size.
+func (w *Writer) Consistency(from, size uint64, proof [][]byte) error {
+	return w.write(Line{Type: LineConsistency, From: from, Size: size, Proof: proof})
+}
+
 // Flush writes what is buffered.
 func (w *Writer) Flush() error { return w.w.Flush() }
 
@@ -103,7 +113,7 @@ func ReadLines(r io.Reader, fn func(n int, l Line) error) error {
 			return fmt.Errorf("receipts: export line %d: %w", n, err)
 		}
 		switch l.Type {
-		case LineHead, LineCheckpoint, LineReceipt:
+		case LineHead, LineCheckpoint, LineReceipt, LineConsistency:
 		default:
 			return fmt.Errorf("receipts: export line %d: unknown type %q", n, l.Type)
 		}

@@ -100,6 +100,10 @@ type verifier struct {
 	checkpoints map[uint64][]named
 	head        *uint64
 	lastEvent   string
+	// signed holds every verified checkpoint by size (checkpoints loses them as they are met);
+	// consistency the export's consistency proof lines, checked at the end.
+	signed      map[uint64][]named
+	consistency []Line
 }
 
 type named struct {
@@ -137,7 +141,7 @@ func Verify(r io.Reader, keys *Keyring, opt VerifyOptions) (Report, error) {
 // quickVerify is Verify's quick pass: ok when the signed checkpoints alone prove the export.
 func quickVerify(r io.Reader, keys *Keyring, opt VerifyOptions) (Report, bool, error) {
 	var rep Report
-	roots := map[uint64][][]byte{}
+	roots, signedRoots := map[uint64][][]byte{}, map[uint64][][]byte{}
 	var largest uint64
 	bad := false
 	addCheckpoint := func(signed []byte) {
@@ -152,6 +156,7 @@ func quickVerify(r io.Reader, keys *Keyring, opt VerifyOptions) (Report, bool, e
 			}
 		}
 		roots[c.Size] = append(roots[c.Size], c.Root)
+		signedRoots[c.Size] = append(signedRoots[c.Size], c.Root)
 		largest = max(largest, c.Size)
 	}
 	for _, c := range opt.Checkpoints {
@@ -175,6 +180,7 @@ func quickVerify(r io.Reader, keys *Keyring, opt VerifyOptions) (Report, bool, e
 		delete(roots, size)
 	}
 	var head *uint64
+	var consistency []consistencyLine
 	err := readQuickLines(r, func(l quickLine) error {
 		if bad {
 			return nil
@@ -188,6 +194,13 @@ func quickVerify(r io.Reader, keys *Keyring, opt VerifyOptions) (Report, bool, e
 				bad = true // the writer puts checkpoints first; anything else takes the full pass
 			}
 			addCheckpoint([]byte(l.Checkpoint))
+		case LineConsistency:
+			var p [][]byte
+			if json.Unmarshal(l.Proof, &p) != nil {
+				bad = true
+				return nil
+			}
+			consistency = append(consistency, consistencyLine{from: l.From, size: l.Size, proof: p})
 		case LineReceipt:
 			if *l.Index != rep.Records {
 				bad = true
@@ -212,6 +225,15 @@ func quickVerify(r io.Reader, keys *Keyring, opt VerifyOptions) (Report, bool, e
 		return rep, false, err
 	}
 	meet(rep.Records)
+	for _, l := range consistency {
+		for _, a := range signedRoots[l.from] {
+			for _, b := range signedRoots[l.size] {
+				if proof.VerifyConsistency(hasher, l.from, l.size, l.proof, a, b) != nil {
+					bad = true
+				}
+			}
+		}
+	}
 	if bad || len(roots) > 0 || largest != rep.Records || (head != nil && *head != rep.Records) {
 		return Report{}, false, nil
 	}
@@ -224,12 +246,21 @@ func quickVerify(r io.Reader, keys *Keyring, opt VerifyOptions) (Report, bool, e
 
 // quickLine is the part of an export line the quick pass reads (never a proof).
 type quickLine struct {
-	Type       string          `json:"type"`
-	Size       uint64          `json:"size"`
+	Type  string          `json:"type"`
+	Size  uint64          `json:"size"`
+	From  uint64          `json:"from"`
+	Proof json.RawMessage `json:"proof"` // decoded for consistency lines only
+
 	Index      *uint64         `json:"index"`
 	Event      string          `json:"event"`
 	Record     json.RawMessage `json:"record"`
 	Checkpoint string          `json:"checkpoint"`
+}
+
+// consistencyLine is a consistency proof line as the quick pass keeps it.
+type consistencyLine struct {
+	from, size uint64
+	proof      [][]byte
 }
 
 // readQuickLines is ReadLines for the quick pass: a line it cannot read stops it with an error.
@@ -262,7 +293,7 @@ func readQuickLines(r io.Reader, fn func(quickLine) error) error {
 
 // fullVerify checks each record (Verify's second pass).
 func fullVerify(r io.Reader, keys *Keyring, opt VerifyOptions) (Report, error) {
-	v := &verifier{keys: keys, run: rangeFactory.NewEmptyRange(0), unsigned: -1, checkpoints: map[uint64][]named{}}
+	v := &verifier{keys: keys, run: rangeFactory.NewEmptyRange(0), unsigned: -1, checkpoints: map[uint64][]named{}, signed: map[uint64][]named{}}
 	for i, c := range opt.Checkpoints {
 		v.addCheckpoint(c, fmt.Sprintf("checkpoint %d given to verify", i+1))
 	}
@@ -275,6 +306,8 @@ func fullVerify(r io.Reader, keys *Keyring, opt VerifyOptions) (Report, error) {
 			v.addCheckpoint([]byte(l.Checkpoint), fmt.Sprintf("checkpoint on export line %d", n))
 		case LineReceipt:
 			v.receipt(l)
+		case LineConsistency:
+			v.consistency = append(v.consistency, l)
 		}
 		return nil
 	})
@@ -315,7 +348,9 @@ func (v *verifier) addCheckpoint(signed []byte, name string) {
 		return
 	}
 	v.addKeys(ids)
-	v.checkpoints[c.Size] = append(v.checkpoints[c.Size], named{root: c.Root, name: fmt.Sprintf("%s (size %d, signed by %s)", name, c.Size, strings.Join(ids, ", "))})
+	n := named{root: c.Root, name: fmt.Sprintf("%s (size %d, signed by %s)", name, c.Size, strings.Join(ids, ", "))}
+	v.checkpoints[c.Size] = append(v.checkpoints[c.Size], n)
+	v.signed[c.Size] = append(v.signed[c.Size], n)
 	if c.Size == 0 {
 		v.meet(0)
 	}
@@ -428,8 +463,17 @@ func (v *verifier) meet(size uint64) {
 }
 
 // finish reports what the end of the export leaves open: checkpoints and a head beyond it (a
-// cut tail) and records no signature covers.
+// cut tail), records no signature covers, and consistency proofs that fail.
 func (v *verifier) finish() {
+	for _, l := range v.consistency {
+		for _, a := range v.signed[l.From] {
+			for _, b := range v.signed[l.Size] {
+				if err := proof.VerifyConsistency(hasher, l.From, l.Size, l.Proof, a.root, b.root); err != nil {
+					v.problem(-1, "", "%s and %s are not consistent (RFC 6962 consistency proof): the log was rewritten between them", a.name, b.name)
+				}
+			}
+		}
+	}
 	n := v.rep.Records
 	last := "the export holds no record"
 	if n > 0 {
@@ -462,29 +506,52 @@ func cloneRange(r *compact.Range) *compact.Range {
 
 // ConsistencyProof returns the RFC 6962 (section 2.1.2) proof that the tree of the first size1
 // leaves is a prefix of the tree of size2 leaves, computed from all leaf hashes (len at least
-// size2).
+// size2). For several proofs over one log, build a Tree once.
 func ConsistencyProof(leafHashes [][]byte, size1, size2 uint64) ([][]byte, error) {
+	return NewTree(leafHashes[:size2]).ConsistencyProof(size1, size2)
+}
+
+// Tree holds every perfect subtree's root of a log (levels[0] the leaf hashes): about twice
+// the leaf hashes' memory, built once in one pass, after which proofs cost O(log n) lookups.
+type Tree struct {
+	levels [][][]byte
+}
+
+// NewTree builds the Tree of leafHashes.
+func NewTree(leafHashes [][]byte) *Tree {
+	t := &Tree{levels: [][][]byte{leafHashes}}
+	for cur := leafHashes; len(cur) > 1; {
+		next := make([][]byte, len(cur)/2)
+		for i := range next {
+			next[i] = hasher.HashChildren(cur[2*i], cur[2*i+1])
+		}
+		t.levels = append(t.levels, next)
+		cur = next
+	}
+	return t
+}
+
+// Size is the number of leaves.
+func (t *Tree) Size() uint64 { return uint64(len(t.levels[0])) }
+
+// ConsistencyProof is the RFC 6962 consistency proof from size1 to size2 (both at most Size).
+func (t *Tree) ConsistencyProof(size1, size2 uint64) ([][]byte, error) {
+	if size2 > t.Size() {
+		return nil, fmt.Errorf("receipts: consistency proof to %d of a tree of %d", size2, t.Size())
+	}
 	nodes, err := proof.Consistency(size1, size2)
 	if err != nil {
 		return nil, fmt.Errorf("receipts: consistency proof %d→%d: %w", size1, size2, err)
 	}
 	hs := make([][]byte, len(nodes.IDs))
 	for i, id := range nodes.IDs {
-		hs[i] = subtreeRoot(leafHashes, id.Level, id.Index)
+		hs[i] = t.levels[id.Level][id.Index]
 	}
 	out, err := nodes.Rehash(hs, hasher.HashChildren)
 	if err != nil {
 		return nil, fmt.Errorf("receipts: consistency proof %d→%d: %w", size1, size2, err)
 	}
 	return out, nil
-}
-
-// subtreeRoot is the root of the perfect subtree (level, index) over leafHashes.
-func subtreeRoot(leafHashes [][]byte, level uint, index uint64) []byte {
-	if level == 0 {
-		return leafHashes[index]
-	}
-	return hasher.HashChildren(subtreeRoot(leafHashes, level-1, 2*index), subtreeRoot(leafHashes, level-1, 2*index+1))
 }
 
 // VerifyConsistency checks two signed checkpoints of the log against each other: both verify

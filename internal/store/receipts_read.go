@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/receipts"
@@ -131,8 +133,47 @@ func (s *Store) ExportReceipts(ctx context.Context, w *receipts.Writer) error {
 			return err
 		}
 	}
-	if err := s.EachReceipt(ctx, 0, w.Receipt); err != nil {
+	var leaves [][]byte
+	if err := s.EachReceipt(ctx, 0, func(r receipts.Receipt) error {
+		leaves = append(leaves, receipts.LeafHash(r.Leaf))
+		return w.Receipt(r)
+	}); err != nil {
 		return err
 	}
+	// Consistency proofs from each kept checkpoint's size to the newest kept one's: a holder of
+	// two checkpoints checks with them alone that the log only grew between them.
+	var sizes []uint64
+	for _, c := range cps {
+		if n, err := receiptCheckpointSize(c); err == nil {
+			sizes = append(sizes, n)
+		}
+	}
+	if len(sizes) > 1 {
+		newest := slices.Max(sizes)
+		if newest <= uint64(len(leaves)) {
+			tree := receipts.NewTree(leaves[:newest])
+			slices.Sort(sizes)
+			for _, n := range slices.Compact(sizes) {
+				if n == 0 || n == newest {
+					continue
+				}
+				p, err := tree.ConsistencyProof(n, newest)
+				if err != nil {
+					return err
+				}
+				if err := w.Consistency(n, newest, p); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	return w.Flush()
+}
+
+// receiptCheckpointSize reads the size of a signed checkpoint as stored (its signature is the
+// verifier's business).
+func receiptCheckpointSize(note []byte) (uint64, error) {
+	body, _, _ := strings.Cut(string(note), "\n\n")
+	c, err := receipts.ParseCheckpoint(body + "\n")
+	return c.Size, err
 }

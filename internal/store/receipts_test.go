@@ -3,7 +3,10 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -330,6 +333,57 @@ func TestPruneKeepsWhatVerificationNeeds(t *testing.T) {
 		}
 		if _, err := receipts.Verify(bytes.NewReader(exportOf(t, s)), kr, receipts.VerifyOptions{EachRecord: true}); err != nil {
 			t.Fatalf("the log after pruning: %v", err)
+		}
+	})
+}
+
+// The export carries an RFC 6962 consistency proof from each kept checkpoint to the newest:
+// with it, a holder of the two checkpoints alone checks that the log only grew; a proof that
+// does not fit is reported.
+func TestReceiptsExportProvesConsistency(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, s *Store, _ string) {
+		ctx := testCtx(t)
+		sg, kr := receiptKeys(t)
+		s.UseReceiptKey(sg)
+		buildLog(t, s)
+		older, err := s.SignReceiptHead(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AppendAudit(ctx, AuditEvent{Key: "later/1", Outcome: "executed", At: base}); err != nil {
+			t.Fatal(err)
+		}
+		newer, err := s.SignReceiptHead(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp := exportOf(t, s)
+		var line receipts.Line
+		for _, l := range bytes.Split(exp, []byte("\n")) {
+			if bytes.Contains(l, []byte(`"type":"consistency"`)) {
+				if err := json.Unmarshal(l, &line); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if line.From != 7 || line.Size != 9 || len(line.Proof) == 0 {
+			t.Fatalf("consistency line %+v", line)
+		}
+		if err := receipts.VerifyConsistency(kr, older, newer, line.Proof); err != nil {
+			t.Fatalf("the two checkpoints and the proof: %v", err)
+		}
+		if err := receipts.VerifyConsistency(kr, newer, older, line.Proof); !errors.Is(err, receipts.ErrTampered) {
+			t.Fatalf("newer before older: %v", err)
+		}
+		if _, err := receipts.Verify(bytes.NewReader(exp), kr, receipts.VerifyOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		cut := bytes.LastIndex(exp, []byte(`{"type":"consistency"`))
+		bad := append(slices.Clone(exp[:cut]), bytes.Replace(exp[cut:], []byte(base64.StdEncoding.EncodeToString(line.Proof[0])), []byte(base64.StdEncoding.EncodeToString(make([]byte, 32))), 1)...)
+		_, err = receipts.Verify(bytes.NewReader(bad), kr, receipts.VerifyOptions{})
+		if !errors.Is(err, receipts.ErrTampered) || !strings.Contains(err.Error(), "are not consistent") {
+			t.Fatalf("a wrong consistency proof: %v", err)
 		}
 	})
 }
