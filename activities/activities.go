@@ -551,7 +551,8 @@ func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (
 		}
 	}
 	if countApproval && (code == "" || code == QuorumPending) {
-		if _, err := a.Store.AddApproval(ctx, store.Approval{ConfirmationID: row.ID, Approver: in.Approver, Generation: row.Generation, Nonce: in.Nonce, At: now}); err != nil {
+		if _, err := a.Store.AddApproval(ctx, store.Approval{ConfirmationID: row.ID, Approver: in.Approver, Generation: row.Generation, Nonce: in.Nonce,
+			Proof: ProofOf(in.Attestation.Signer, len(in.Passkey) > 0 && a.passkeyRequired(row, in)), At: now}); err != nil {
 			return ConsumeOutput{}, fmt.Errorf("record approval of %s: %w", in.ConfirmationID, err)
 		}
 	}

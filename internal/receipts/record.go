@@ -58,6 +58,9 @@ const (
 	ProofSlackUser     = "slack_user"
 	ProofCLICredential = "cli_credential"
 	ProofUnattested    = "unattested"
+	// ProofNotRecorded: the store holds no proof for the decision (decided before proofs
+	// were kept).
+	ProofNotRecorded = "not_recorded"
 )
 
 // Record is one leaf of the log. Common members identify the audit row it was made with

@@ -246,18 +246,25 @@ func (s *Store) humanAuthorization(ctx context.Context, tx *sqlx.Tx, auth *recei
 	}
 	var approvals []struct {
 		Approver string `db:"approver"`
+		Proof    string `db:"proof"`
 		At       dbTime `db:"at"`
 	}
-	if err := tx.SelectContext(ctx, &approvals, s.q(`SELECT approver, at FROM confirmation_approvals WHERE confirmation_id = ? ORDER BY at, approver`), c.ID); err != nil {
+	if err := tx.SelectContext(ctx, &approvals, s.q(`SELECT approver, proof, at FROM confirmation_approvals WHERE confirmation_id = ? ORDER BY at, approver`), c.ID); err != nil {
 		return fmt.Errorf("approvals: %w", err)
 	}
 	proof, _, _ := strings.Cut(c.Proof, "; quorum of ")
+	if orig, ok := strings.CutPrefix(c.Reason, "edit of "); ok && proof == "" {
+		// An approver's edit is its own confirmation: the proof is the edit decision's.
+		var p string
+		if err := tx.GetContext(ctx, &p, s.q(`SELECT approver_proof FROM confirmations WHERE id = ?`), orig); err == nil {
+			proof, _, _ = strings.Cut(p, "; quorum of ")
+		}
+	}
 	for _, ap := range approvals {
 		if ap.Approver == c.Approver {
-			continue // the deciding approver comes last, with their proof
+			continue // the deciding approver comes last, with the decision's proof
 		}
-		auth.Approvers = append(auth.Approvers, receipts.Approver{Name: ap.Approver, ProofKind: receipts.ProofCLICredential,
-			Proof: "approval counted towards the quorum (its proof is not recorded apart)", At: ap.At.ptr()})
+		auth.Approvers = append(auth.Approvers, receipts.Approver{Name: ap.Approver, ProofKind: ProofKind(ap.Proof), Proof: ap.Proof, At: ap.At.ptr()})
 	}
 	if c.Approver != "" && c.Decision != DecisionExpired {
 		auth.Approvers = append(auth.Approvers, receipts.Approver{Name: c.Approver, ProofKind: ProofKind(proof), Proof: proof, At: c.Decided.ptr()})
@@ -281,6 +288,8 @@ func ProofKind(proof string) string {
 		return receipts.ProofPageSession
 	case strings.Contains(p, "cli credential"):
 		return receipts.ProofCLICredential
+	case p == "":
+		return receipts.ProofNotRecorded
 	}
 	return receipts.ProofUnattested
 }

@@ -387,3 +387,44 @@ func TestReceiptsExportProvesConsistency(t *testing.T) {
 		}
 	})
 }
+
+// A quorum's authorization record names every approver with the kind of proof each gave, the
+// deciding one last, and the quorum the policy asked for.
+func TestReceiptsNameEveryApproverOfAQuorum(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, s *Store, _ string) {
+		ctx := testCtx(t)
+		c := newConfirmation("conf-q", 0xC1)
+		if _, err := s.CreateConfirmation(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range []Approval{{ConfirmationID: "conf-q", Approver: "alice", Nonce: "n1", Proof: "CLI credential", At: base.Add(time.Minute)},
+			{ConfirmationID: "conf-q", Approver: "bob", Nonce: "n2", Proof: "passkey on approver page web", At: base.Add(2 * time.Minute)}} {
+			if _, err := s.AddApproval(ctx, a); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.DecideProved(ctx, "conf-q", DecisionApproved, "bob", "", "passkey on approver page web; quorum of alice, bob", base.Add(2*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Record(ctx, Recording{Audit: &AuditEvent{Key: "turn/c/1/run-1/2/executed", WorkflowID: "turn/c/1", RunID: "run-1", Seq: 2,
+			CapabilityID: "files.write", Version: 1, Outcome: "executed", Approver: "bob", At: base.Add(3 * time.Minute), Facts: &ReceiptFacts{Quorum: 2}}}); err != nil {
+			t.Fatal(err)
+		}
+		var auth *receipts.Authorization
+		if err := s.EachReceipt(ctx, 0, func(r receipts.Receipt) error {
+			rec, err := receipts.ParseRecord(r.Leaf)
+			if rec.Authorization != nil {
+				auth = rec.Authorization
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if auth == nil || auth.Quorum != 2 || len(auth.Approvers) != 2 ||
+			auth.Approvers[0].Name != "alice" || auth.Approvers[0].ProofKind != receipts.ProofCLICredential ||
+			auth.Approvers[1].Name != "bob" || auth.Approvers[1].ProofKind != receipts.ProofPasskey || auth.Approvers[1].Proof != "passkey on approver page web" {
+			t.Fatalf("authorization %+v", auth)
+		}
+	})
+}

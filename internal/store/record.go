@@ -93,9 +93,10 @@ func (s *Store) Record(ctx context.Context, r Recording) error {
 	return nil
 }
 
-// recordDecidedPG records r (its Decision set, at most one context entry; args from
-// contextArgs) in one PostgreSQL statement when the confirmation holds r's decision already:
-// its audit row and message are inserted only if it does, in the snapshot that read it (a
+// recordDecidedPG records r (its Decision set, no audit row: an audit row takes the
+// transaction, which appends its receipts; at most one context entry; args from contextArgs)
+// in one PostgreSQL statement when the confirmation holds r's decision already: its message
+// is inserted only if it does, in the snapshot that read it (a
 // decision, once recorded, never changes). It reports done false, having written nothing, when
 // the confirmation is undecided, decided otherwise or unknown: Record's transaction then
 // decides it or reports the conflict, as for any decision.
@@ -104,11 +105,6 @@ func (s *Store) recordDecidedPG(ctx context.Context, r Recording, args [][]any) 
 	q := `WITH cur AS (SELECT decision FROM confirmations WHERE id = ?),
 		ok AS (SELECT 1 FROM cur WHERE decision = ?)`
 	qargs := []any{r.Decision.ConfirmationID, r.Decision.Decision}
-	if r.Audit != nil {
-		aq, aargs := auditInsertWhere(*r.Audit, decided)
-		q += `, audit AS (` + aq + `)`
-		qargs = append(qargs, aargs...)
-	}
 	if len(args) == 1 {
 		q += `, message AS (` + contextInsertInto + `SELECT ?, ?, ?, ?, ? WHERE ` + decided + ` ON CONFLICT (conversation, entry_key) ` + contextConflict(r.ReplaceContext) + `)`
 		qargs = append(qargs, args[0]...)

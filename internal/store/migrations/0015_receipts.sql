@@ -10,6 +10,8 @@
 --   receipt_head        the one row appends lock: the tree's size and compact range (frontier).
 --   receipt_checkpoints checkpoints signed besides the records' own (a key rotation's, one
 --                       signed on demand or at export), kept for export and publishing.
+-- confirmation_approvals.proof: how each approval of a quorum was proven (the wording of
+-- approver_proof), so the authorization record names every approver's kind of proof.
 CREATE TABLE receipts (
     idx        {{bigint}} NOT NULL PRIMARY KEY,
     event_key  TEXT       NOT NULL,
@@ -34,3 +36,5 @@ CREATE TABLE receipt_checkpoints (
     note       TEXT       NOT NULL,
     created_at {{time}}   NOT NULL
 ) {{table}};
+
+ALTER TABLE confirmation_approvals ADD COLUMN proof TEXT NOT NULL DEFAULT '';
