@@ -57,6 +57,7 @@ func TestReceiptsOfARealTurn(t *testing.T) {
 		if err != nil || rec.Turn != run.GetID() {
 			return err
 		}
+		t.Logf("record %d: %s", r.Index, r.Leaf)
 		if rec.Authorization != nil {
 			auth[rec.Seq] = rec.Authorization
 		}
