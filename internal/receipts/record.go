@@ -131,10 +131,13 @@ type Approver struct {
 	At        *time.Time `json:"at,omitempty"`
 }
 
-// ProvenanceValue is where one argument value (by JSON pointer) was found.
+// ProvenanceValue is where one argument value (by JSON pointer) was found: Status is
+// provenance's ("found", "not_found": the model produced it, "too_short" to attribute) and
+// Sources the kinds of text it was found in (user, system, catalog, assistant, result).
 type ProvenanceValue struct {
 	Path    string   `json:"path"`
-	Sources []string `json:"sources"`
+	Status  string   `json:"status,omitempty"`
+	Sources []string `json:"sources,omitempty"`
 }
 
 // Settlement is what became of a call.

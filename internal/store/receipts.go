@@ -220,6 +220,9 @@ func (s *Store) receiptRecords(ctx context.Context, tx *sqlx.Tx, e AuditEvent) (
 		}
 	}
 	auth.Provenance = provenanceSummary(provenance)
+	if auth.Mode != receipts.ModeHuman {
+		auth.Quorum = 0 // no one was asked
+	}
 	a := base
 	a.Type, a.Authorization = receipts.TypeAuthorization, auth
 	if auth.DecidedAt != nil {
@@ -303,6 +306,7 @@ func provenanceSummary(raw json.RawMessage) []receipts.ProvenanceValue {
 	var rep struct {
 		Values []struct {
 			Path    string `json:"path"`
+			Status  string `json:"status"`
 			Sources []struct {
 				Kind string `json:"kind"`
 			} `json:"sources"`
@@ -313,14 +317,14 @@ func provenanceSummary(raw json.RawMessage) []receipts.ProvenanceValue {
 	}
 	var out []receipts.ProvenanceValue
 	for _, v := range rep.Values {
-		kinds := []string{}
+		var kinds []string
 		for _, s := range v.Sources {
 			if !slices.Contains(kinds, s.Kind) {
 				kinds = append(kinds, s.Kind)
 			}
 		}
 		slices.Sort(kinds)
-		out = append(out, receipts.ProvenanceValue{Path: v.Path, Sources: kinds})
+		out = append(out, receipts.ProvenanceValue{Path: v.Path, Status: v.Status, Sources: kinds})
 	}
 	return out
 }
