@@ -57,6 +57,16 @@ func gatewayPolicy(t *testing.T) string {
 type mcpGateway struct {
 	url string
 	srv *mcpserver.Server
+	// notified counts the progress notifications sent, by call workflow id.
+	mu       sync.Mutex
+	notified map[string]int
+}
+
+// notifiedOf is how many progress notifications the gateway sent for workflow id.
+func (g *mcpGateway) notifiedOf(id string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.notified[id]
 }
 
 func startGateway(t *testing.T) (*mcpGateway, func(string, string) string) {
@@ -70,16 +80,22 @@ func startGateway(t *testing.T) (*mcpGateway, func(string, string) string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := mcpserver.New(mcpserver.Options{Registry: func() *registry.Registry { return reg }, Temporal: c, TaskQueue: cfg.TaskQueue,
-		Clients: clients.NewSource(itClients).Current, Progress: 100 * time.Millisecond})
-	hs := httptest.NewServer(srv.Handler())
+	g := &mcpGateway{notified: map[string]int{}}
+	g.srv = mcpserver.New(mcpserver.Options{Registry: func() *registry.Registry { return reg }, Temporal: c, TaskQueue: cfg.TaskQueue,
+		Clients: clients.NewSource(itClients).Current, Progress: 100 * time.Millisecond, Notified: func(id, _ string) {
+			g.mu.Lock()
+			g.notified[id]++
+			g.mu.Unlock()
+		}})
+	hs := httptest.NewServer(g.srv.Handler())
 	t.Cleanup(hs.Close)
 	st := openStore(t, cfg)
 	approve := func(confirmationID, decision string) string {
 		decide(t, c, cfg, st, confirmationID, decision, "bob")
 		return confirmationID
 	}
-	return &mcpGateway{url: hs.URL, srv: srv}, approve
+	g.url = hs.URL
+	return g, approve
 }
 
 // connect opens a Go SDK client session as principal (itStarter's bearer token), collecting

@@ -40,6 +40,10 @@ const (
 	MetaOutcome  = "airlock/outcome"
 )
 
+// SessionTimeout is how long an HTTP session may stay idle (no request from its client) before
+// it is closed; calls it started go on in their workflows and a retry attaches to them.
+const SessionTimeout = 30 * time.Minute
+
 // Options are what a Server needs.
 type Options struct {
 	// Registry returns the registry snapshot the catalog is projected from (the served
@@ -54,6 +58,9 @@ type Options struct {
 	ConfirmationTTL time.Duration
 	// Progress is how often a waiting call reports progress (default 2 s).
 	Progress time.Duration
+	// Notified, when set, is told of every progress notification sent for a call's workflow
+	// (metrics, tests).
+	Notified func(workflowID, message string)
 	// Now is the clock (time.Now when nil).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -171,7 +178,10 @@ func (s *Server) Handler() http.Handler {
 			return nil
 		}
 		return s.MCPServer(c)
-	}, &mcp.StreamableHTTPOptions{Logger: s.opt.Logger})
+	}, &mcp.StreamableHTTPOptions{Logger: s.opt.Logger,
+		// A client whose stream broke while a call waited for an approver resumes it
+		// (Last-Event-ID) and still gets the answer; idle sessions end after SessionTimeout.
+		EventStore: mcp.NewMemoryEventStore(nil), SessionTimeout: SessionTimeout})
 	return auth.RequireBearerToken(verify, nil)(h)
 }
 
@@ -303,6 +313,8 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, run client.
 				last = msg
 				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: progressToken, Progress: progress, Message: msg}); err != nil {
 					s.opt.Logger.Debug("progress notification", "workflow", run.GetID(), "error", err)
+				} else if s.opt.Notified != nil {
+					s.opt.Notified(run.GetID(), msg)
 				}
 			}
 		}
