@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -315,4 +316,47 @@ func TestMCPServeGoClient(t *testing.T) {
 			t.Fatalf("a numeric idempotency key = %+v", res)
 		}
 	})
+}
+
+// `airlock mcp serve --stdio` (the real binary) started by the Go SDK's client as its MCP
+// server: the caller is the starting process's client credential and --principal; its tools
+// and calls are that principal's, through the worker.
+func TestMCPServeStdio(t *testing.T) {
+	c := dial(t)
+	cfg := testConfig(t)
+	cfg.PolicyFile = gatewayPolicy(t)
+	startWorker(t, c, cfg)
+	session := func(principal string) *mcp.ClientSession {
+		cmd := exec.Command(airlockBin, "mcp", "serve", "--stdio", "--principal", principal)
+		cmd.Env = append(os.Environ(), "AIRLOCK_HOME="+cfg.Home, "AIRLOCK_TASK_QUEUE="+cfg.TaskQueue, "AIRLOCK_POLICY="+cfg.PolicyFile,
+			"AIRLOCK_CLIENTS="+itClients, "AIRLOCK_CLIENT_CREDENTIAL="+itStarterFile, "AIRLOCK_MCP_SERVERS=",
+			"TEMPORAL_ADDRESS="+devServer.Address, "TEMPORAL_NAMESPACE="+devServer.Namespace)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-agent", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			t.Fatalf("start airlock mcp serve --stdio: %v", err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	alice := session("alice")
+	if got := strings.Join(toolNames(t, alice), ","); got != "system_health,web_fetch" {
+		t.Fatalf("alice's tools over stdio = %s", got)
+	}
+	res, err := alice.CallTool(context.Background(), &mcp.CallToolParams{Name: "system_health", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError || res.Meta[mcpserver.MetaOutcome] != "executed" || res.Meta[mcpserver.MetaTrust] != "untrusted" {
+		t.Fatalf("system_health over stdio = %+v (%s)", res, textOf(res))
+	}
+	id, _ := res.Meta[mcpserver.MetaWorkflow].(string)
+	st := openStore(t, cfg)
+	if rq, err := st.GetRequester(context.Background(), id, ""); err != nil || rq.Client != "it-client" || rq.Principal != "alice" {
+		t.Fatalf("the stdio call's requester = %+v, %v", rq, err)
+	}
+	if got := strings.Join(toolNames(t, session("bob")), ","); got != "system_health" {
+		t.Fatalf("bob's tools over stdio = %s", got)
+	}
 }
