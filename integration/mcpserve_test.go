@@ -282,6 +282,7 @@ func TestMCPServeGoClient(t *testing.T) {
 		if r2.IsError || r2.Meta[mcpserver.MetaWorkflow] != id || textOf(r2) != textOf(o.res) || hits.Load() != 1 {
 			t.Fatalf("retry = %+v, hits %d", r2, hits.Load())
 		}
+		writeHistory(t, dial(t), id, "call-approved.history.json")
 	})
 
 	t.Run("denied", func(t *testing.T) {
@@ -304,6 +305,7 @@ func TestMCPServeGoClient(t *testing.T) {
 		if hits.Load() != 1 {
 			t.Fatalf("page hits = %d after a denial, want 1", hits.Load())
 		}
+		writeHistory(t, dial(t), id, "call-denied.history.json")
 	})
 
 	t.Run("bad idempotency key", func(t *testing.T) {
