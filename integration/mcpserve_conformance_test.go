@@ -2,7 +2,6 @@ package integration
 
 import (
 	"encoding/json"
-	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
@@ -41,13 +40,11 @@ func withBearer(t *testing.T, target, token string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.FlushInterval = -1
-	inner := rp.Director
-	rp.Director = func(r *http.Request) {
-		inner(r)
-		r.Header.Set("Authorization", "Bearer "+token)
-	}
+	rp := &httputil.ReverseProxy{FlushInterval: -1, Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(u)
+		r.Out.Host = r.In.Host // the server's DNS-rebinding check sees the client's own Host
+		r.Out.Header.Set("Authorization", "Bearer "+token)
+	}}
 	hs := httptest.NewServer(rp)
 	t.Cleanup(hs.Close)
 	return hs.URL

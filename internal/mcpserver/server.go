@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -334,17 +333,4 @@ func (s *Server) waiting(ctx context.Context, id string) string {
 	p := pending[0]
 	return fmt.Sprintf("waiting for a human approver: confirmation %s (%s), until %s; approvers see it on the approver page and in `airlock pending`",
 		p.ConfirmationID, p.CapabilityID, p.ExpiresAt.UTC().Format(time.RFC3339))
-}
-
-// PendingOf lists the confirmations call workflow id waits on now (tests, tools).
-func (s *Server) PendingOf(ctx context.Context, id string) ([]workflows.PendingConfirmation, error) {
-	v, err := s.opt.Temporal.QueryWorkflow(ctx, id, "", workflows.QueryPending)
-	if err != nil {
-		return nil, fmt.Errorf("mcpserver: query %s: %w", id, err)
-	}
-	var pending []workflows.PendingConfirmation
-	if err := v.Get(&pending); err != nil {
-		return nil, fmt.Errorf("mcpserver: query %s: %w", id, err)
-	}
-	return slices.Clip(pending), nil
 }
