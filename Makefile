@@ -150,7 +150,7 @@ clean: stop cluster-down ## remove local state (.airlock/) and bin/airlock (keep
 
 # Every committed history, recorded from the real dev server with the current workflow code. A
 # turn is Pinned to its build (Worker Versioning): re-record after a change that does not replay.
-HISTORIES ?= TestMixedTurnHistory|TestReplayedSessionHistory|TestDecisionProtocolHistory|TestBatchEditHistory
+HISTORIES ?= TestMixedTurnHistory|TestReplayedSessionHistory|TestDecisionProtocolHistory|TestBatchEditHistory|TestMCPServeGoClient
 
 histories: build temporal ## re-record every history in workflows/testdata from the real dev server (after a change of TurnWorkflow that does not replay them)
 	@url="$${AIRLOCK_TEST_DATABASE_URL:-$$(scripts/ensure-postgres.sh)}" && \

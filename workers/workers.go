@@ -36,6 +36,9 @@ func RegisterWorkflows(r WorkflowRegistry) {
 		VersioningBehavior: workflow.VersioningBehaviorPinned})
 	r.RegisterWorkflowWithOptions(workflows.ProposalWorkflow, workflow.RegisterOptions{Name: workflows.ProposalWorkflowName,
 		VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade})
+	// A call (issue 35) is as short as a turn (bounded by its confirmation expiry): Pinned.
+	r.RegisterWorkflowWithOptions(workflows.CallWorkflow, workflow.RegisterOptions{Name: workflows.CallWorkflowName,
+		VersioningBehavior: workflow.VersioningBehaviorPinned})
 }
 
 // Register registers the workflows and every method of acts (as activities and local

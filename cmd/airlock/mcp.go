@@ -41,7 +41,7 @@ reads the tool list first).
 its definition pinned by digest; review them, then load them as registry layers. At run time
 a tool is offered and called only while its live definition has the pinned digest.`,
 	}
-	cmd.AddCommand(newMCPImportCmd(), newMCPStatusCmd())
+	cmd.AddCommand(newMCPImportCmd(), newMCPStatusCmd(), newMCPServeCmd(), newMCPTokenCmd())
 	return cmd
 }
 

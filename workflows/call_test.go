@@ -1,0 +1,148 @@
+package workflows_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/airlock-dev/airlock/activities"
+	"github.com/airlock-dev/airlock/internal/clients"
+	"github.com/airlock-dev/airlock/workflows"
+)
+
+// callReq is a call of tool with args by testStarter for principal, with a fresh bearer token.
+func callReq(t *testing.T, principal, tool, args string) workflows.CallRequest {
+	t.Helper()
+	tok, err := testStarter.MintBearer(principal, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return workflows.CallRequest{Client: testStarter.Name, Principal: principal, Token: tok, Tool: tool,
+		Arguments: json.RawMessage(args), CallID: "mcp-1", ConfirmationTTL: 5 * time.Minute}
+}
+
+// runCall runs req as a call workflow to its end.
+func (f *fixture) runCall(req workflows.CallRequest) workflows.CallResult {
+	f.t.Helper()
+	id := workflows.CallWorkflowID(req.Client, req.Principal, "k1", req.Tool, req.Arguments)
+	f.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: id})
+	f.env.ExecuteWorkflow(workflows.CallWorkflow, req)
+	if !f.env.IsWorkflowCompleted() {
+		f.t.Fatal("call workflow did not complete")
+	}
+	if err := f.env.GetWorkflowError(); err != nil {
+		f.t.Fatalf("call workflow failed: %v", err)
+	}
+	var res workflows.CallResult
+	if err := f.env.GetWorkflowResult(&res); err != nil {
+		f.t.Fatal(err)
+	}
+	if res.WorkflowID != id {
+		f.t.Fatalf("result workflow id %q, want %q", res.WorkflowID, id)
+	}
+	return res
+}
+
+// envelopeOf decodes a call's result envelope.
+func envelopeOf(t *testing.T, res workflows.CallResult) activities.Envelope {
+	t.Helper()
+	var env activities.Envelope
+	if err := json.Unmarshal([]byte(res.Envelope), &env); err != nil {
+		t.Fatalf("envelope %q: %v", res.Envelope, err)
+	}
+	return env
+}
+
+// An automatic call runs at once through the executor: executed, its data labelled untrusted,
+// its requester recorded as the bearer token's client and principal.
+func TestCallAutomaticRunsAtOnce(t *testing.T) {
+	f := newFixture(t)
+	res := f.runCall(callReq(t, "alice", "test_echo", `{"text":"hi"}`))
+	if res.Outcome.Outcome != activities.OutcomeExecuted || res.Result == nil || string(res.Result.Data) != `{"echo":"hi"}` {
+		t.Fatalf("result = %+v", res)
+	}
+	env := envelopeOf(t, res)
+	if env.Trust != "untrusted" || env.Note != activities.UntrustedNote || string(env.Data) != `{"echo":"hi"}` || env.Capability != "test.echo" {
+		t.Fatalf("envelope = %+v", env)
+	}
+	rq, err := f.store.GetRequester(t.Context(), res.WorkflowID, "")
+	if err != nil || rq.Client != testStarter.Name || rq.Principal != "alice" {
+		t.Fatalf("requester = %+v, %v", rq, err)
+	}
+}
+
+// A call that needs a human waits on a confirmation the approver surfaces read (the pending
+// query, the confirmation row, with the requester), runs once when approved, and is refused
+// in words when denied or left to expire.
+func TestCallConfirmed(t *testing.T) {
+	for _, tc := range []struct {
+		name, decision string
+		want           activities.Outcome
+		reason         string
+		sends          int32
+	}{
+		{"approved", workflows.DecisionApprove, activities.OutcomeExecuted, "", 1},
+		{"denied", workflows.DecisionDeny, activities.OutcomeDenied, "denied_by_approver", 0},
+		{"expired", "", activities.OutcomeExpired, "confirmation_expired", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			var seen []workflows.PendingConfirmation
+			f.at(time.Minute, func() {
+				seen = f.pending()
+				if len(seen) == 1 && tc.decision != "" {
+					f.signal(f.decision(seen[0].ConfirmationID, tc.decision, "bob", "not today"))
+				}
+			})
+			res := f.runCall(callReq(t, "alice", "test_send", `{"to":"carol","amount":5}`))
+			if len(seen) != 1 || seen[0].ToolName != "test_send" || seen[0].Requester == nil ||
+				seen[0].Requester.Client != testStarter.Name || seen[0].Requester.Principal != "alice" {
+				t.Fatalf("pending while waiting = %+v", seen)
+			}
+			if _, err := f.store.GetConfirmation(t.Context(), seen[0].ConfirmationID); err != nil {
+				t.Fatalf("the confirmation row approver surfaces read: %v", err)
+			}
+			if res.Outcome.Outcome != tc.want || res.Outcome.Reason != tc.reason || f.sends.Load() != tc.sends {
+				t.Fatalf("outcome = %+v, sends = %d", res.Outcome, f.sends.Load())
+			}
+			env := envelopeOf(t, res)
+			if env.Outcome != tc.want || (tc.want != activities.OutcomeExecuted && (env.Trust != "airlock" || env.Detail == "")) {
+				t.Fatalf("envelope = %+v", env)
+			}
+			if tc.want == activities.OutcomeExecuted && res.Outcome.Approver != "bob" {
+				t.Fatalf("approver = %q", res.Outcome.Approver)
+			}
+		})
+	}
+}
+
+// A caller the worker cannot authenticate gets a refusal and nothing is resolved or run; an
+// unknown tool name is rejected at resolve, never corrected.
+func TestCallRefusals(t *testing.T) {
+	f := newFixture(t)
+	req := callReq(t, "alice", "test_send", `{"to":"carol","amount":5}`)
+	req.Principal = "bob" // the token is alice's
+	res := f.runCall(req)
+	if res.Refusal != clients.RefusalMisattested || f.sends.Load() != 0 || len(res.Outcomes) != 0 {
+		t.Fatalf("claimed principal: %+v", res)
+	}
+	f = newFixture(t)
+	req = callReq(t, "alice", "test_send", `{"to":"carol","amount":5}`)
+	req.Token = req.Token[:len(req.Token)-4] + "AAAA"
+	if res := f.runCall(req); res.Refusal != clients.RefusalMisattested || !strings.Contains(res.Envelope, clients.RefusalMisattested) {
+		t.Fatalf("forged token: %+v", res)
+	}
+	f = newFixture(t)
+	res = f.runCall(callReq(t, "alice", "test_sned", `{"to":"carol","amount":5}`))
+	if res.Outcome.Outcome != activities.OutcomeRejected || res.Outcome.Stage != activities.StageResolve || f.sends.Load() != 0 {
+		t.Fatalf("near-miss name: %+v", res.Outcome)
+	}
+	f = newFixture(t)
+	res = f.runCall(callReq(t, "alice", "test_send", `{"to":"carol","amount":5,"memo":"x"}`))
+	if res.Outcome.Outcome != activities.OutcomeRejected || res.Outcome.Stage != activities.StageValidate {
+		t.Fatalf("unknown field: %+v", res.Outcome)
+	}
+}
