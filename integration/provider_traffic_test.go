@@ -49,9 +49,9 @@ import (
 // own, this long after the previous one, as a server that streams does.
 const trafficEventGap = time.Millisecond
 
-// trafficInferAttempts is the Infer activity's MaximumAttempts (workflows/turn.go, turn.infer):
-// a retryable provider error (429, 5xx) is asked this many times before the turn fails.
-const trafficInferAttempts = 5
+// trafficInferAttempts is the Infer activity's MaximumAttempts (workflows/turn.go, turn.infer:
+// enough to ride out a store outage of a minute, issue 38).
+const trafficInferAttempts = workflows.StoreOutageAttempts
 
 // trafficFinal is the plain answer every later round gets, so a turn whose first round
 // proposed calls ends.
@@ -393,9 +393,8 @@ var providerFailure = regexp.MustCompile(`inference: (openai|anthropic|openai-re
 //     a non-retryable one (4xx but 408/409/429, a Responses error event whose code says the
 //     request cannot succeed) after one request, a retryable one after trafficInferAttempts.
 //     The turn fails with the adapter's *inference.ProviderError in its failure and its result
-//     is stored failed ("error: ..."). No proposal exists, so no audit row is written: the
-//     refusal is recorded by the turn's failure (Temporal history and the stored result), and
-//     that is what is asserted as refused "provider_error".
+//     is stored failed ("error: ..."), and audited once as turn_failed with the error. No
+//     proposal exists; that failure is what is asserted as refused "provider_error".
 //   - A message the parser refuses whole (refusal, truncated, unread_part, stream_fault,
 //     abnormal_finish: parse.Result.Incomplete) is recorded in the round's Infer result in
 //     the turn's history (FoldedRound.Parsed) and audited once as message_incomplete with the
@@ -596,8 +595,9 @@ func checkFailedTrafficTurn(t *testing.T, e *durEnv, tt trafficTurn, runErr erro
 	if len(first) != want {
 		t.Errorf("the recording was asked %d times, want %d (%s)", len(first), want, m[0])
 	}
-	if len(audit) != 0 {
-		t.Errorf("audit rows %+v: no proposal exists", audit)
+	// No proposal exists; the failed turn itself is audited once, with the provider's error.
+	if len(audit) != 1 || audit[0].Outcome != activities.AuditTurnFailed || !providerFailure.MatchString(audit[0].Detail) {
+		t.Errorf("audit rows %+v: want one %s row naming the provider error", audit, activities.AuditTurnFailed)
 	}
 	raw, err := e.st.GetTurnResult(context.Background(), tt.run.GetID())
 	if err != nil {
