@@ -70,6 +70,7 @@ import (
 
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/mcp"
 	"github.com/airlock-dev/airlock/internal/stack"
 	"github.com/airlock-dev/airlock/internal/store"
@@ -1355,6 +1356,9 @@ func (r *chaosReport) table() string {
 	row("outcome_unknown", r.OutcomeUnknown)
 	row("refused or outcome_unknown, never ran (want 0)", r.NotRunLost)
 	row("  outcome_unknown, never ran: worker killed mid-call", r.NotRunKilled)
+	for _, w := range append(append([]string(nil), r.NotRun...), r.NotRunByKill...) {
+		row("    never ran", display.OneLine(w))
+	}
 	row("audit gaps (want 0)", r.AuditGaps)
 	row("duplicate audit rows (want 0)", r.DuplicateAuditRows)
 	row("refused decisions (audited)", r.RefusedDecisions)

@@ -552,10 +552,12 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 const sessionIDHeader = "Mcp-Session-Id"
 
 // unknownSession reads the way servers say they do not know a request's session as the
-// specification's 404, which the SDK reports as sdk.ErrSessionMissing: a 404, or a 400 whose
-// JSON-RPC error speaks of the session (the TypeScript SDK's example servers, among them
-// server-everything, answer "Bad Request: No valid session ID provided"). Either way the
-// server refused the request before processing it. Any other response is returned as it came.
+// specification's 404, which the SDK reports as sdk.ErrSessionMissing: a 404 without a JSON-RPC
+// error, or a 404 or 400 whose JSON-RPC error speaks of the session (the TypeScript SDK's
+// example servers, among them server-everything, answer 400 "Bad Request: No valid session ID
+// provided"). Either way the server refused the request before processing it. A JSON-RPC
+// method-not-found or invalid-params error (which newer servers send with 404 and 400) and any
+// other response are returned as they came.
 func unknownSession(resp *http.Response) *http.Response {
 	if resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusBadRequest {
 		return resp
@@ -566,15 +568,18 @@ func unknownSession(resp *http.Response) *http.Response {
 	if err != nil {
 		return resp
 	}
-	if resp.StatusCode == http.StatusBadRequest {
-		var m struct {
-			Error *struct {
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(body, &m) != nil || m.Error == nil || !strings.Contains(strings.ToLower(m.Error.Message), "session") {
+	var m struct {
+		Error *struct {
+			Code    int64  `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &m) == nil && m.Error != nil {
+		if m.Error.Code == -32601 || m.Error.Code == -32602 || !strings.Contains(strings.ToLower(m.Error.Message), "session") {
 			return resp
 		}
+	} else if resp.StatusCode != http.StatusNotFound {
+		return resp
 	}
 	out := *resp
 	out.StatusCode, out.Status = http.StatusNotFound, "404 Not Found"

@@ -174,8 +174,9 @@ func TestRestartedServerSessionIsReopened(t *testing.T) {
 	}
 }
 
-// unknownSession reads a 404 and a 400 whose JSON-RPC error speaks of the session as the
-// specification's 404, and leaves every other answer as it came.
+// unknownSession reads a 404, and a 404 or 400 whose JSON-RPC error speaks of the session, as
+// the specification's 404; a method-not-found or invalid-params error and every other answer
+// stay as they came.
 func TestUnknownSessionResponses(t *testing.T) {
 	for _, tc := range []struct {
 		status int
@@ -188,12 +189,14 @@ func TestUnknownSessionResponses(t *testing.T) {
 		{400, `{"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error"},"id":null}`, false},
 		{400, "bad request", false},
 		{200, `{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":1}`, false},
+		{404, `{"jsonrpc":"2.0","error":{"code":-32601,"message":"Method not found"},"id":2}`, false},
+		{400, `{"jsonrpc":"2.0","error":{"code":-32602,"message":"invalid params: session_id is required"},"id":3}`, false},
 		{500, "session not found", false},
 	} {
 		resp := &http.Response{StatusCode: tc.status, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(tc.body))}
 		got := unknownSession(resp)
 		b, _ := io.ReadAll(got.Body)
-		if gone := got.StatusCode == http.StatusNotFound; gone != tc.gone {
+		if gone := got.StatusCode == http.StatusNotFound && string(b) == "session not found"; gone != tc.gone {
 			t.Errorf("%d %s: read as unknown session %v, want %v", tc.status, tc.body, gone, tc.gone)
 		}
 		if !tc.gone && (got.StatusCode != tc.status || string(b) != tc.body) {
