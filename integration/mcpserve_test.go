@@ -362,3 +362,47 @@ func TestMCPServeStdio(t *testing.T) {
 		t.Fatalf("bob's tools over stdio = %s", got)
 	}
 }
+
+// An HTTP session belongs to the client and principal whose token opened it: a request on it
+// with another principal's valid token is refused, and a request without one is a 401 that
+// names the bearer scheme.
+func TestMCPServeSessionBelongsToItsCaller(t *testing.T) {
+	g, _ := startGateway(t)
+	mint := func(principal string) string {
+		tok, err := itStarter.MintBearer(principal, time.Now(), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	post := func(token, session, body string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, g.url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	init := post(mint("alice"), "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	session := init.Header.Get("Mcp-Session-Id")
+	if init.StatusCode != http.StatusOK || session == "" {
+		t.Fatalf("initialize as alice: %s, session %q", init.Status, session)
+	}
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	if r := post(mint("bob"), session, list); r.StatusCode < 400 {
+		t.Fatalf("bob's token on alice's session: %s", r.Status)
+	}
+	if r := post("", session, list); r.StatusCode != http.StatusUnauthorized || !strings.Contains(r.Header.Get("WWW-Authenticate"), "Bearer") {
+		t.Fatalf("no token on alice's session: %s %q", r.Status, r.Header.Get("WWW-Authenticate"))
+	}
+}

@@ -181,8 +181,33 @@ func (s *Server) Handler() http.Handler {
 		// A client whose stream broke while a call waited for an approver resumes it
 		// (Last-Event-ID) and still gets the answer; idle sessions end after SessionTimeout.
 		EventStore: mcp.NewMemoryEventStore(nil), SessionTimeout: SessionTimeout})
-	return auth.RequireBearerToken(verify, nil)(h)
+	authed := auth.RequireBearerToken(verify, nil)(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		authed.ServeHTTP(&challenge{ResponseWriter: w}, r)
+	})
 }
+
+// challenge adds the bearer challenge (RFC 6750; the MCP authorization specification) to a 401
+// the SDK's middleware answers without one (it names only OAuth resource metadata, which
+// Airlock does not serve: tokens come from `airlock mcp token`).
+type challenge struct{ http.ResponseWriter }
+
+func (c *challenge) WriteHeader(code int) {
+	if code == http.StatusUnauthorized && c.Header().Get("WWW-Authenticate") == "" {
+		c.Header().Set("WWW-Authenticate", `Bearer realm="airlock", error="invalid_token"`)
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+// Flush passes flushes through (server-sent events).
+func (c *challenge) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (c *challenge) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 func callerOf(ti *auth.TokenInfo) (Caller, bool) {
 	if ti == nil {
