@@ -237,12 +237,24 @@ func TestMCPServeGoClient(t *testing.T) {
 			res *mcp.CallToolResult
 			err error
 		}
-		done := make(chan out, 1)
+		done := make(chan out, 2)
 		go func() {
 			r, err := callConfirmed(alice, "k-approve")
 			done <- out{r, err}
 		}()
 		p := waitPending(t, dial(t), id, map[string]bool{})
+		// A second session sends the same call while it waits: it attaches to the running
+		// workflow (no second confirmation) and gets the same answer.
+		var twinMu sync.Mutex
+		var twinProgress []string
+		twin, err := g.connect(t, "alice", &twinProgress, &twinMu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			r, err := callConfirmed(twin, "k-approve")
+			done <- out{r, err}
+		}()
 		if p.ToolName != "web_fetch" || p.Requester == nil || p.Requester.Client != "it-client" || p.Requester.Principal != "alice" {
 			t.Fatalf("pending = %+v", p)
 		}
@@ -259,10 +271,21 @@ func TestMCPServeGoClient(t *testing.T) {
 		if hits.Load() != 0 {
 			t.Fatal("the confirmed call ran before its approval")
 		}
+		eventually(t, 30*time.Second, "progress for the twin call, waiting on the same confirmation", func() bool {
+			twinMu.Lock()
+			defer twinMu.Unlock()
+			return len(twinProgress) > 0 && strings.Contains(twinProgress[0], p.ConfirmationID)
+		})
+		if ps := pending(t, dial(t), id); len(ps) != 1 || ps[0].ConfirmationID != p.ConfirmationID {
+			t.Fatalf("pending with the twin attached = %+v", ps)
+		}
 		decideAs(p.ConfirmationID, workflows.DecisionApprove)
-		o := <-done
-		if o.err != nil {
-			t.Fatal(o.err)
+		o, o2 := <-done, <-done
+		if o.err != nil || o2.err != nil {
+			t.Fatal(o.err, o2.err)
+		}
+		if textOf(o.res) != textOf(o2.res) {
+			t.Fatalf("the twin got another answer: %s / %s", textOf(o.res), textOf(o2.res))
 		}
 		if o.res.IsError || !strings.Contains(textOf(o.res), "hello from the page") || o.res.Meta[mcpserver.MetaWorkflow] != id {
 			t.Fatalf("approved web_fetch = %+v (%s)", o.res, textOf(o.res))

@@ -152,9 +152,6 @@ func (s *Server) MCPServer(caller Caller) *mcp.Server {
 	return srv
 }
 
-// ErrUnauthenticated: a request without a bearer token that verifies.
-var ErrUnauthenticated = errors.New("mcpserver: unauthenticated")
-
 // Handler serves MCP over streamable HTTP, every request authenticated by an Airlock bearer
 // token (401 with WWW-Authenticate otherwise). A session belongs to the token's client and
 // principal: a request with another's token is refused.
