@@ -284,10 +284,18 @@ func (s *Server) call(ctx context.Context, caller Caller, req *mcp.CallToolReque
 	if errors.As(err, &started) {
 		run = s.opt.Temporal.GetWorkflow(ctx, id, "")
 	} else if err != nil {
-		return nil, fmt.Errorf("mcpserver: start call %s: %w", id, err)
+		s.opt.Logger.Warn("start a call", "workflow", id, "error", err)
+		return errorResult("", "Airlock could not start this call (its workflow service did not answer). Nothing ran. Try again later."), nil
 	}
 	res, err := s.wait(ctx, req, run)
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
+		// The call's workflow failed (a store that stayed down): what ran, if anything, is
+		// in the audit and the ledger; a retry of the same call reads the same end.
+		s.opt.Logger.Warn("a call failed", "workflow", id, "error", err)
+		r := errorResult("", fmt.Sprintf("Airlock could not finish this %s call (%v). Do not assume it ran or did not: tell the user; Airlock's audit log has the call as %s.", name, err, id))
+		r.Meta = mcp.Meta{MetaWorkflow: id, MetaOutcome: "error"}
+		return r, nil
+	} else if err != nil {
 		return nil, err
 	}
 	return toolResult(name, res), nil
