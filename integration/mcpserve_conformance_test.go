@@ -13,23 +13,9 @@ import (
 	"time"
 )
 
-// npmModules is the node_modules folder scripts/ensure-mcp-servers.sh installs (AIRLOCK_MCP_NPM,
-// else bin/npm): missing, the test skips, unless AIRLOCK_REQUIRE_MCP is set (make test).
-func npmModules(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("AIRLOCK_MCP_NPM")
-	if dir == "" {
-		dir = filepath.Join(repoRoot, "bin", "npm")
-	}
-	nm := filepath.Join(dir, "node_modules")
-	if _, err := os.Stat(filepath.Join(nm, ".bin", "node")); err != nil {
-		if os.Getenv("AIRLOCK_REQUIRE_MCP") != "" {
-			t.Fatalf("AIRLOCK_REQUIRE_MCP is set but the npm MCP packages are not installed in %s: run scripts/ensure-mcp-servers.sh", dir)
-		}
-		t.Skipf("npm MCP packages not installed in %s (scripts/ensure-mcp-servers.sh)", dir)
-	}
-	return nm
-}
+// npmModules is the node_modules folder scripts/ensure-mcp-servers.sh installs (mcpNPM: skipped
+// when missing, unless AIRLOCK_REQUIRE_MCP is set).
+func npmModules(t *testing.T) string { return filepath.Join(mcpNPM(t), "node_modules") }
 
 // withBearer is a reverse proxy to target that adds the caller's bearer token to every
 // request: what an MCP client configured with "Authorization: Bearer …" sends (the conformance

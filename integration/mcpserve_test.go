@@ -237,12 +237,24 @@ func TestMCPServeGoClient(t *testing.T) {
 			res *mcp.CallToolResult
 			err error
 		}
-		done := make(chan out, 1)
+		done := make(chan out, 2)
 		go func() {
 			r, err := callConfirmed(alice, "k-approve")
 			done <- out{r, err}
 		}()
 		p := waitPending(t, dial(t), id, map[string]bool{})
+		// A second session sends the same call while it waits: it attaches to the running
+		// workflow (no second confirmation) and gets the same answer.
+		var twinMu sync.Mutex
+		var twinProgress []string
+		twin, err := g.connect(t, "alice", &twinProgress, &twinMu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			r, err := callConfirmed(twin, "k-approve")
+			done <- out{r, err}
+		}()
 		if p.ToolName != "web_fetch" || p.Requester == nil || p.Requester.Client != "it-client" || p.Requester.Principal != "alice" {
 			t.Fatalf("pending = %+v", p)
 		}
@@ -259,10 +271,21 @@ func TestMCPServeGoClient(t *testing.T) {
 		if hits.Load() != 0 {
 			t.Fatal("the confirmed call ran before its approval")
 		}
+		eventually(t, 30*time.Second, "progress for the twin call, waiting on the same confirmation", func() bool {
+			twinMu.Lock()
+			defer twinMu.Unlock()
+			return len(twinProgress) > 0 && strings.Contains(twinProgress[0], p.ConfirmationID)
+		})
+		if ps := pending(t, dial(t), id); len(ps) != 1 || ps[0].ConfirmationID != p.ConfirmationID {
+			t.Fatalf("pending with the twin attached = %+v", ps)
+		}
 		decideAs(p.ConfirmationID, workflows.DecisionApprove)
-		o := <-done
-		if o.err != nil {
-			t.Fatal(o.err)
+		o, o2 := <-done, <-done
+		if o.err != nil || o2.err != nil {
+			t.Fatal(o.err, o2.err)
+		}
+		if textOf(o.res) != textOf(o2.res) {
+			t.Fatalf("the twin got another answer: %s / %s", textOf(o.res), textOf(o2.res))
 		}
 		if o.res.IsError || !strings.Contains(textOf(o.res), "hello from the page") || o.res.Meta[mcpserver.MetaWorkflow] != id {
 			t.Fatalf("approved web_fetch = %+v (%s)", o.res, textOf(o.res))
@@ -360,5 +383,49 @@ func TestMCPServeStdio(t *testing.T) {
 	}
 	if got := strings.Join(toolNames(t, session("bob")), ","); got != "system_health" {
 		t.Fatalf("bob's tools over stdio = %s", got)
+	}
+}
+
+// An HTTP session belongs to the client and principal whose token opened it: a request on it
+// with another principal's valid token is refused, and a request without one is a 401 that
+// names the bearer scheme.
+func TestMCPServeSessionBelongsToItsCaller(t *testing.T) {
+	g, _ := startGateway(t)
+	mint := func(principal string) string {
+		tok, err := itStarter.MintBearer(principal, time.Now(), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	post := func(token, session, body string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, g.url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	init := post(mint("alice"), "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	session := init.Header.Get("Mcp-Session-Id")
+	if init.StatusCode != http.StatusOK || session == "" {
+		t.Fatalf("initialize as alice: %s, session %q", init.Status, session)
+	}
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	if r := post(mint("bob"), session, list); r.StatusCode < 400 {
+		t.Fatalf("bob's token on alice's session: %s", r.Status)
+	}
+	if r := post("", session, list); r.StatusCode != http.StatusUnauthorized || !strings.Contains(r.Header.Get("WWW-Authenticate"), "Bearer") {
+		t.Fatalf("no token on alice's session: %s %q", r.Status, r.Header.Get("WWW-Authenticate"))
 	}
 }

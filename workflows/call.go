@@ -166,11 +166,24 @@ func CallWorkflow(ctx workflow.Context, req CallRequest) (CallResult, error) {
 	if err := t.setup(ctx); err != nil {
 		return res, err
 	}
+	// As a turn does: a cancelled call stops at its next step and still records how it ended
+	// (its open confirmation closed, the call not run), then reports the cancellation.
+	run, _ := workflow.NewDisconnectedContext(ctx)
+	workflow.Go(run, func(gctx workflow.Context) {
+		ctx.Done().Receive(gctx, nil)
+		if t.stop == "" {
+			t.stop = StopCancelled
+		}
+		t.wake.SendAsync(true)
+	})
 	call := parse.Call{CallID: req.CallID, Name: req.Tool, Arguments: req.Arguments}
-	_, err = t.handleCalls(ctx, 1, []parse.Call{call})
-	t.drainLateSignals(ctx)
-	t.setStatus(ctx, StatusCompleted)
-	t.settle(ctx)
+	_, err = t.handleCalls(run, 1, []parse.Call{call})
+	if err == nil && t.stop != "" {
+		err = t.errStopped()
+	}
+	t.drainLateSignals(run)
+	t.setStatus(run, StatusCompleted)
+	t.settle(run)
 	res.Outcomes = t.result.Outcomes
 	if n := len(res.Outcomes); n > 0 {
 		res.Outcome = res.Outcomes[n-1]

@@ -146,3 +146,38 @@ func TestCallRefusals(t *testing.T) {
 		t.Fatalf("unknown field: %+v", res.Outcome)
 	}
 }
+
+// A call cancelled while it waits for an approver closes its confirmation, never runs, and
+// records why; the workflow reports the cancellation.
+func TestCallCancelledWhileWaiting(t *testing.T) {
+	f := newFixture(t)
+	var id string
+	f.at(time.Minute, func() {
+		if ps := f.pending(); len(ps) == 1 {
+			id = ps[0].ConfirmationID
+		}
+		f.env.CancelWorkflow()
+	})
+	req := callReq(t, "alice", "test_send", `{"to":"carol","amount":5}`)
+	f.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.CallWorkflowID(req.Client, req.Principal, "k", req.Tool, req.Arguments)})
+	f.env.ExecuteWorkflow(workflows.CallWorkflow, req)
+	if !f.env.IsWorkflowCompleted() || f.env.GetWorkflowError() == nil {
+		t.Fatalf("a cancelled call ended with %v", f.env.GetWorkflowError())
+	}
+	if id == "" || f.sends.Load() != 0 {
+		t.Fatalf("confirmation %q, sends %d", id, f.sends.Load())
+	}
+	row, err := f.store.GetConfirmation(t.Context(), id)
+	if err != nil || row.Decision == "" {
+		t.Fatalf("the cancelled call's confirmation is still open: %+v, %v", row, err)
+	}
+	found := false
+	for _, r := range f.audit() {
+		if r.Outcome == string(activities.OutcomeExpired) && r.Reason == workflows.StopCancelled {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no expired/cancelled audit row: %+v", f.audit())
+	}
+}

@@ -129,9 +129,16 @@ as P until it expires: keep its lifetime short and the file holding it private.`
 			if err != nil {
 				return fmt.Errorf("the client credential: %w", err)
 			}
-			tok, err := cred.MintBearer(principal, time.Now(), ttl)
+			now := time.Now()
+			tok, err := cred.MintBearer(principal, now, ttl)
 			if err != nil {
 				return err
+			}
+			// Where the clients file is readable here, a token it would refuse is not printed.
+			if set, lerr := clients.Load(cfg.ClientsPath()); lerr == nil {
+				if _, verr := set.VerifyBearer(tok, now); verr != nil {
+					return fmt.Errorf("the clients file %s refuses this token: %w", cfg.ClientsPath(), verr)
+				}
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), tok)
 			return nil

@@ -152,9 +152,6 @@ func (s *Server) MCPServer(caller Caller) *mcp.Server {
 	return srv
 }
 
-// ErrUnauthenticated: a request without a bearer token that verifies.
-var ErrUnauthenticated = errors.New("mcpserver: unauthenticated")
-
 // Handler serves MCP over streamable HTTP, every request authenticated by an Airlock bearer
 // token (401 with WWW-Authenticate otherwise). A session belongs to the token's client and
 // principal: a request with another's token is refused.
@@ -181,8 +178,33 @@ func (s *Server) Handler() http.Handler {
 		// A client whose stream broke while a call waited for an approver resumes it
 		// (Last-Event-ID) and still gets the answer; idle sessions end after SessionTimeout.
 		EventStore: mcp.NewMemoryEventStore(nil), SessionTimeout: SessionTimeout})
-	return auth.RequireBearerToken(verify, nil)(h)
+	authed := auth.RequireBearerToken(verify, nil)(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		authed.ServeHTTP(&challenge{ResponseWriter: w}, r)
+	})
 }
+
+// challenge adds the bearer challenge (RFC 6750; the MCP authorization specification) to a 401
+// the SDK's middleware answers without one (it names only OAuth resource metadata, which
+// Airlock does not serve: tokens come from `airlock mcp token`).
+type challenge struct{ http.ResponseWriter }
+
+func (c *challenge) WriteHeader(code int) {
+	if code == http.StatusUnauthorized && c.Header().Get("WWW-Authenticate") == "" {
+		c.Header().Set("WWW-Authenticate", `Bearer realm="airlock", error="invalid_token"`)
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+// Flush passes flushes through (server-sent events).
+func (c *challenge) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (c *challenge) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 func callerOf(ti *auth.TokenInfo) (Caller, bool) {
 	if ti == nil {
@@ -262,10 +284,18 @@ func (s *Server) call(ctx context.Context, caller Caller, req *mcp.CallToolReque
 	if errors.As(err, &started) {
 		run = s.opt.Temporal.GetWorkflow(ctx, id, "")
 	} else if err != nil {
-		return nil, fmt.Errorf("mcpserver: start call %s: %w", id, err)
+		s.opt.Logger.Warn("start a call", "workflow", id, "error", err)
+		return errorResult("", "Airlock could not start this call (its workflow service did not answer). Nothing ran. Try again later."), nil
 	}
 	res, err := s.wait(ctx, req, run)
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
+		// The call's workflow failed (a store that stayed down): what ran, if anything, is
+		// in the audit and the ledger; a retry of the same call reads the same end.
+		s.opt.Logger.Warn("a call failed", "workflow", id, "error", err)
+		r := errorResult("", fmt.Sprintf("Airlock could not finish this %s call (%v). Do not assume it ran or did not: tell the user; Airlock's audit log has the call as %s.", name, err, id))
+		r.Meta = mcp.Meta{MetaWorkflow: id, MetaOutcome: "error"}
+		return r, nil
+	} else if err != nil {
 		return nil, err
 	}
 	return toolResult(name, res), nil
