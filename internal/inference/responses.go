@@ -283,11 +283,3 @@ func responsesUsage(body []byte, status int) (Usage, error) {
 	}
 	return Usage{InputTokens: env.Usage.InputTokens, OutputTokens: env.Usage.OutputTokens}, nil
 }
-
-// sinkFunc adapts a Sink (nil: none) to parse.AssembleStream's callback.
-func sinkFunc(sink Sink) func(parse.Delta) {
-	if sink == nil {
-		return nil
-	}
-	return sink
-}

@@ -49,11 +49,7 @@ func assemble(body io.Reader, sse bool, asm parse.Assembler, sink Sink, onEvent 
 	if sse {
 		framing = parse.FramingSSE
 	}
-	var s func(parse.Delta)
-	if sink != nil {
-		s = sink
-	}
-	return parse.AssembleStream(body, framing, asm, s, onEvent)
+	return parse.AssembleStream(body, framing, asm, sinkFunc(sink), onEvent)
 }
 
 // streamErrorEvent reports an error event inside a stream: an object whose "error" member is
@@ -73,4 +69,12 @@ func streamErrorEvent(provider string, data []byte) error {
 			Message: "error event in the stream: " + errorExcerpt(data)}
 	}
 	return nil
+}
+
+// sinkFunc adapts a Sink (nil: none) to parse.AssembleStream's callback.
+func sinkFunc(sink Sink) func(parse.Delta) {
+	if sink == nil {
+		return nil
+	}
+	return sink
 }

@@ -168,3 +168,26 @@ func eachObject(where string, raw json.RawMessage, check func(where string, obj 
 	}
 	return refusedPart{}
 }
+
+// eachObjectStrict is eachObject for lists whose every element must be a readable object
+// (moderation results, annotations): an element that is not is an unread part, never skipped.
+func eachObjectStrict(where string, raw json.RawMessage, check func(where string, obj object) refusedPart) refusedPart {
+	if kindOf(raw) == 'n' {
+		return refusedPart{}
+	}
+	var list []json.RawMessage
+	if kindOf(raw) != '[' || json.Unmarshal(raw, &list) != nil {
+		return unread(where, "not a readable JSON array")
+	}
+	for i, e := range list {
+		w := fmt.Sprintf("%s[%d]", where, i)
+		obj, err := decodeObject(e)
+		if err != nil {
+			return unread(w, "not a readable JSON object ("+quoteBounded(err.Error())+")")
+		}
+		if r := check(w, obj); !r.none() {
+			return r
+		}
+	}
+	return refusedPart{}
+}
