@@ -104,6 +104,11 @@ func (s *Set) VerifyBearer(token string, at time.Time) (Bearer, error) {
 	if !ed25519.Verify(e.key, append([]byte(bearerLabel), claims...), sig) {
 		return Bearer{}, refused(RefusalMisattested, "the bearer token's signature does not verify for client %s", c.Client)
 	}
+	if !c.Expires.After(c.Issued) || c.Expires.Sub(c.Issued) > MaxBearerTTL {
+		// The lifetime MintBearer enforces holds for every token, whoever signed it.
+		return Bearer{}, refused(RefusalExpired, "the bearer token's lifetime (%s to %s) is not within %s",
+			c.Issued.UTC().Format(time.RFC3339), c.Expires.UTC().Format(time.RFC3339), MaxBearerTTL)
+	}
 	if at.Before(c.Issued.Add(-MaxSkew)) || at.After(c.Expires) {
 		return Bearer{}, refused(RefusalExpired, "the bearer token is valid from %s to %s",
 			c.Issued.UTC().Format(time.RFC3339), c.Expires.UTC().Format(time.RFC3339))
