@@ -14,26 +14,35 @@ import (
 	"github.com/airlock-dev/airlock/internal/store"
 )
 
-// Callers of single calls (issue 35): an MCP client Airlock does not run proves itself with a
-// bearer token signed by its registered client credential (clients.MintBearer). The MCP server
-// checks it on every request; VerifyCaller checks it again in the worker before the call's
-// first stage, so a workflow started by anyone without the credential runs nothing.
+// Callers of single calls (issue 35): an MCP client Airlock does not run proves itself to the
+// MCP server with a bearer token signed by its registered client credential
+// (clients.MintBearer). The server checks it on every request and starts the call with an
+// attestation bound to that one call (clients.CallAttestation, signed by the server's gateway
+// credential, or by the caller's own credential over stdio); VerifyCaller checks it in the
+// worker before the call's first stage, so a workflow started by anyone without a registered
+// key runs nothing, and nothing in the call's history can start another call.
 
 // AuditCallRefused is the audit kind of a single call whose caller did not prove itself:
 // Reason is the refusal code (clients.Refusal*), Detail says why.
 const AuditCallRefused = "call_refused"
 
-// VerifyCallerInput is what VerifyCaller checks: the call's workflow, the bearer token its
-// caller presented and the principal and client the starter claims for it, and the time the
-// call started (Temporal's, not the worker's clock).
+// CallWorkflowPrefix starts every call workflow id (workflows.CallWorkflowPrefix, which a test
+// holds equal).
+const CallWorkflowPrefix = "mcp/"
+
+// VerifyCallerInput is what VerifyCaller checks: the call's workflow, the attestation its
+// starter presented, the tool and argument digest the call runs, the principal and client the
+// starter claims for it, and the time the call started (Temporal's, not the worker's clock).
 type VerifyCallerInput struct {
-	WorkflowID string    `json:"workflow_id"`
-	RunID      string    `json:"run_id"`
-	FirstRunID string    `json:"first_run_id"`
-	Token      string    `json:"token"`
-	Principal  string    `json:"principal"`
-	Client     string    `json:"client"`
-	StartedAt  time.Time `json:"started_at"`
+	WorkflowID  string                   `json:"workflow_id"`
+	RunID       string                   `json:"run_id"`
+	FirstRunID  string                   `json:"first_run_id"`
+	Attestation *clients.CallAttestation `json:"attestation,omitempty"`
+	Tool        string                   `json:"tool"`
+	ArgsDigest  string                   `json:"args_digest"`
+	Principal   string                   `json:"principal"`
+	Client      string                   `json:"client"`
+	StartedAt   time.Time                `json:"started_at"`
 }
 
 // VerifyCallerOutput is the proven caller.
@@ -42,13 +51,13 @@ type VerifyCallerOutput struct {
 	Client    string `json:"client"`
 }
 
-// VerifyCaller verifies a single call's bearer token against the clients file as of the call's
-// start and records the proven requester (store.RecordRequester), which every approver surface
+// VerifyCaller verifies a single call's attestation (clients.Set.VerifyCall: this workflow id,
+// tool and arguments, signed in time by the client or a gateway, the client still registered
+// and in scope) against the clients file as of the call's start and records the proven requester (store.RecordRequester), which every approver surface
 // shows and the four-eyes rule compares the approver with. A refused caller is audited
 // (AuditCallRefused) and fails with a non-retryable ErrTypeRequesterRefused error whose
 // details are the refusal code and detail; a store failure is retried.
 func (a *Activities) VerifyCaller(ctx context.Context, in VerifyCallerInput) (VerifyCallerOutput, error) {
-	var b clients.Bearer
 	var err error
 	switch {
 	case a.Clients == nil:
@@ -57,24 +66,26 @@ func (a *Activities) VerifyCaller(ctx context.Context, in VerifyCallerInput) (Ve
 		set, lerr := a.Clients()
 		if lerr != nil {
 			err = &clients.RefusedError{Code: clients.RefusalNoClients, Detail: "the worker cannot read its clients file: " + lerr.Error()}
-		} else if b, err = set.VerifyBearer(in.Token, in.StartedAt); err == nil && (b.Principal != in.Principal || b.Client != in.Client) {
+		} else if _, err = set.VerifyCall(CallWorkflowPrefix, in.WorkflowID, in.Tool, in.ArgsDigest, in.Attestation, in.StartedAt); err == nil &&
+			(in.Attestation.Principal != in.Principal || in.Attestation.Client != in.Client) {
 			err = &clients.RefusedError{Code: clients.RefusalMisattested, Detail: fmt.Sprintf(
-				"the call claims client %s for principal %s; its bearer token is client %s's for %s", in.Client, in.Principal, b.Client, b.Principal)}
+				"the call claims client %s for principal %s; its attestation is client %s's for %s", in.Client, in.Principal, in.Attestation.Client, in.Attestation.Principal)}
 		}
 	}
 	if err == nil {
-		// One requester row per call workflow: the token is reused by every call of a client,
-		// so the recorded signature is the token's bound to this workflow id.
-		sum := sha256.Sum256([]byte(b.Signature + "\x00" + in.WorkflowID))
+		// One requester row per call workflow, keyed by the attestation's signature: it is
+		// bound to this workflow id, so a second start of the id is the replay the store refuses.
+		att := in.Attestation
+		sum := sha256.Sum256([]byte(att.Signature))
 		_, rerr := a.Store.RecordRequester(ctx, store.TurnRequester{WorkflowID: in.WorkflowID, RunID: in.RunID, FirstRunID: in.FirstRunID,
-			Principal: b.Principal, Client: b.Client, Signature: "mcp-bearer:" + hex.EncodeToString(sum[:]), At: in.StartedAt})
+			Principal: att.Principal, Client: att.Client, Signature: "mcp-call:" + hex.EncodeToString(sum[:]), At: in.StartedAt})
 		switch {
 		case errors.Is(rerr, store.ErrAttestationUsed):
 			err = &clients.RefusedError{Code: clients.RefusalReplayed, Detail: "this call's workflow id already ran under another start"}
 		case rerr != nil:
 			return VerifyCallerOutput{}, fmt.Errorf("record the call's requester: %w", rerr)
 		default:
-			return VerifyCallerOutput{Principal: b.Principal, Client: b.Client}, nil
+			return VerifyCallerOutput{Principal: att.Principal, Client: att.Client}, nil
 		}
 	}
 	var ref *clients.RefusedError

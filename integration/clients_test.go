@@ -30,6 +30,10 @@ var (
 	// for "user:*" (bob runs a chat backend); itBobOnly ("bob-cli") may speak for bob only.
 	itBobClient, itBobOnly         clients.Credential
 	itBobClientFile, itBobOnlyFile string
+	// itGateway is the gateway credential `airlock mcp serve` attests HTTP callers' calls with
+	// (AIRLOCK_MCP_GATEWAY_CREDENTIAL), registered as client "mcp-gateway" with Gateway set.
+	itGateway     clients.Credential
+	itGatewayFile string
 )
 
 // itPrincipals are the principals itStarter may speak for.
@@ -70,6 +74,19 @@ func writeClients(dir string) error {
 		if err := clients.Add(itClients, clients.Client{Name: x.name, PublicKey: x.cred.Public(), Principals: []string{x.principal}}); err != nil {
 			return err
 		}
+	}
+	if itGateway, err = clients.NewCredential("mcp-gateway"); err != nil {
+		return err
+	}
+	itGatewayFile = filepath.Join(dir, "credentials", "client-mcp-gateway.json")
+	if err := clients.SaveCredential(itGatewayFile, itGateway); err != nil {
+		return err
+	}
+	if err := clients.Add(itClients, clients.Client{Name: itGateway.Name, PublicKey: itGateway.Public(), Principals: append([]string{"user:*"}, principals...), Gateway: true}); err != nil {
+		return err
+	}
+	if err := os.Setenv("AIRLOCK_MCP_GATEWAY_CREDENTIAL", itGatewayFile); err != nil {
+		return err
 	}
 	if err := os.Setenv("AIRLOCK_CLIENTS", itClients); err != nil {
 		return err

@@ -71,7 +71,7 @@ func BenchmarkMCPServeAutomaticCall(b *testing.B) {
 
 	b.Run("gateway", func(b *testing.B) {
 		srv := mcpserver.New(mcpserver.Options{Registry: func() *registry.Registry { return reg }, Temporal: c, TaskQueue: cfg.TaskQueue,
-			Clients: clients.NewSource(itClients).Current})
+			Clients: clients.NewSource(itClients).Current, Gateway: itGateway})
 		hs := httptest.NewServer(srv.Handler())
 		defer hs.Close()
 		tok, err := itStarter.MintBearer("alice", time.Now(), time.Hour)

@@ -55,7 +55,7 @@ func TestMCPServeAgentApprovedOnThePage(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := mcpserver.New(mcpserver.Options{Registry: func() *registry.Registry { return reg }, Temporal: c, TaskQueue: cfg.TaskQueue,
-		Clients: clients.NewSource(itClients).Current, Progress: 200 * time.Millisecond})
+		Clients: clients.NewSource(itClients).Current, Gateway: itGateway, Progress: 200 * time.Millisecond})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	var hits atomic.Int32
@@ -97,7 +97,7 @@ func TestMCPServeAgentApprovedOnThePage(t *testing.T) {
 	rawArgs, _ := json.Marshal(map[string]any{"url": page.URL})
 	const reason = "not this page today"
 	for _, key := range []string{"ts-approve", "ts-deny"} {
-		id := workflows.CallWorkflowID("it-client", "alice", "key:"+key, "web_fetch", rawArgs)
+		id := workflows.CallWorkflowID("it-client", "alice", clients.KeyDigest("key:"+key), "web_fetch", rawArgs)
 		p := waitPending(t, c, id, map[string]bool{})
 		b.waitCard(web, p.ConfirmationID)
 		cc := card(p.ConfirmationID)

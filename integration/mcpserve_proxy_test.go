@@ -36,7 +36,7 @@ func TestMCPServePinningProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := mcpserver.New(mcpserver.Options{Registry: func() *registry.Registry { return reg }, Temporal: c, TaskQueue: cfg.TaskQueue,
-		Clients: clients.NewSource(itClients).Current})
+		Clients: clients.NewSource(itClients).Current, Gateway: itGateway})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	g := &mcpGateway{url: hs.URL}

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/airlock-dev/airlock/internal/clients"
 	"github.com/airlock-dev/airlock/internal/mcpserver"
@@ -83,7 +86,7 @@ func startGateway(t *testing.T) (*mcpGateway, func(string, string) string) {
 	}
 	g := &mcpGateway{notified: map[string]int{}}
 	g.srv = mcpserver.New(mcpserver.Options{Registry: func() *registry.Registry { return reg }, Temporal: c, TaskQueue: cfg.TaskQueue,
-		Clients: clients.NewSource(itClients).Current, Progress: 100 * time.Millisecond, Notified: func(id, _ string) {
+		Clients: clients.NewSource(itClients).Current, Gateway: itGateway, Progress: 100 * time.Millisecond, Notified: func(id, _ string) {
 			g.mu.Lock()
 			g.notified[id]++
 			g.mu.Unlock()
@@ -232,7 +235,7 @@ func TestMCPServeGoClient(t *testing.T) {
 	rawArgs, _ := json.Marshal(args)
 
 	t.Run("confirmed, approved, retried", func(t *testing.T) {
-		id := workflows.CallWorkflowID("it-client", "alice", "key:k-approve", "web_fetch", rawArgs)
+		id := workflows.CallWorkflowID("it-client", "alice", clients.KeyDigest("key:k-approve"), "web_fetch", rawArgs)
 		type out struct {
 			res *mcp.CallToolResult
 			err error
@@ -306,10 +309,18 @@ func TestMCPServeGoClient(t *testing.T) {
 			t.Fatalf("retry = %+v, hits %d", r2, hits.Load())
 		}
 		writeHistory(t, dial(t), id, "call-approved.history.json")
+		// The call's history names its caller by an attestation bound to this call, never by
+		// the bearer token, which would start other calls for whoever reads histories.
+		if historyHolds(t, dial(t), id, clients.BearerPrefix) {
+			t.Fatal("the call's history holds a bearer token")
+		}
+		if !historyHolds(t, dial(t), id, `"signer":"mcp-gateway"`) {
+			t.Fatal("the call's history has no attestation signed by the gateway")
+		}
 	})
 
 	t.Run("denied", func(t *testing.T) {
-		id := workflows.CallWorkflowID("it-client", "alice", "key:k-deny", "web_fetch", rawArgs)
+		id := workflows.CallWorkflowID("it-client", "alice", clients.KeyDigest("key:k-deny"), "web_fetch", rawArgs)
 		done := make(chan error, 1)
 		var res *mcp.CallToolResult
 		go func() {
@@ -428,4 +439,25 @@ func TestMCPServeSessionBelongsToItsCaller(t *testing.T) {
 	if r := post("", session, list); r.StatusCode != http.StatusUnauthorized || !strings.Contains(r.Header.Get("WWW-Authenticate"), "Bearer") {
 		t.Fatalf("no token on alice's session: %s %q", r.Status, r.Header.Get("WWW-Authenticate"))
 	}
+}
+
+// historyHolds reports whether any event of workflow id's history holds text (payloads are
+// plain JSON in these tests: no codec).
+func historyHolds(t *testing.T, c client.Client, id, text string) bool {
+	t.Helper()
+	it := c.GetWorkflowHistory(context.Background(), id, "", false, 0)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := proto.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte(text)) {
+			return true
+		}
+	}
+	return false
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/clients"
 	"github.com/airlock-dev/airlock/internal/mcpserver"
 	"github.com/airlock-dev/airlock/workflows"
 )
@@ -79,7 +80,7 @@ func TestMCPServeTypeScriptClient(t *testing.T) {
 	rawArgs, _ := json.Marshal(map[string]any{"url": page.URL})
 	c := dial(t)
 	for _, x := range []struct{ key, decision string }{{"ts-approve", workflows.DecisionApprove}, {"ts-deny", workflows.DecisionDeny}} {
-		id := workflows.CallWorkflowID("it-client", "alice", "key:"+x.key, "web_fetch", rawArgs)
+		id := workflows.CallWorkflowID("it-client", "alice", clients.KeyDigest("key:"+x.key), "web_fetch", rawArgs)
 		p := waitPending(t, c, id, map[string]bool{})
 		eventually(t, 30*time.Second, "a progress notification for "+id, func() bool { return g.notifiedOf(id) > 0 })
 		decideAs(p.ConfirmationID, x.decision)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/canonical"
+	"github.com/airlock-dev/airlock/internal/clients"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/parse"
 	"github.com/airlock-dev/airlock/registry"
@@ -40,11 +41,16 @@ const MaxCallArgumentBytes = 256 << 10
 
 // CallRequest starts one call.
 type CallRequest struct {
-	// Client and Principal are the caller as the MCP server authenticated it; Token is the
-	// bearer token it presented (clients.MintBearer), which the worker verifies again.
+	// Client and Principal are the caller as the MCP server authenticated it.
 	Client    string `json:"client"`
 	Principal string `json:"principal"`
-	Token     string `json:"token"`
+	// Attestation proves the caller for exactly this call (clients.CallAttestation: signed by
+	// the caller's own credential, or by the MCP server's gateway credential after it verified
+	// the caller's bearer token). It names the digest of the caller's idempotency key, from
+	// which, with the client, principal, tool and arguments, the worker recomputes the workflow
+	// id (CallWorkflowID) before anything runs: a call started under another id runs nothing. The bearer token itself never enters the workflow's input:
+	// history readers could lift it; an attestation copied from history starts nothing else.
+	Attestation *clients.CallAttestation `json:"attestation,omitempty"`
 	// Tool is the tool name exactly as the caller sent it (never corrected: an unknown name is
 	// rejected at resolve); Arguments its arguments, a JSON object.
 	Tool      string          `json:"tool"`
@@ -95,19 +101,45 @@ type CallResult struct {
 }
 
 // CallWorkflowID is the workflow id of a call: "mcp/<client>/" and 32 hex digits of the SHA-256
-// of the principal, the caller's idempotency key, the tool name and the canonical digest of the
-// arguments. The same call with the same key is the same workflow: a retry attaches to it and
-// never runs the call twice; another tool or other arguments under one key are another call.
-func CallWorkflowID(client, principal, key, tool string, args json.RawMessage) string {
+// of the principal, the digest of the caller's idempotency key (clients.KeyDigest), the tool
+// name and the canonical digest of the arguments (clients.CallID). The same call with the same
+// key is the same workflow: a retry attaches to it and never runs the call twice; another tool
+// or other arguments under one key are another call.
+func CallWorkflowID(client, principal, keyDigest, tool string, args json.RawMessage) string {
+	return clients.CallID(CallWorkflowPrefix, client, principal, keyDigest, tool, CallArgsDigest(args))
+}
+
+// CallArgsDigest is the digest a call's id and attestation name its arguments by: the
+// canonical digest of a JSON object, else "raw:" and the SHA-256 of the bytes (such arguments
+// are rejected at validate; they are still one call).
+func CallArgsDigest(args json.RawMessage) string {
 	digest, err := canonical.Digest(args)
 	if err != nil {
-		digest = "raw:" + string(args) // not an object: rejected at validate, still one id
+		sum := sha256.Sum256(args)
+		return "raw:" + hex.EncodeToString(sum[:])
 	}
-	h := sha256.New()
-	for _, f := range []string{principal, key, tool, digest} {
-		fmt.Fprintf(h, "%d:%s", len(f), f)
+	return digest
+}
+
+// SignCall attests req for exactly one call (clients.CallAttestation) with signer at time at and
+// returns the call's workflow id, which the attestation names: the caller's own credential
+// (bearer nil), or a gateway credential vouching for the caller whose bearer token it verified.
+// key is the caller's idempotency key (only its digest is kept). Errors: a credential without
+// a key.
+func SignCall(signer clients.Credential, req *CallRequest, key string, bearer *clients.Bearer, at time.Time) (string, error) {
+	keyDigest := clients.KeyDigest(key)
+	claims := clients.CallClaims{Client: req.Client, Principal: req.Principal, KeyDigest: keyDigest, Tool: req.Tool,
+		ArgsDigest: CallArgsDigest(req.Arguments)}
+	claims.WorkflowID = CallWorkflowID(req.Client, req.Principal, keyDigest, req.Tool, req.Arguments)
+	if bearer != nil {
+		claims.TokenID, claims.TokenExpires = clients.TokenID(*bearer), bearer.Expires
 	}
-	return CallWorkflowPrefix + client + "/" + hex.EncodeToString(h.Sum(nil)[:16])
+	att, err := signer.AttestCall(claims, at)
+	if err != nil {
+		return "", err
+	}
+	req.Attestation = att
+	return claims.WorkflowID, nil
 }
 
 // CallStartOptions are the start options of a call: its deterministic id, attached to when it
@@ -137,8 +169,9 @@ func CallWorkflow(ctx workflow.Context, req CallRequest) (CallResult, error) {
 	}
 	var who activities.VerifyCallerOutput
 	err := workflow.ExecuteLocalActivity(localCtx(ctx, "verify caller "+req.Client), a.VerifyCaller, activities.VerifyCallerInput{
-		WorkflowID: res.WorkflowID, RunID: info.WorkflowExecution.RunID, FirstRunID: info.FirstRunID, Token: req.Token,
-		Principal: req.Principal, Client: req.Client, StartedAt: info.WorkflowStartTime}).Get(ctx, &who)
+		WorkflowID: res.WorkflowID, RunID: info.WorkflowExecution.RunID, FirstRunID: info.FirstRunID, Attestation: req.Attestation,
+		Tool: req.Tool, ArgsDigest: CallArgsDigest(req.Arguments), Principal: req.Principal, Client: req.Client,
+		StartedAt: info.WorkflowStartTime}).Get(ctx, &who)
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeRequesterRefused {
 		r := newRequesterRefused(appErr)

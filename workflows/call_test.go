@@ -13,29 +13,23 @@ import (
 	"github.com/airlock-dev/airlock/workflows"
 )
 
-// callReq is a call of tool with args by testStarter for principal, with a fresh bearer token.
+// callReq is a call of tool with args by testStarter for principal, attested by testStarter's
+// own credential (as `airlock mcp serve --stdio` does) under the idempotency key "k1".
 func callReq(t *testing.T, principal, tool, args string) workflows.CallRequest {
 	t.Helper()
-	tok, err := testStarter.MintBearer(principal, time.Now(), time.Hour)
-	if err != nil {
+	req := workflows.CallRequest{Client: testStarter.Name, Principal: principal, Tool: tool,
+		Arguments: json.RawMessage(args), CallID: "mcp-1", ConfirmationTTL: 5 * time.Minute}
+	if _, err := workflows.SignCall(testStarter, &req, "k1", nil, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	return workflows.CallRequest{Client: testStarter.Name, Principal: principal, Token: tok, Tool: tool,
-		Arguments: json.RawMessage(args), CallID: "mcp-1", ConfirmationTTL: 5 * time.Minute}
+	return req
 }
 
-// runCall runs req as a call workflow to its end.
+// runCall runs req as a call workflow to its end, under the workflow id its attestation names.
 func (f *fixture) runCall(req workflows.CallRequest) workflows.CallResult {
 	f.t.Helper()
-	id := workflows.CallWorkflowID(req.Client, req.Principal, "k1", req.Tool, req.Arguments)
-	f.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: id})
-	f.env.ExecuteWorkflow(workflows.CallWorkflow, req)
-	if !f.env.IsWorkflowCompleted() {
-		f.t.Fatal("call workflow did not complete")
-	}
-	if err := f.env.GetWorkflowError(); err != nil {
-		f.t.Fatalf("call workflow failed: %v", err)
-	}
+	id := workflows.CallWorkflowID(req.Client, req.Principal, clients.KeyDigest("k1"), req.Tool, req.Arguments)
+	f.runCallAs(id, req)
 	var res workflows.CallResult
 	if err := f.env.GetWorkflowResult(&res); err != nil {
 		f.t.Fatal(err)
@@ -44,6 +38,19 @@ func (f *fixture) runCall(req workflows.CallRequest) workflows.CallResult {
 		f.t.Fatalf("result workflow id %q, want %q", res.WorkflowID, id)
 	}
 	return res
+}
+
+// runCallAs runs req as the call workflow id to its end.
+func (f *fixture) runCallAs(id string, req workflows.CallRequest) {
+	f.t.Helper()
+	f.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: id})
+	f.env.ExecuteWorkflow(workflows.CallWorkflow, req)
+	if !f.env.IsWorkflowCompleted() {
+		f.t.Fatal("call workflow did not complete")
+	}
+	if err := f.env.GetWorkflowError(); err != nil {
+		f.t.Fatalf("call workflow failed: %v", err)
+	}
 }
 
 // envelopeOf decodes a call's result envelope.
@@ -124,16 +131,16 @@ func TestCallConfirmed(t *testing.T) {
 func TestCallRefusals(t *testing.T) {
 	f := newFixture(t)
 	req := callReq(t, "alice", "test_send", `{"to":"carol","amount":5}`)
-	req.Principal = "bob" // the token is alice's
+	req.Principal = "bob" // the attestation is alice's
 	res := f.runCall(req)
 	if res.Refusal != clients.RefusalMisattested || f.sends.Load() != 0 || len(res.Outcomes) != 0 {
 		t.Fatalf("claimed principal: %+v", res)
 	}
 	f = newFixture(t)
 	req = callReq(t, "alice", "test_send", `{"to":"carol","amount":5}`)
-	req.Token = req.Token[:len(req.Token)-4] + "AAAA"
+	req.Attestation.Signature = req.Attestation.Signature[:len(req.Attestation.Signature)-4] + "AAAA"
 	if res := f.runCall(req); res.Refusal != clients.RefusalMisattested || !strings.Contains(res.Envelope, clients.RefusalMisattested) {
-		t.Fatalf("forged token: %+v", res)
+		t.Fatalf("forged attestation: %+v", res)
 	}
 	f = newFixture(t)
 	res = f.runCall(callReq(t, "alice", "test_sned", `{"to":"carol","amount":5}`))
@@ -159,7 +166,7 @@ func TestCallCancelledWhileWaiting(t *testing.T) {
 		f.env.CancelWorkflow()
 	})
 	req := callReq(t, "alice", "test_send", `{"to":"carol","amount":5}`)
-	f.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.CallWorkflowID(req.Client, req.Principal, "k", req.Tool, req.Arguments)})
+	f.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: req.Attestation.WorkflowID})
 	f.env.ExecuteWorkflow(workflows.CallWorkflow, req)
 	if !f.env.IsWorkflowCompleted() || f.env.GetWorkflowError() == nil {
 		t.Fatalf("a cancelled call ended with %v", f.env.GetWorkflowError())
@@ -180,4 +187,103 @@ func TestCallCancelledWhileWaiting(t *testing.T) {
 	if !found {
 		t.Fatalf("no expired/cancelled audit row: %+v", f.audit())
 	}
+}
+
+// gatewaySet is a clients file with testStarter, a gateway that may vouch for "user:*" and
+// alice, and a plain client "other" that is not a gateway.
+func gatewaySet(t *testing.T, withStarter bool) (*clients.Set, clients.Credential, clients.Credential) {
+	t.Helper()
+	gw, err := clients.NewCredential("mcp-gateway")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := clients.NewCredential("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return setOf(t, gw, other, withStarter), gw, other
+}
+
+// setOf is the clients file of gatewaySet for the given credentials.
+func setOf(t *testing.T, gw, other clients.Credential, withStarter bool) *clients.Set {
+	t.Helper()
+	f := clients.File{Clients: []clients.Client{
+		{Name: gw.Name, PublicKey: gw.Public(), Principals: []string{"user:*", "alice"}, Gateway: true},
+		{Name: other.Name, PublicKey: other.Public(), Principals: []string{"user:*", "alice"}},
+	}}
+	if withStarter {
+		f.Clients = append(f.Clients, clients.Client{Name: testStarter.Name, PublicKey: testStarter.Public(), Principals: []string{"alice", "bob"}})
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := clients.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+// What the MCP server over HTTP starts: a call attested by the gateway for a bearer token it
+// verified. The workflow's input carries no bearer token; an attestation lifted from one call's
+// history starts nothing under another workflow id or with other arguments; a client that is
+// no gateway cannot vouch for another; removing the token's client revokes its calls at once.
+func TestCallAttestationIsBoundToOneCall(t *testing.T) {
+	set, gw, other := gatewaySet(t, true)
+	tok, err := testStarter.MintBearer("alice", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bearer, err := set.VerifyBearer(tok, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gatewayReq := func(args string, signer clients.Credential) (string, workflows.CallRequest) {
+		req := workflows.CallRequest{Client: testStarter.Name, Principal: "alice", Tool: "test_echo", Arguments: json.RawMessage(args), CallID: "mcp-1"}
+		id, err := workflows.SignCall(signer, &req, "session-7:progress-1", &bearer, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id, req
+	}
+
+	id, req := gatewayReq(`{"text":"hi"}`, gw)
+	if in, _ := json.Marshal(req); strings.Contains(string(in), tok) || strings.Contains(string(in), bearer.Signature) || strings.Contains(string(in), "session-7") {
+		t.Fatalf("the call's input carries the bearer token or the idempotency key: %s", in)
+	}
+	f := newFixture(t)
+	f.acts.Clients = clients.Static(set)
+	f.runCallAs(id, req)
+	var res workflows.CallResult
+	if err := f.env.GetWorkflowResult(&res); err != nil || res.Refusal != "" || res.Outcome.Outcome != activities.OutcomeExecuted {
+		t.Fatalf("gateway-attested call: %+v, %v", res, err)
+	}
+
+	refusedAs := func(name, id string, req workflows.CallRequest, set *clients.Set, code string) {
+		t.Helper()
+		f := newFixture(t)
+		f.acts.Clients = clients.Static(set)
+		f.runCallAs(id, req)
+		var res workflows.CallResult
+		if err := f.env.GetWorkflowResult(&res); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %s", name, res.Detail)
+		if res.Refusal != code || len(res.Outcomes) != 0 {
+			t.Fatalf("%s: refusal %q (%s), outcomes %+v; want %s and nothing run", name, res.Refusal, res.Detail, res.Outcomes, code)
+		}
+	}
+	// Lifted from history: the same input under another workflow id.
+	refusedAs("another workflow id", workflows.CallWorkflowID(req.Client, req.Principal, clients.KeyDigest("mine"), req.Tool, req.Arguments), req, set, clients.RefusalMisattested)
+	// Lifted from history with the arguments changed, at the id the new arguments would have.
+	edited := req
+	edited.Arguments = json.RawMessage(`{"text":"other"}`)
+	refusedAs("other arguments", workflows.CallWorkflowID(req.Client, req.Principal, req.Attestation.KeyDigest, req.Tool, edited.Arguments), edited, set, clients.RefusalMisattested)
+	// A registered client that is not a gateway vouching for testStarter's caller.
+	id, req = gatewayReq(`{"text":"hi"}`, other)
+	refusedAs("not a gateway", id, req, set, clients.RefusalMisattested)
+	// The bearer token's client removed from the clients file.
+	id, req = gatewayReq(`{"text":"hi"}`, gw)
+	refusedAs("client removed", id, req, setOf(t, gw, other, false), clients.RefusalMisattested)
 }

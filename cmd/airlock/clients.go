@@ -37,15 +37,21 @@ turn. Changes take effect at once, without restarting workers.`,
 func newClientsAddCmd() *cobra.Command {
 	var principals []string
 	var credOut string
+	var gateway bool
 	cmd := &cobra.Command{
-		Use:   "add NAME --principal P [--principal 'user:*']",
+		Use:   "add NAME --principal P [--principal 'user:*'] [--gateway]",
 		Short: "Register a client credential (written owner-only) and the principals it may start turns for",
 		Long: `Register a client credential in the clients file. The private key is written with mode 0600
 to --credential-out (default $AIRLOCK_HOME/credentials/client-NAME.json): hand it to the person
 or service, who points AIRLOCK_CLIENT_CREDENTIAL at it (the CLI's default is
 ~/.config/airlock/client.json). Name a person's credential after the person: a four-eyes rule
-then refuses their approval of any turn they started, whatever principal it speaks for.`,
-		Example: "  airlock clients add bob --principal bob\n  airlock clients add chat-backend --principal 'user:*'",
+then refuses their approval of any turn they started, whatever principal it speaks for.
+
+--gateway registers the credential "airlock mcp serve" signs calls with over HTTP: it vouches
+for each call whose bearer token it verified (within its --principal scopes, and only where the
+token's own client may speak for the principal), so bearer tokens never enter Temporal history.
+Point AIRLOCK_MCP_GATEWAY_CREDENTIAL at the file it writes.`,
+		Example: "  airlock clients add bob --principal bob\n  airlock clients add chat-backend --principal 'user:*'\n  airlock clients add mcp-gateway --gateway --principal 'user:*' --principal bob",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
@@ -69,7 +75,7 @@ then refuses their approval of any turn they started, whatever principal it spea
 				return err
 			}
 			// Validate the registration before writing the private key.
-			reg := clients.Client{Name: name, PublicKey: cred.Public(), Principals: principals}
+			reg := clients.Client{Name: name, PublicKey: cred.Public(), Principals: principals, Gateway: gateway}
 			if b, err := json.Marshal(clients.File{Clients: []clients.Client{reg}}); err != nil {
 				return err
 			} else if _, err := clients.Parse(b); err != nil {
@@ -92,6 +98,7 @@ then refuses their approval of any turn they started, whatever principal it spea
 	}
 	cmd.Flags().StringArrayVar(&principals, "principal", nil, "a principal this credential may start turns for, or a prefix ending in '*' (repeatable; required)")
 	cmd.Flags().StringVar(&credOut, "credential-out", "", "where to write the private credential (default $AIRLOCK_HOME/credentials/client-NAME.json)")
+	cmd.Flags().BoolVar(&gateway, "gateway", false, "register the credential airlock mcp serve signs HTTP callers' calls with (AIRLOCK_MCP_GATEWAY_CREDENTIAL)")
 	return cmd
 }
 
@@ -110,7 +117,11 @@ func newClientsListCmd() *cobra.Command {
 				return nil
 			}
 			for _, c := range f.Clients {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\tprincipals: %s\n", c.Name, strings.Join(c.Principals, ", "))
+				kind := ""
+				if c.Gateway {
+					kind = "\tgateway (airlock mcp serve)"
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\tprincipals: %s%s\n", c.Name, strings.Join(c.Principals, ", "), kind)
 			}
 			return nil
 		},

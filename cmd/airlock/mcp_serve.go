@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,9 +23,9 @@ import (
 
 func newMCPServeCmd() *cobra.Command {
 	var (
-		addr, principal string
-		stdio           bool
-		ttl             time.Duration
+		addr, principal, gatewayPath string
+		stdio                        bool
+		ttl                          time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -39,7 +40,10 @@ execute at most once, record. A call that needs a human waits on the approver pa
 
 Streamable HTTP (default, --addr, path /mcp): every request carries
 "Authorization: Bearer <token>" minted by "airlock mcp token" with a registered client
-credential (airlock clients add).
+credential (airlock clients add). The server attests each call it starts with its gateway
+credential (--gateway-credential; register it once with
+"airlock clients add mcp-gateway --gateway --principal 'user:*'"): the worker checks that
+attestation, bound to that one call, and bearer tokens never enter Temporal history.
 Stdio (--stdio): the caller is the process that starts the server: its client credential
 (AIRLOCK_CLIENT_CREDENTIAL) and --principal.
 
@@ -61,8 +65,17 @@ session.`,
 				return err
 			}
 			defer c.Close()
-			srv := mcpserver.New(mcpserver.Options{Registry: func() *registry.Registry { return reg }, Temporal: c, TaskQueue: cfg.TaskQueue,
-				Clients: clients.NewSource(cfg.ClientsPath()).Current, ConfirmationTTL: ttl, Logger: log})
+			opt := mcpserver.Options{Registry: func() *registry.Registry { return reg }, Temporal: c, TaskQueue: cfg.TaskQueue,
+				Clients: clients.NewSource(cfg.ClientsPath()).Current, ConfirmationTTL: ttl, Logger: log}
+			if !stdio {
+				if gatewayPath == "" {
+					gatewayPath = filepath.Join(cfg.CredentialsDir(), "client-mcp-gateway.json")
+				}
+				if opt.Gateway, err = loadGateway(gatewayPath); err != nil {
+					return err
+				}
+			}
+			srv := mcpserver.New(opt)
 			if stdio {
 				cred, err := clients.LoadCredential(cfg.ClientCredentialPath())
 				if errors.Is(err, fs.ErrNotExist) {
@@ -83,7 +96,29 @@ session.`,
 	f.BoolVar(&stdio, "stdio", false, "serve over stdin/stdout for the process that starts this one")
 	f.StringVar(&principal, "principal", os.Getenv("USER"), "with --stdio: the principal the calls act for (the credential must be allowed to speak for it)")
 	f.DurationVar(&ttl, "confirmation-ttl", 5*time.Minute, "how long a call's confirmation stays valid")
+	f.StringVar(&gatewayPath, "gateway-credential", os.Getenv("AIRLOCK_MCP_GATEWAY_CREDENTIAL"),
+		"over HTTP: the gateway credential that attests each call (AIRLOCK_MCP_GATEWAY_CREDENTIAL; default $AIRLOCK_HOME/credentials/client-mcp-gateway.json)")
 	return cmd
+}
+
+// loadGateway reads the gateway credential at path and checks that the clients file (where
+// readable here) registers it as a gateway: a server whose attestations every worker refuses
+// is an error at start, not at the first call.
+func loadGateway(path string) (clients.Credential, error) {
+	cred, err := clients.LoadCredential(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return cred, fmt.Errorf("no gateway credential at %s: register one with `airlock clients add mcp-gateway --gateway --principal 'user:*'` "+
+			"(its scopes bound whom it may vouch for) and point --gateway-credential or AIRLOCK_MCP_GATEWAY_CREDENTIAL at the file it writes", path)
+	} else if err != nil {
+		return cred, fmt.Errorf("the gateway credential: %w", err)
+	}
+	if set, lerr := clients.Load(cfg.ClientsPath()); lerr == nil {
+		if c, ok := set.Get(cred.Name); !ok || !c.Gateway || c.PublicKey != cred.Public() {
+			return cred, fmt.Errorf("the clients file %s does not register %s (%s) as a gateway with this key: workers would refuse every call (airlock clients add %s --gateway --principal 'user:*')",
+				cfg.ClientsPath(), path, cred.Name, cred.Name)
+		}
+	}
+	return cred, nil
 }
 
 // serveMCPHTTP serves srv's streamable HTTP handler on addr at /mcp until ctx ends.

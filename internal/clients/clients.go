@@ -54,6 +54,11 @@ type Client struct {
 	// Principals are the principals this credential may start turns for: exact principals, or
 	// prefixes ending in '*' ("user:*"). A lone "*" is refused: no credential speaks for anyone.
 	Principals []string `json:"principals"`
+	// Gateway marks a credential that vouches for other clients' callers: `airlock mcp serve`
+	// over HTTP signs each call it verified a bearer token for (CallAttestation), so the token
+	// itself never enters a workflow's history. A gateway vouches only within its Principals,
+	// and only for callers whose own client may speak for the principal.
+	Gateway bool `json:"gateway,omitempty"`
 }
 
 // NamePattern is what a client name may be: a letter, then letters, digits, '.', '_', '-' or

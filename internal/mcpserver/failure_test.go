@@ -5,11 +5,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/sdk/client"
 
+	"github.com/airlock-dev/airlock/internal/clients"
 	"github.com/airlock-dev/airlock/registry"
 )
 
@@ -50,7 +50,11 @@ func TestCallFailuresAreToolErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := New(Options{Registry: func() *registry.Registry { return reg }, Temporal: tc.tc})
 			ct, st := mcp.NewInMemoryTransports()
-			caller := Caller{Client: "c", Principal: "alice", token: func(time.Time) (string, error) { return "tok", nil }}
+			cred, err := clients.NewCredential("c")
+			if err != nil {
+				t.Fatal(err)
+			}
+			caller := CredentialCaller(cred, "alice")
 			if _, err := s.ServeTransport(t.Context(), caller, st); err != nil {
 				t.Fatal(err)
 			}

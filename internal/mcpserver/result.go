@@ -14,9 +14,10 @@ import (
 // toolResult is the MCP answer to a call that ended as res. An executed call answers with the
 // envelope a turn's model reads (capability data labelled untrusted, with provenance) and the
 // capability's structured data as structuredContent (an upstream MCP tool's own structured
-// content, for a bridged tool); every other end is a tool error that says, first, in words, what
-// happened and what the agent may do, then Airlock's envelope.
-func toolResult(tool string, res workflows.CallResult) *mcp.CallToolResult {
+// content, for a bridged tool: bridged says the capability that ran is an MCP server's tool);
+// every other end is a tool error that says, first, in words, what happened and what the agent
+// may do, then Airlock's envelope.
+func toolResult(tool string, res workflows.CallResult, bridged bool) *mcp.CallToolResult {
 	o := res.Outcome
 	meta := mcp.Meta{MetaWorkflow: res.WorkflowID, MetaOutcome: string(o.Outcome)}
 	if res.Refusal != "" {
@@ -30,7 +31,7 @@ func toolResult(tool string, res workflows.CallResult) *mcp.CallToolResult {
 		meta[MetaTrust] = "untrusted"
 		r := &mcp.CallToolResult{Meta: meta, Content: []mcp.Content{&mcp.TextContent{Text: res.Envelope, Meta: mcp.Meta{MetaTrust: "untrusted"}}}}
 		if res.Result != nil {
-			r.StructuredContent = structured(res.Result.Data)
+			r.StructuredContent = structured(res.Result.Data, bridged)
 		}
 		return r
 	}
@@ -52,15 +53,20 @@ func errorResult(envelope, text string) *mcp.CallToolResult {
 	return r
 }
 
-// structured is a result's data as MCP structured content: a bridged MCP tool's own structured
-// content, else the data when it is a JSON object; nil otherwise (it stays in the envelope).
-func structured(data json.RawMessage) any {
-	var bridged struct {
-		Server     string          `json:"mcp_server"`
-		Structured json.RawMessage `json:"structured"`
-	}
-	if json.Unmarshal(data, &bridged) == nil && bridged.Server != "" {
-		data = bridged.Structured
+// structured is a result's data as MCP structured content: for a bridged MCP tool (bridged),
+// its own structured content (internal/mcp's result shape), else the data when it is a JSON
+// object; nil otherwise (it stays in the envelope). Only a capability the registry binds to an
+// MCP server is unwrapped: any other capability's data that merely has that shape (a fetched
+// page's JSON, a ticket's body) is passed whole, so it cannot choose what the client is given.
+func structured(data json.RawMessage, bridged bool) any {
+	if bridged {
+		var b struct {
+			Server     string          `json:"mcp_server"`
+			Structured json.RawMessage `json:"structured"`
+		}
+		if json.Unmarshal(data, &b) == nil && b.Server != "" {
+			data = b.Structured
+		}
 	}
 	if d := bytes.TrimSpace(data); len(d) == 0 || d[0] != '{' {
 		return nil

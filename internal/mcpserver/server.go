@@ -53,6 +53,10 @@ type Options struct {
 	TaskQueue string
 	// Clients is the clients file bearer tokens are verified against.
 	Clients func() (*clients.Set, error)
+	// Gateway is the credential (registered with Gateway: true) that signs each call a bearer
+	// token proved (clients.CallAttestation): the token never enters a workflow's input.
+	// Required by Handler; stdio callers sign with their own credential.
+	Gateway clients.Credential
 	// ConfirmationTTL is how long a call's confirmation stays valid (default 5 minutes).
 	ConfirmationTTL time.Duration
 	// Progress is how often a waiting call reports progress (default 2 s).
@@ -91,23 +95,25 @@ func New(opt Options) *Server {
 }
 
 // Caller is an authenticated MCP caller: the client credential and the principal its calls
-// act for, and where each call's bearer token comes from.
+// act for, and the key that attests each of its calls to the worker.
 type Caller struct {
 	Client, Principal string
-	token             func(now time.Time) (string, error)
+	// bearer is the token that proved the caller (nil for a caller that signs with its own
+	// credential); signer the credential that attests its calls.
+	bearer *clients.Bearer
+	signer clients.Credential
 }
 
-// BearerCaller is the caller a verified bearer token proves (streamable HTTP).
-func BearerCaller(b clients.Bearer, token string) Caller {
-	return Caller{Client: b.Client, Principal: b.Principal, token: func(time.Time) (string, error) { return token, nil }}
+// BearerCaller is the caller a verified bearer token proves (streamable HTTP): its calls are
+// attested by the gateway credential, naming the token by its id, never carrying it.
+func BearerCaller(b clients.Bearer, gateway clients.Credential) Caller {
+	return Caller{Client: b.Client, Principal: b.Principal, bearer: &b, signer: gateway}
 }
 
 // CredentialCaller is a caller holding its client credential (stdio: the process that starts
-// the server): each call gets a fresh short-lived token.
+// the server): it attests each of its calls itself.
 func CredentialCaller(cred clients.Credential, principal string) Caller {
-	return Caller{Client: cred.Name, Principal: principal, token: func(now time.Time) (string, error) {
-		return cred.MintBearer(principal, now, 10*time.Minute)
-	}}
+	return Caller{Client: cred.Name, Principal: principal, signer: cred}
 }
 
 // Tools is the catalog projected for principal: every entry the registry's catalog offers now
@@ -156,6 +162,11 @@ func (s *Server) MCPServer(caller Caller) *mcp.Server {
 // token (401 with WWW-Authenticate otherwise). A session belongs to the token's client and
 // principal: a request with another's token is refused.
 func (s *Server) Handler() http.Handler {
+	if !s.opt.Gateway.Valid() {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "airlock mcp serve has no gateway credential to attest calls with (airlock clients add mcp-gateway --gateway --principal 'user:*'; AIRLOCK_MCP_GATEWAY_CREDENTIAL)", http.StatusServiceUnavailable)
+		})
+	}
 	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		set, err := s.opt.Clients()
 		if err != nil {
@@ -166,7 +177,7 @@ func (s *Server) Handler() http.Handler {
 			return nil, fmt.Errorf("%w: %w", auth.ErrInvalidToken, err)
 		}
 		return &auth.TokenInfo{UserID: b.Client + "/" + b.Principal, Expiration: b.Expires,
-			Extra: map[string]any{"caller": BearerCaller(b, token)}}, nil
+			Extra: map[string]any{"caller": BearerCaller(b, s.opt.Gateway)}}, nil
 	}
 	h := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		c, ok := callerOf(auth.TokenInfoFromContext(r.Context()))
@@ -271,14 +282,13 @@ func (s *Server) call(ctx context.Context, caller Caller, req *mcp.CallToolReque
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
 	}
-	tok, err := caller.token(s.opt.Now())
-	if err != nil {
-		return nil, fmt.Errorf("mcpserver: the caller's token: %w", err)
-	}
 	name := req.Params.Name
-	id := workflows.CallWorkflowID(caller.Client, caller.Principal, key, name, args)
-	cr := workflows.CallRequest{Client: caller.Client, Principal: caller.Principal, Token: tok, Tool: name, Arguments: args,
-		CallID: "mcp-" + id[len(id)-12:], ConfirmationTTL: s.opt.ConfirmationTTL}
+	cr := workflows.CallRequest{Client: caller.Client, Principal: caller.Principal, Tool: name, Arguments: args, ConfirmationTTL: s.opt.ConfirmationTTL}
+	id, err := workflows.SignCall(caller.signer, &cr, key, caller.bearer, s.opt.Now())
+	if err != nil {
+		return nil, fmt.Errorf("mcpserver: attest the call: %w", err)
+	}
+	cr.CallID = "mcp-" + id[len(id)-12:]
 	run, err := s.opt.Temporal.ExecuteWorkflow(ctx, workflows.CallStartOptions(id, s.opt.TaskQueue, cr), workflows.CallWorkflowName, cr)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
@@ -298,7 +308,17 @@ func (s *Server) call(ctx context.Context, caller Caller, req *mcp.CallToolReque
 	} else if err != nil {
 		return nil, err
 	}
-	return toolResult(name, res), nil
+	return toolResult(name, res, s.bridged(res.Outcome)), nil
+}
+
+// bridged reports whether the capability a call ran (its id and version) is an upstream MCP
+// server's tool in the served registry.
+func (s *Server) bridged(o workflows.ProposalOutcome) bool {
+	if s.opt.Registry == nil || o.CapabilityID == "" {
+		return false
+	}
+	c, ok := s.opt.Registry().ByKey(fmt.Sprintf("%s@%d", o.CapabilityID, o.Version))
+	return ok && c.Airlock.MCP != nil
 }
 
 // wait waits for the call's result; while it waits for a human, it sends a progress

@@ -111,16 +111,21 @@ func TestToolResult(t *testing.T) {
 	at := time.Date(2026, 12, 5, 1, 0, 0, 0, time.UTC)
 	env := activities.Envelope{Trust: "untrusted", Outcome: activities.OutcomeExecuted, Data: json.RawMessage(`{"a":1}`), RetrievedAt: &at}.String()
 	ok := toolResult("t", workflows.CallResult{WorkflowID: "mcp/c/1", Envelope: env, Outcome: workflows.ProposalOutcome{Outcome: activities.OutcomeExecuted},
-		Result: &workflows.CapabilityResult{Data: json.RawMessage(`{"a":1}`)}})
+		Result: &workflows.CapabilityResult{Data: json.RawMessage(`{"a":1}`)}}, false)
 	if ok.IsError || ok.Meta[MetaTrust] != "untrusted" || ok.Meta[MetaWorkflow] != "mcp/c/1" || string(ok.StructuredContent.(json.RawMessage)) != `{"a":1}` ||
 		!strings.Contains(ok.Content[0].(*mcp.TextContent).Text, activities.UntrustedNote) {
 		t.Fatalf("executed = %+v", ok)
 	}
-	bridged := structured(json.RawMessage(`{"mcp_server":"files","mcp_tool":"read","content":[],"structured":{"size":3}}`))
-	if string(bridged.(json.RawMessage)) != `{"size":3}` {
+	shaped := json.RawMessage(`{"mcp_server":"files","mcp_tool":"read","content":[],"structured":{"size":3}}`)
+	if bridged := structured(shaped, true); string(bridged.(json.RawMessage)) != `{"size":3}` {
 		t.Fatalf("bridged structured content = %s", bridged)
 	}
-	if structured(json.RawMessage(`[1,2]`)) != nil {
+	// The same shape from a capability that is not an MCP tool (a fetched page's JSON) is
+	// passed whole: data cannot pick what the client gets as structured content.
+	if whole := structured(shaped, false); string(whole.(json.RawMessage)) != string(shaped) {
+		t.Fatalf("a non-bridged capability's MCP-shaped data was unwrapped: %s", whole)
+	}
+	if structured(json.RawMessage(`[1,2]`), true) != nil {
 		t.Fatal("an array became structured content (MCP requires an object)")
 	}
 	for _, tc := range []struct {
@@ -135,13 +140,13 @@ func TestToolResult(t *testing.T) {
 		{workflows.ProposalOutcome{Outcome: activities.OutcomeUnknown, Reason: "execute_error"}, "Do not retry"},
 		{workflows.ProposalOutcome{Outcome: activities.OutcomeFailed, Reason: "execute_error"}, "ran and failed"},
 	} {
-		r := toolResult("t", workflows.CallResult{Envelope: `{"airlock":"tool_result"}`, Outcome: tc.o})
+		r := toolResult("t", workflows.CallResult{Envelope: `{"airlock":"tool_result"}`, Outcome: tc.o}, false)
 		text := r.Content[0].(*mcp.TextContent).Text
 		if !r.IsError || !strings.Contains(text, tc.want) || !strings.Contains(text, tc.o.Reason) || len(r.Content) != 2 || r.Meta[MetaOutcome] != string(tc.o.Outcome) {
 			t.Errorf("%s/%s: %+v (%q)", tc.o.Outcome, tc.o.Reason, r, text)
 		}
 	}
-	ref := toolResult("t", workflows.CallResult{Refusal: "requester_misattested", Detail: "bad signature"})
+	ref := toolResult("t", workflows.CallResult{Refusal: "requester_misattested", Detail: "bad signature"}, false)
 	if !ref.IsError || ref.Meta[MetaOutcome] != "refused" || !strings.Contains(ref.Content[0].(*mcp.TextContent).Text, "not authenticated") {
 		t.Fatalf("refused = %+v", ref)
 	}
