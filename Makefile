@@ -44,6 +44,8 @@ check: $(WORKFLOWCHECK) $(STATICCHECK) ## gofmt, go vet, staticcheck, workflowch
 	cd examples/ticketworker && $(GO) vet ./... && $(GO) mod tidy -diff
 	@echo "› docs/CAPABILITY-REGISTRY.md matches the registry and its policy sidecars (regenerate: airlock registry doc)"
 	$(GO) test -count=1 -run '^(TestCapabilityRegistryDocIsCurrent|TestEmbeddedLayerPoliciesAreGenerated|TestEachRuleHasAFixtureThatFailsWithItsOwnRule)$$' ./registry/
+	@echo "› docs/configuration.md matches the settings table (regenerate: airlock config doc)"
+	$(GO) test -count=1 -run '^TestConfigurationReferenceIsCurrent$$' ./internal/config/
 
 $(STATICCHECK):
 	@echo "› building staticcheck $(STATICCHECK_VERSION) into bin/ (once)"

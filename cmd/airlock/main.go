@@ -26,8 +26,24 @@ func main() {
 	}
 }
 
-// cfg is filled from the environment, then overridden by persistent flags.
-var cfg = config.FromEnv()
+// cfg is filled from the configuration file and the environment (loadConfig), then overridden
+// by persistent flags.
+var cfg = loadConfig()
+
+// configErr is why the configuration file could not be applied: every command but --help
+// reports it (PersistentPreRunE) instead of running on settings the operator did not mean.
+var configErr error
+
+// loadConfig applies the configuration file (--config, AIRLOCK_CONFIG, or ./airlock.yaml)
+// to the environment before anything reads it, then reads the Config from the environment.
+// Flag defaults are computed after it, so they show the file's values too.
+func loadConfig() config.Config {
+	path, _ := config.FilePath(os.Args[1:])
+	if _, err := config.ApplyFile(path); err != nil {
+		configErr = err
+	}
+	return config.FromEnv()
+}
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
@@ -40,7 +56,9 @@ capability registry, validate arguments, check policy, confirm with a human, exe
 Quick start (from the repository): make run   — brings up Temporal and replays a real
 recorded session in which a prompt injection asks the model to send money.
 
-Configuration comes from the environment, overridden by flags:
+Configuration comes from airlock.yaml in the working directory (or the file --config or
+AIRLOCK_CONFIG names: keys and meanings in docs/configuration.md, "airlock config show" prints
+what is in effect and where it came from), overridden by the environment, overridden by flags:
   AIRLOCK_HOME                local state (default .airlock)
   AIRLOCK_DATABASE_URL        postgres://… (default: SQLite file under AIRLOCK_HOME)
   AIRLOCK_CORPUS              AgentDojo corpus folder (default ../shared/corpus/agentdojo)
@@ -97,13 +115,15 @@ Configuration comes from the environment, overridden by flags:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return configErr }
 	pf := root.PersistentFlags()
+	pf.String("config", "", "configuration file (AIRLOCK_CONFIG; default ./airlock.yaml when present): environment variables and flags override it")
 	pf.StringVar(&cfg.Home, "home", cfg.Home, "local state directory (AIRLOCK_HOME)")
 	pf.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "store URL, postgres://… or sqlite:PATH (AIRLOCK_DATABASE_URL; default SQLite under --home)")
 	pf.Lookup("database-url").DefValue = redact.URL(cfg.DatabaseURL) // --help shows the default: never its password
 	pf.StringVar(&cfg.CorpusDir, "corpus", cfg.CorpusDir, "AgentDojo corpus folder with tools.json and runs/ (AIRLOCK_CORPUS)")
 	addStackPortFlags(pf)
 	root.AddCommand(newWorkerCmd(), newWebCmd(), newTurnCmd(), newPendingCmd(), newApproveCmd(), newDenyCmd(), newEditCmd(), newAuditCmd(),
-		newParseCmd(), newReplayCmd(), newRegistryCmd(), newStackCmd(), newClusterCmd(), newHealthCmd(), newDoctorCmd(), newCodecServerCmd(), newCodecKeyCmd(), newDevCmd(), newEvalCmd(), newApproversCmd(), newClientsCmd(), newProposalsCmd(), newExportCmd(), newBenchCmd(), newMCPCmd(), newStreamCmd())
+		newParseCmd(), newReplayCmd(), newRegistryCmd(), newStackCmd(), newClusterCmd(), newHealthCmd(), newDoctorCmd(), newCodecServerCmd(), newCodecKeyCmd(), newDevCmd(), newEvalCmd(), newApproversCmd(), newClientsCmd(), newProposalsCmd(), newExportCmd(), newBenchCmd(), newMCPCmd(), newStreamCmd(), newConfigCmd())
 	return root
 }

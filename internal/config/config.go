@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"go.temporal.io/sdk/client"
@@ -106,7 +107,7 @@ func FromEnv() Config {
 		Layers:           SplitList(os.Getenv("AIRLOCK_REGISTRY_LAYERS")),
 		SecretsDir:       os.Getenv("AIRLOCK_SECRETS_DIR"),
 		ApproverKeyFile:  os.Getenv("AIRLOCK_APPROVER_KEY_FILE"),
-		TemporalUI:       env("AIRLOCK_TEMPORAL_UI", "http://localhost:8233"),
+		TemporalUI:       env("AIRLOCK_TEMPORAL_UI", defaultTemporalUI()),
 		FetchAllow:       SplitList(os.Getenv("AIRLOCK_FETCH_ALLOW")),
 		WebAddr:          env("AIRLOCK_WEB_ADDR", "127.0.0.1:8780"),
 		ApproversFile:    os.Getenv("AIRLOCK_APPROVERS"),
@@ -120,6 +121,21 @@ func FromEnv() Config {
 	}
 	c.RetiredFetchAllowPrivate = os.Getenv("AIRLOCK_FETCH_ALLOW_PRIVATE") != ""
 	return c
+}
+
+// defaultTemporalUI is the local dev server's Web UI: on AIRLOCK_TEMPORAL_UI_PORT when set
+// (the port airlock stack starts it on), else 8233, so links point at the UI in use.
+func defaultTemporalUI() string {
+	if p := os.Getenv("AIRLOCK_TEMPORAL_UI_PORT"); p != "" && p != "-1" {
+		return "http://localhost:" + p
+	}
+	// A local dev server on another gRPC port has its UI 1000 above it (the Temporal CLI's rule).
+	if host, port, err := net.SplitHostPort(os.Getenv("TEMPORAL_ADDRESS")); err == nil && (host == "localhost" || host == "127.0.0.1") {
+		if n, err := strconv.Atoi(port); err == nil && n > 0 && n+1000 <= 65535 {
+			return "http://localhost:" + strconv.Itoa(n+1000)
+		}
+	}
+	return "http://localhost:8233"
 }
 
 // String describes the Config for logs and error messages with every secret masked (the
