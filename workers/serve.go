@@ -113,6 +113,12 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 	}
 	defer w.Stop()
 	wctx, stopWatch := context.WithCancel(ctx)
+	if !version.Off {
+		// Deploy traps (workers/diagnose.go): said in this worker's log while it runs.
+		diagnosed := make(chan struct{})
+		go func() { defer close(diagnosed); WatchVersioning(wctx, c, version, cfg.TaskQueue, log) }()
+		defer func() { stopWatch(); <-diagnosed }()
+	}
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)

@@ -47,7 +47,7 @@ type doctorCheck struct {
 const doctorTimeout = 5 * time.Second
 
 // pollerFresh is how recently a poller must have polled to count as a live worker.
-const pollerFresh = 75 * time.Second
+const pollerFresh = workers.PollerFreshness
 
 func newDoctorCmd() *cobra.Command {
 	return &cobra.Command{
@@ -184,7 +184,33 @@ func doctorTemporal(ctx context.Context) []doctorCheck {
 	default:
 		q.Detail = fmt.Sprintf("%d poller(s) on task queue %s seen in the last %s (a worker that stopped just now may still count)", live, cfg.TaskQueue, pollerFresh)
 	}
-	return append(out, q)
+	return append(append(out, q), doctorVersions(ctx, c, o.Namespace))
+}
+
+// doctorVersions is the deploy diagnosis (workers.DiagnoseVersioning): the current version, or
+// a version turns are pinned to, without a worker fails, with what to run.
+func doctorVersions(ctx context.Context, c client.Client, namespace string) doctorCheck {
+	v, err := workers.VersioningFromEnv(cfg.TaskQueue)
+	if err != nil {
+		return doctorCheck{Name: "versions", Detail: err.Error(), Fix: "fix AIRLOCK_DEPLOYMENT, AIRLOCK_BUILD_ID, AIRLOCK_PROMOTE or AIRLOCK_WORKER_VERSIONING"}
+	}
+	if v.Off {
+		return doctorCheck{Name: "versions", OK: true, Detail: "Worker Versioning is off (AIRLOCK_WORKER_VERSIONING=off)"}
+	}
+	d, err := workers.DiagnoseVersioning(ctx, c, namespace, v.Deployment, cfg.TaskQueue, time.Now())
+	switch {
+	case errors.Is(err, workers.ErrNoDeployment):
+		return doctorCheck{Name: "versions", OK: true, Warn: true, Detail: "worker deployment " + v.Deployment + " does not exist yet", Fix: "start a worker: airlock worker"}
+	case err != nil:
+		return doctorCheck{Name: "versions", OK: true, Warn: true, Detail: "cannot diagnose worker deployment " + v.Deployment + ": " + scrub(err)}
+	case len(d.Problems) > 0:
+		var what, fix []string
+		for _, p := range d.Problems {
+			what, fix = append(what, p.What), append(fix, p.Fix)
+		}
+		return doctorCheck{Name: "versions", Detail: strings.Join(what, "; "), Fix: strings.Join(fix, "; ") + " (airlock deploy status shows every build)"}
+	}
+	return doctorCheck{Name: "versions", OK: true, Detail: fmt.Sprintf("deployment %s: current build %s has a worker; no pinned turn waits for a stopped build", v.Deployment, d.Current)}
 }
 
 func doctorStore(ctx context.Context) doctorCheck {

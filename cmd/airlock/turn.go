@@ -145,6 +145,7 @@ func startAndWatch(ctx context.Context, out io.Writer, req workflows.TurnRequest
 	}
 	opts, _ := config.TemporalOptions()
 	fmt.Fprintf(out, "started turn %s\n  Temporal UI: %s\n", id, cfg.WorkflowURL(opts.Namespace, id))
+	warnStranded(ctx, out, c, opts.Namespace)
 	if !wait {
 		fmt.Fprintf(out, "  follow it with: airlock turn show %s\n", id)
 		return id, nil
