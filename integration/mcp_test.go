@@ -64,6 +64,13 @@ func mcpLayer(t *testing.T, dir string, sc mcp.ServerConfig, o mcp.ImportOptions
 	if err != nil {
 		t.Fatal(err)
 	}
+	if o.Automatic == nil {
+		// The operator reviewed every tool: those classed local and read-only run without a
+		// human (a new tool is otherwise always confirmed).
+		for _, tl := range tools {
+			o.Automatic = append(o.Automatic, tl.Name)
+		}
+	}
 	imp, err := mcp.Import(sc, tools, o)
 	if err != nil {
 		t.Fatal(err)

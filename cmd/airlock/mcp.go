@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -58,8 +59,9 @@ func serversPath(flag string) (string, error) {
 func newMCPImportCmd() *cobra.Command {
 	var (
 		servers, out, prefix, timeout, revision string
-		only, sideEffects, networks             []string
-		asJSON                                  bool
+		only, sideEffects, networks, accept     []string
+		automatic                               []string
+		asJSON, acceptAll                       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "import SERVER",
@@ -72,6 +74,17 @@ func newMCPImportCmd() *cobra.Command {
   mcp-SERVER.v1.policy.json  its policy stub: grant mcp.SERVER for every principal; autonomy
                              automatic only for local read-only tools, confirm otherwise
 
+Every new tool is confirmed until an operator sets it automatic (--automatic TOOL, or in the
+policy), whatever its annotations claim.
+
+Run again against a layer that exists, it reviews instead of overwriting: each tool whose
+upstream definition changed (a unified diff of the pinned definition), each new tool and each
+tool the server no longer lists is shown, and changes the layer only when accepted by name
+(--accept TOOL, repeatable; --accept-all after reading every diff). A changed tool not accepted
+keeps its old pin and stays unoffered. Unchanged entries and the policy file keep every edit
+the operator made: only accepted new tools are added to it (confirm) and accepted removed ones
+taken out. Exit status 1 while a change waits for acceptance.
+
 The side effect and network class are the registry's decision. They are only SUGGESTED from the
 server's annotations, which are untrusted claims: side-effect none only where the server claims
 readOnlyHint, network local only for a stdio server claiming openWorldHint false, never
@@ -80,7 +93,8 @@ the claims each suggestion came from) before loading the layer. A tool whose nam
 model tool name or whose schema cannot be enforced is skipped with a note.`,
 		Example: `  airlock mcp import files --servers mcp-servers.json --out registry/
   airlock mcp import files --side-effect write_file=local-write --network local
-  airlock mcp import tickets --prefix tickets_ --only get_ticket,create_ticket`,
+  airlock mcp import tickets --prefix tickets_ --only get_ticket,create_ticket
+  airlock mcp import files --out registry/ --accept read_file   # after reading its diff`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, err := serversPath(servers)
@@ -95,7 +109,7 @@ model tool name or whose schema cannot be enforced is skipped with a note.`,
 			if !ok {
 				return fmt.Errorf("mcp import: %s configures no server %q (it has: %s)", path, args[0], strings.Join(cfgs.Names(), ", "))
 			}
-			opts := mcp.ImportOptions{Prefix: prefix, Only: only, Timeout: timeout, Revision: revision,
+			opts := mcp.ImportOptions{Prefix: prefix, Only: only, Timeout: timeout, Revision: revision, Automatic: automatic,
 				SideEffect: map[string]registry.SideEffect{}, Network: map[string]registry.Network{}}
 			for _, kv := range sideEffects {
 				k, v, ok := strings.Cut(kv, "=")
@@ -144,6 +158,13 @@ model tool name or whose schema cannot be enforced is skipped with a note.`,
 			}
 			layer := filepath.Join(out, "mcp-"+sc.Name+".v1.json")
 			policy := filepath.Join(out, "mcp-"+sc.Name+".v1.policy.json")
+			if oldLayer, lerr := os.ReadFile(layer); lerr == nil {
+				oldPolicy, perr := os.ReadFile(policy)
+				if perr != nil {
+					return fmt.Errorf("%s exists but its policy %s cannot be read (%w): restore it, or move the layer away to import afresh", layer, policy, perr)
+				}
+				return reviewImport(cmd, imp, oldLayer, oldPolicy, layer, policy, accept, acceptAll, asJSON)
+			}
 			if err := os.WriteFile(layer, imp.Layer, 0o644); err != nil {
 				return err
 			}
@@ -173,7 +194,74 @@ model tool name or whose schema cannot be enforced is skipped with a note.`,
 	f.StringVar(&timeout, "timeout", "30s", "execute timeout of each entry")
 	f.StringVar(&revision, "revision", "", "layer revision (default mcp-SERVER.<digest of the pinned tools>)")
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	f.StringArrayVar(&automatic, "automatic", nil, "let this tool (MCP name) run without a human: only a local tool without side effects (repeatable; default: every tool confirmed)")
+	f.StringArrayVar(&accept, "accept", nil, "re-import: accept the change of this tool (MCP name; repeatable)")
+	f.BoolVar(&acceptAll, "accept-all", false, "re-import: accept every change shown")
 	return cmd
+}
+
+// reviewImport merges a re-import into the existing layer and policy (mcp.Review), prints each
+// tool's change with its diff, writes the accepted changes, and fails while any waits.
+func reviewImport(cmd *cobra.Command, imp *mcp.Imported, oldLayer, oldPolicy []byte, layer, policy string, accept []string, acceptAll, asJSON bool) error {
+	rv, err := mcp.Review(oldLayer, oldPolicy, imp, func(tool string) bool { return acceptAll || slices.Contains(accept, tool) })
+	if err != nil {
+		return err
+	}
+	for _, a := range accept {
+		if !slices.ContainsFunc(rv.Changes, func(c mcp.ToolChange) bool { return c.Tool == display.Visible(a) && c.Kind != mcp.ChangeUnchanged }) {
+			return fmt.Errorf("--accept %q: no change of that tool to accept (tools with changes: %s)", display.Visible(a), strings.Join(rv.Pending(), ", "))
+		}
+	}
+	if !bytes.Equal(rv.Layer, oldLayer) {
+		if err := os.WriteFile(layer, rv.Layer, 0o644); err != nil {
+			return err
+		}
+	}
+	if !bytes.Equal(rv.Policy, oldPolicy) {
+		if err := os.WriteFile(policy, rv.Policy, 0o644); err != nil {
+			return err
+		}
+	}
+	w := cmd.OutOrStdout()
+	if asJSON {
+		if err := json.NewEncoder(w).Encode(map[string]any{"layer": layer, "policy": policy, "changes": rv.Changes, "pending": rv.Pending()}); err != nil {
+			return err
+		}
+	} else {
+		for _, c := range rv.Changes {
+			if c.Kind == mcp.ChangeUnchanged {
+				continue
+			}
+			state := "NOT accepted: the layer keeps it as it was (--accept " + c.Tool + ")"
+			if c.Accepted {
+				state = "accepted"
+			}
+			fmt.Fprintf(w, "tool %s: %s", c.Tool, c.Kind)
+			if len(c.Members) > 0 {
+				fmt.Fprintf(w, " (%s)", strings.Join(c.Members, ", "))
+			}
+			fmt.Fprintf(w, ", %s\n", state)
+			if c.Diff != "" {
+				fmt.Fprintln(w, indent(c.Diff, "    "))
+			}
+		}
+		unchanged := 0
+		for _, c := range rv.Changes {
+			if c.Kind == mcp.ChangeUnchanged {
+				unchanged++
+			}
+		}
+		fmt.Fprintf(w, "%d tool(s) unchanged; layer %s, policy %s (your policy edits kept)\n", unchanged, layer, policy)
+	}
+	if p := rv.Pending(); len(p) > 0 {
+		return fmt.Errorf("%d change(s) wait for review: read each diff above, then accept with --accept TOOL (%s)", len(p), strings.Join(p, ", "))
+	}
+	return nil
+}
+
+// indent puts prefix before every line of s.
+func indent(s, prefix string) string {
+	return prefix + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+prefix)
 }
 
 func printNotes(cmd *cobra.Command, notes []mcp.Note) {

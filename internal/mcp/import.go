@@ -52,6 +52,10 @@ type ImportOptions struct {
 	Timeout string
 	// Revision is the layer's revision (default "mcp-<server>.<digest of the tool list>").
 	Revision string
+	// Automatic lists the tools (MCP names) the operator reviewed and lets run without a
+	// human: each gets autonomy automatic if its classes allow it (local, side effect none),
+	// else stays confirm with a note. Every other tool is confirmed.
+	Automatic []string
 }
 
 // Note is one thing the operator must read about an imported (or skipped) tool.
@@ -185,17 +189,25 @@ func Import(server ServerConfig, tools []*sdk.Tool, o ImportOptions) (*Imported,
 				MCP:         &registry.MCP{Server: server.Name, Tool: t.Name, Digest: digest, Definition: defJSON},
 				Destination: &registry.Destination{Kind: registry.DestinationServer, Name: server.Name, Fields: registry.ArgumentFields(schema)}}}
 		out.Entries = append(out.Entries, e)
+		// A tool new to Airlock is confirmed until an operator says otherwise, whatever its
+		// annotations claim (a readOnlyHint is the server's word, not a review).
 		autonomy := registry.AutonomyConfirm
-		if e.Automatic() {
+		auto := ""
+		switch {
+		case slices.Contains(o.Automatic, t.Name) && e.Automatic():
 			autonomy = registry.AutonomyAutomatic
+		case slices.Contains(o.Automatic, t.Name):
+			auto = " (not automatic as asked: only a local tool without side effects may run without a human)"
+		case e.Automatic():
+			auto = " until you set it automatic (--automatic " + t.Name + ", or in the policy; it is local and read-only as classed)"
 		}
 		pol.Capabilities = append(pol.Capabilities, registry.PolicyEntry{ID: id, Version: 1, GrantsRequired: []string{grant}, Autonomy: autonomy})
 		idem := ""
 		if ann.IdempotentHint {
 			idem = "; its idempotentHint is not adopted (an interrupted call stays outcome_unknown)"
 		}
-		note(t.Name, false, "side-effect %s, network %s (%s; annotations: %s); autonomy %s; pinned %s%s",
-			side, net, why, annotationText(t.Annotations), autonomy, registry.MCPPinDigest(digest), idem)
+		note(t.Name, false, "side-effect %s, network %s (%s; annotations: %s); autonomy %s%s; pinned %s%s",
+			side, net, why, annotationText(t.Annotations), autonomy, auto, registry.MCPPinDigest(digest), idem)
 	}
 	if len(out.Entries) == 0 {
 		return out, fmt.Errorf("mcp import: server %q: no tool could be imported", server.Name)
