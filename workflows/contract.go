@@ -278,6 +278,9 @@ type PendingConfirmation struct {
 	// Quorum how many distinct approvals it needs (the capability's policy, issue 21).
 	ApproverGroups []string `json:"approver_groups,omitempty"`
 	Quorum         int      `json:"quorum,omitempty"`
+	// Approvals are the approvers whose approval counts so far towards Quorum (the store's;
+	// surfaces that read the store fill it, the workflow's query leaves it empty).
+	Approvals []string `json:"approvals,omitempty"`
 	// PasskeyRequired: a decision counts only with the approver's passkey assertion
 	// (policy "approval/passkey", issue 21 item 3).
 	PasskeyRequired bool `json:"passkey_required,omitempty"`

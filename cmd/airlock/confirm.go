@@ -21,6 +21,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
+	"github.com/airlock-dev/airlock/registry"
 	"github.com/airlock-dev/airlock/workers"
 	"github.com/airlock-dev/airlock/workflows"
 )
@@ -90,10 +91,29 @@ func newPendingCmd() *cobra.Command {
 			if max > 0 && len(rows) > max {
 				shown = rows[:max]
 			}
+			// The quorum is the policy's, as the worker judges it: read from the registry this
+			// configuration serves (best effort: a registry that does not load shows none).
+			reg, _ := workers.LoadRegistry(cfg, nil, nil)
 			for _, r := range shown {
 				p := workflows.PendingConfirmation{ConfirmationID: r.ID, WorkflowID: r.WorkflowID, Seq: r.Seq, CallID: r.CallID,
 					CapabilityID: r.CapabilityID, Version: r.Version, ToolName: toolOf(r.Display), Arguments: r.Arguments, ExpiresAt: r.ExpiresAt,
 					Provenance: r.Provenance, ApproverGroups: r.ApproverGroups, PasskeyRequired: r.PasskeyRequired}
+				if len(r.Disclosure) > 0 {
+					var d registry.Disclosure
+					if json.Unmarshal(r.Disclosure, &d) == nil {
+						p.Disclosure = &d
+					}
+				}
+				if reg != nil {
+					if pe, ok := reg.Policy().Entry(fmt.Sprintf("%s@%d", r.CapabilityID, r.Version)); ok {
+						p.Quorum = pe.Approvals()
+					}
+				}
+				if as, err := st.ListApprovals(ctx, r.ID); err == nil {
+					for _, a := range as {
+						p.Approvals = append(p.Approvals, a.Approver)
+					}
+				}
 				if rq, err := st.GetRequester(ctx, r.WorkflowID, r.RunID); err == nil {
 					p.Requester = &workflows.Requester{Principal: rq.Principal, Client: rq.Client}
 				}

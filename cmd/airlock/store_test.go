@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/store"
+	"github.com/airlock-dev/airlock/registry"
 )
 
 // TestCLIProcess is not a test: run by cli below in a child process, it is the airlock command
@@ -125,5 +126,51 @@ func TestPendingIsBounded(t *testing.T) {
 	out, err = cli(t, env, "pending", "--limit", "0")
 	if err != nil || !strings.Contains(out, "cf-2") || strings.Contains(out, "showing") {
 		t.Fatalf("pending --limit 0 (%v):\n%s", err, out)
+	}
+}
+
+// airlock pending says what the worker will judge: the policy's quorum with the votes counted
+// so far (not "1 approval(s) needed" for a quorum-2 call), and what the call does and where it
+// sends data (the stored disclosure).
+func TestPendingShowsQuorumVotesAndDisclosure(t *testing.T) {
+	dir := t.TempDir()
+	var doc map[string]any
+	if err := json.Unmarshal(registry.EmbeddedPolicy, &doc); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, c := range doc["capabilities"].([]any) {
+		if e := c.(map[string]any); e["capability/id"] == "web.fetch" {
+			e["approval/quorum"], found = 2, true
+		}
+	}
+	if !found {
+		t.Fatal("the embedded policy has no web.fetch entry")
+	}
+	pb, _ := json.Marshal(doc)
+	policy := filepath.Join(dir, "policy.json")
+	if err := os.WriteFile(policy, pb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	u := "sqlite:" + filepath.Join(dir, "airlock.db")
+	st, err := store.Open(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disc, _ := json.Marshal(registry.Disclosure{Description: "Fetch one public web page.", SideEffect: registry.SideEffectNone, Network: registry.NetworkExternal})
+	now := time.Now()
+	if _, err := st.CreateConfirmation(context.Background(), store.Confirmation{ID: "cf-q", TokenHash: bytes.Repeat([]byte{7}, 32),
+		SealedToken: []byte("sealed"), WorkflowID: "turn/c/1", RunID: "r", Seq: 1, CallID: "c1", CapabilityID: "web.fetch", Version: 1,
+		ArgsDigest: "d", Arguments: json.RawMessage(`{"url":"https://example.org"}`), Display: "web_fetch", Disclosure: disc,
+		CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AddApproval(context.Background(), store.Approval{ConfirmationID: "cf-q", Approver: "erin", Nonce: "n1", At: now}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	out, err := cli(t, []string{"AIRLOCK_DATABASE_URL=" + u, "AIRLOCK_POLICY=" + policy}, "pending")
+	if err != nil || !strings.Contains(out, "2 approval(s) needed, 1 so far (erin)") || !strings.Contains(out, "Fetch one public web page.") {
+		t.Fatalf("pending (%v):\n%s", err, out)
 	}
 }

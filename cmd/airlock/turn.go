@@ -271,7 +271,11 @@ func printPendingLimit(out io.Writer, p workflows.PendingConfirmation, limit int
 		if len(p.ApproverGroups) > 0 {
 			who = "members of " + display.Line(strings.Join(p.ApproverGroups, ", "))
 		}
-		fmt.Fprintf(out, "   deciders:    %s; %d approval(s) needed\n", who, max(p.Quorum, 1))
+		votes := ""
+		if len(p.Approvals) > 0 {
+			votes = fmt.Sprintf(", %d so far (%s)", len(p.Approvals), display.Line(strings.Join(p.Approvals, ", ")))
+		}
+		fmt.Fprintf(out, "   deciders:    %s; %d approval(s) needed%s\n", who, max(p.Quorum, 1), votes)
 	}
 	if p.PasskeyRequired {
 		fmt.Fprintf(out, "   passkey:     required: decide it on the approver page (airlock web) with your passkey; airlock approve cannot\n")
