@@ -174,3 +174,36 @@ func TestPendingShowsQuorumVotesAndDisclosure(t *testing.T) {
 		t.Fatalf("pending (%v):\n%s", err, out)
 	}
 }
+
+// airlock audit --json prints one object per row with stable snake_case names (never Go's
+// field names), so tools that read it survive refactors.
+func TestAuditJSONUsesSnakeCase(t *testing.T) {
+	u := "sqlite:" + filepath.Join(t.TempDir(), "airlock.db")
+	st, err := store.Open(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AppendAudit(context.Background(), store.AuditEvent{Key: "k1", WorkflowID: "turn/c/1", RunID: "r", Seq: 1, CallID: "c1",
+		CapabilityID: "web.fetch", Version: 1, Outcome: "executed", Stage: "execute", ArgsDigest: "d", Approver: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	out, err := cli(t, []string{"AIRLOCK_DATABASE_URL=" + u}, "audit", "--json")
+	if err != nil {
+		t.Fatalf("audit --json: %v\n%s", err, out)
+	}
+	var row map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &row); err != nil {
+		t.Fatalf("not one JSON object: %v\n%s", err, out)
+	}
+	for _, k := range []string{"id", "key", "workflow_id", "run_id", "seq", "call_id", "capability_id", "version", "outcome", "stage", "args_digest", "approver", "at"} {
+		if _, ok := row[k]; !ok {
+			t.Errorf("no %q in %s", k, out)
+		}
+	}
+	for k := range row {
+		if strings.ToLower(k) != k {
+			t.Errorf("a name that is not snake_case: %q", k)
+		}
+	}
+}

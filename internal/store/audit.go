@@ -19,29 +19,30 @@ import (
 // that an activity retry or a workflow replay that records the same outcome
 // again writes nothing. ID is assigned by the store in insertion order and is
 // ignored by AppendAudit. At is stored in UTC truncated to microseconds; a
-// zero At is recorded as the current time.
+// zero At is recorded as the current time. Its JSON (airlock audit --json, exports) uses
+// stable snake_case names.
 type AuditEvent struct {
-	ID           int64
-	Key          string
-	WorkflowID   string
-	RunID        string
-	Seq          int
-	CallID       string
-	CapabilityID string
-	Version      int
-	Outcome      string
-	Stage        string
-	Reason       string
-	Detail       string
-	ArgsDigest   string
+	ID           int64  `json:"id"`
+	Key          string `json:"key"`
+	WorkflowID   string `json:"workflow_id"`
+	RunID        string `json:"run_id"`
+	Seq          int    `json:"seq"`
+	CallID       string `json:"call_id,omitempty"`
+	CapabilityID string `json:"capability_id,omitempty"`
+	Version      int    `json:"version,omitempty"`
+	Outcome      string `json:"outcome"`
+	Stage        string `json:"stage,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+	Detail       string `json:"detail,omitempty"`
+	ArgsDigest   string `json:"args_digest,omitempty"`
 	// OriginalDigest is set on a proposal_edited row only: the digest of the model's arguments
 	// the approver's edit replaced (ArgsDigest is then the edited arguments' digest).
-	OriginalDigest string
-	Approver       string
+	OriginalDigest string `json:"original_digest,omitempty"`
+	Approver       string `json:"approver,omitempty"`
 	// Provenance, on rows about a proposal that was held for a human, is the JSON
 	// provenance.Report of its arguments (issue 24); nil otherwise.
-	Provenance json.RawMessage
-	At         time.Time
+	Provenance json.RawMessage `json:"provenance,omitempty"`
+	At         time.Time       `json:"at"`
 }
 
 type auditRow struct {
