@@ -185,3 +185,36 @@ func TestCancelledTurnLeavesNothingPending(t *testing.T) {
 		t.Fatalf("saved result = %s, %v", saved, err)
 	}
 }
+
+// Confirmation signals whose payload is not a decision object (a number, a string, an array,
+// an object with members no decision has) are refused and audited, never dropped with only a
+// log line; the token is untouched and a real approval still decides.
+func TestUndecodableSignalsAreAudited(t *testing.T) {
+	f := newFixture(t, calls(call("c1", "test_send", `{"to":"a","amount":1}`)), answer("done"))
+	f.at(time.Minute, func() {
+		for _, payload := range []any{42, "approve", []string{"x"}, map[string]any{"decision": "approve", "by_the_way": "root"}} {
+			f.env.SignalWorkflow(workflows.SignalConfirmation, payload)
+		}
+	})
+	f.at(time.Minute+time.Second, func() {
+		row, err := f.store.GetConfirmation(context.Background(), f.pending()[0].ConfirmationID)
+		if err != nil || row.Generation != 0 {
+			t.Errorf("after undecodable signals the token is at generation %d (%v), want 0", row.Generation, err)
+		}
+		f.signal(f.decision(f.pending()[0].ConfirmationID, workflows.DecisionApprove, "alice", ""))
+	})
+	res := f.run(workflows.TurnRequest{})
+	wantOutcomes(t, res, "executed")
+	if got := f.refusals(); len(got) != 4 || got[0] != workflows.RefusalMalformed || got[3] != workflows.RefusalMalformed {
+		t.Fatalf("refusals = %v, want four malformed_decision rows", got)
+	}
+	found := false
+	for _, r := range f.audit() {
+		if r.Reason == workflows.RefusalMalformed && strings.Contains(r.Detail, "by_the_way") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no audit row names the unknown member: %+v", f.audit())
+	}
+}

@@ -5,6 +5,8 @@ package workflows
 // each decision (ConsumeConfirmation) and audits the refused ones.
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -278,11 +280,12 @@ func (t *turn) waitAll(ctx workflow.Context, ws []*awaited) error {
 	var retry workflow.Future
 	for {
 		var sig Decision
+		var malformed error
 		fired, got, retried := false, false, false
 		sel := workflow.NewSelector(ctx)
-		// ReceiveAsync, not Receive: a buffered payload that does not decode is dropped by the
-		// SDK, and a blocking Receive would wait for the next signal with the timer unwatched.
-		sel.AddReceive(t.sigCh, func(c workflow.ReceiveChannel, _ bool) { got = c.ReceiveAsync(&sig) })
+		// ReceiveAsync, not Receive: a blocking Receive would wait for the next signal with the
+		// timer unwatched. A payload that is not a decision is audited (receiveDecision).
+		sel.AddReceive(t.sigCh, func(c workflow.ReceiveChannel, _ bool) { sig, got, malformed = receiveDecision(c) })
 		sel.AddReceive(t.wake, func(c workflow.ReceiveChannel, _ bool) { c.ReceiveAsync(nil) })
 		for _, w := range ws {
 			if w.end == endOpen && !w.fired {
@@ -299,7 +302,11 @@ func (t *turn) waitAll(ctx workflow.Context, ws []*awaited) error {
 			t.settle(ctx)
 			sel.Select(ctx)
 		}
-		if got {
+		if got && malformed != nil {
+			if _, err := t.refuseMalformed(ctx, sig, malformed); err != nil {
+				return err
+			}
+		} else if got {
 			if _, err := t.present(ctx, sig); err != nil {
 				return err
 			}
@@ -420,6 +427,49 @@ func (t *turn) unpend(id string) {
 // refused one is audited and leaves the proposal waiting with a fresh token. A malformed
 // decision (CheckDecision) and a decision whose nonce this turn has seen are refused and
 // audited without a presentation. Presentations run one at a time, in arrival order.
+// refuseMalformed audits the refusal of a malformed decision (err wraps ErrMalformedDecision)
+// against the proposal it names, or the one waiting, and counts it towards that proposal's
+// MaxRefusedDecisions; its token is untouched.
+func (t *turn) refuseMalformed(ctx workflow.Context, d Decision, err error) (DecisionResult, error) {
+	w := t.awaitedFor(d.ConfirmationID)
+	open := w != nil && w.decided == nil && w.end == endOpen
+	target := w
+	if target == nil && len(t.awaits) == 1 {
+		target = t.awaits[0]
+	}
+	seq, waiting := t.seq, (*PendingConfirmation)(nil)
+	if target != nil {
+		seq, waiting = target.p.Seq, &target.p
+	}
+	if open {
+		w.refused++ // counts toward MaxRefusedDecisions like any refused decision
+		t.wake.SendAsync(true)
+	}
+	detail := bounded(err.Error(), 512)
+	return DecisionResult{Refusal: RefusalMalformed, Detail: detail}, t.refuse(ctx, seq, waiting, bounded(d.Approver, MaxDecisionFieldBytes), RefusalMalformed, detail)
+}
+
+// receiveDecision takes one confirmation signal off c without blocking. Its payload is read
+// as raw JSON and then decoded strictly, so a payload that is not a decision object (a
+// number, a string, an array, unknown members) is returned as an error to audit, never
+// dropped by the SDK with only a log line. ok is false when no signal is buffered.
+func receiveDecision(c workflow.ReceiveChannel) (d Decision, ok bool, err error) {
+	var raw json.RawMessage
+	if ok = c.ReceiveAsync(&raw); !ok {
+		return d, false, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if derr := dec.Decode(&d); derr != nil || dec.More() || len(bytes.TrimSpace(raw)) == 0 || bytes.TrimSpace(raw)[0] != '{' {
+		why := "it is not a JSON object"
+		if derr != nil {
+			why = derr.Error()
+		}
+		return Decision{}, true, fmt.Errorf("%w: the signal's payload is not a decision (%s): %s", ErrMalformedDecision, why, bounded(string(raw), 160))
+	}
+	return d, true, nil
+}
+
 func (t *turn) present(ctx workflow.Context, d Decision) (DecisionResult, error) {
 	if err := workflow.Await(ctx, func() bool { return !t.presenting }); err != nil {
 		return DecisionResult{}, err
@@ -437,12 +487,7 @@ func (t *turn) present(ctx workflow.Context, d Decision) (DecisionResult, error)
 	}
 	approver := bounded(d.Approver, MaxDecisionFieldBytes)
 	if err := CheckDecision(d); err != nil {
-		if open {
-			w.refused++ // counts toward MaxRefusedDecisions like any refused decision
-			t.wake.SendAsync(true)
-		}
-		detail := bounded(err.Error(), 512)
-		return DecisionResult{Refusal: RefusalMalformed, Detail: detail}, t.refuse(ctx, seq, waiting, approver, RefusalMalformed, detail)
+		return t.refuseMalformed(ctx, d, err)
 	}
 	if !open {
 		t.remember(d)
@@ -570,12 +615,16 @@ func (t *turn) drainLateSignals(ctx workflow.Context) {
 	}
 	late, more := 0, 0
 	for {
-		var sig Decision
-		if !t.sigCh.ReceiveAsync(&sig) {
+		sig, ok, malformed := receiveDecision(t.sigCh)
+		if !ok {
 			break
 		}
 		if late++; late > MaxLateSignalAudits {
 			more++
+			continue
+		}
+		if malformed != nil {
+			audit("", RefusalMalformed, bounded(malformed.Error(), 512))
 			continue
 		}
 		if t.seen(sig) {
