@@ -168,9 +168,10 @@ func CallWorkflow(ctx workflow.Context, req CallRequest) (CallResult, error) {
 		return res, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeBadInput, err)
 	}
 	var who activities.VerifyCallerOutput
+	argsDigest := CallArgsDigest(req.Arguments) //workflowcheck:ignore canonical JSON of the input: a pure function
 	err := workflow.ExecuteLocalActivity(localCtx(ctx, "verify caller "+req.Client), a.VerifyCaller, activities.VerifyCallerInput{
 		WorkflowID: res.WorkflowID, RunID: info.WorkflowExecution.RunID, FirstRunID: info.FirstRunID, Attestation: req.Attestation,
-		Tool: req.Tool, ArgsDigest: CallArgsDigest(req.Arguments), Principal: req.Principal, Client: req.Client,
+		Tool: req.Tool, ArgsDigest: argsDigest, Principal: req.Principal, Client: req.Client,
 		StartedAt: info.WorkflowStartTime}).Get(ctx, &who)
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeRequesterRefused {

@@ -460,7 +460,8 @@ func receiveDecision(c workflow.ReceiveChannel) (d Decision, ok bool, err error)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	if derr := dec.Decode(&d); derr != nil || dec.More() || len(bytes.TrimSpace(raw)) == 0 || bytes.TrimSpace(raw)[0] != '{' {
+	derr := dec.Decode(&d) //workflowcheck:ignore decoding the signal's bytes: a pure function
+	if trimmed := bytes.TrimSpace(raw); derr != nil || dec.More() || len(trimmed) == 0 || trimmed[0] != '{' {
 		why := "it is not a JSON object"
 		if derr != nil {
 			why = derr.Error()
