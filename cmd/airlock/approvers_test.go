@@ -121,3 +121,49 @@ func TestApproversRemove(t *testing.T) {
 		t.Fatalf("alice's passkeys after her removal: %+v", l)
 	}
 }
+
+// A refused account change writes no file (issue 33, item 5): `airlock approvers add Bob`
+// beside an existing "bob" is refused, and leaves neither credentials/Bob.json nor a temporary
+// file behind; the approvers file is unchanged.
+func TestApproversAddRefusedLeavesNothingBehind(t *testing.T) {
+	old := cfg
+	t.Cleanup(func() { cfg = old })
+	home := t.TempDir()
+	t.Setenv("AIRLOCK_APPROVERS", "")
+	t.Setenv("AIRLOCK_CREDENTIAL", "")
+	cfg.Home, cfg.ApproversFile, cfg.Credential = home, "", ""
+	if out, err := run(t, "", "approvers", "add", "bob", "--no-password"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	before, err := os.ReadFile(filepath.Join(home, "approvers.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := func() []string {
+		var names []string
+		_ = filepath.WalkDir(home, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				names = append(names, strings.TrimPrefix(p, home))
+			}
+			return nil
+		})
+		return names
+	}
+	files := list()
+	for _, extra := range [][]string{{"Bob"}, {"BOB", "--credential-out", filepath.Join(home, "elsewhere", "BOB.json")}} {
+		_, err := run(t, "", append([]string{"approvers", "add", "--no-password"}, extra...)...)
+		if err == nil {
+			t.Fatalf("add %v beside bob was accepted", extra)
+		}
+		if got := list(); strings.Join(got, ",") != strings.Join(files, ",") {
+			t.Fatalf("a refused add %v left files behind: before %v, after %v (%v)", extra, files, got, err)
+		}
+		if _, err := os.Stat(filepath.Join(home, "elsewhere")); err == nil {
+			t.Fatal("a refused add created the credential's folder")
+		}
+		after, _ := os.ReadFile(filepath.Join(home, "approvers.json"))
+		if string(after) != string(before) {
+			t.Fatal("a refused add changed the approvers file")
+		}
+	}
+}

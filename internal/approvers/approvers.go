@@ -477,19 +477,45 @@ func HashPassword(password string) (string, error) {
 const MinPasswordLen = 12
 
 // Add puts approver a into the file at path (creating it), failing with ErrExists when the
-// name is taken.
+// name is taken, in any case ("Bob" beside "bob": one name must not mean two people).
 func Add(path string, a Approver) error {
-	f, err := ReadFile(path)
+	f, err := withAdded(path, a)
 	if err != nil {
 		return err
 	}
+	return WriteFile(path, f)
+}
+
+// CheckAdd reports, writing nothing, whether Add(path, a) would succeed: ErrExists when the
+// name is taken in any case, a validation error when the file with a would not parse. A
+// command that writes other files for a (its credential) calls it first, so a refused
+// change leaves nothing behind (issue 33, item 5).
+func CheckAdd(path string, a Approver) error {
+	f, err := withAdded(path, a)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return fmt.Errorf("approvers: %w", err)
+	}
+	_, err = Parse(b)
+	return err
+}
+
+// withAdded is the approvers file at path with a appended.
+func withAdded(path string, a Approver) (File, error) {
+	f, err := ReadFile(path)
+	if err != nil {
+		return File{}, err
+	}
 	for _, x := range f.Approvers {
-		if x.Name == a.Name {
-			return fmt.Errorf("%w: approver %q", ErrExists, a.Name)
+		if strings.EqualFold(x.Name, a.Name) {
+			return File{}, fmt.Errorf("%w: approver %q (as %q)", ErrExists, a.Name, x.Name)
 		}
 	}
 	f.Approvers = append(f.Approvers, a)
-	return WriteFile(path, f)
+	return f, nil
 }
 
 // Update replaces the approver named a.Name in the file at path. Errors: ErrBadCredentials
