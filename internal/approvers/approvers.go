@@ -59,6 +59,17 @@ type Approver struct {
 	// Groups are the approver groups this approver belongs to (NamePattern each): a policy
 	// entry's "approval/groups" lets only their members decide its confirmations (issue 21).
 	Groups []string `json:"groups,omitempty"`
+	// Principals are the other names this same person goes by on requester surfaces: turn
+	// principals ("user:alice@corp", a chat backend's user) and client names. Four-eyes rules
+	// and quorums compare persons (Set.SamePerson), so a request by one of these principals is
+	// this approver's own (issue 33, item 3). Each matches clients.PrincipalPattern and belongs
+	// to one approver only.
+	Principals []string `json:"principals,omitempty"`
+	// Subject binds this file approver to an identity provider account: "<issuer>#<sub>" (the
+	// ID token's iss and sub). The approver page's OIDC sign-in of that account is this
+	// approver; another account whose claims name this approver is refused, so one name never
+	// means two people (issue 33, item 1). Empty: no OIDC account is this approver.
+	Subject string `json:"oidc_subject,omitempty"`
 }
 
 // Surface is an approver page: its key attests decisions for the approver signed in on it.
@@ -95,7 +106,82 @@ var (
 type Set struct {
 	approvers map[string]Approver
 	keys      map[string]ed25519.PublicKey // "approver:<name>" / "surface:<name>"
+	persons   map[string]string            // lower-cased principal -> approver name
+	subjects  map[string]string            // "<issuer>#<sub>" -> approver name
 }
+
+// principalPattern is clients.PrincipalPattern (a test holds them equal): what a turn's
+// principal may be.
+var principalPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._@:-]{0,127}$`)
+
+// subjectPattern is an oidc_subject: an https (or loopback http) issuer URL, '#', and the
+// provider's subject (printable ASCII, 255 bytes at most).
+var subjectPattern = regexp.MustCompile(`^https?://[!-"$-~]{1,512}#[!-~]{1,255}$`)
+
+// PersonOf is the person an identity names (issue 33, item 3): an approver's name, a principal
+// an approver lists (Approver.Principals) or a client name resolve to "approver:<name>"; any
+// other identity to itself, lower-cased, after its last ':' ("user:bob" is "bob"), as
+// clients.SamePerson compares.
+func (s *Set) PersonOf(identity string) string {
+	if s != nil {
+		for n := range s.approvers {
+			if strings.EqualFold(n, identity) {
+				return "approver:" + strings.ToLower(n)
+			}
+		}
+		if n, ok := s.persons[strings.ToLower(identity)]; ok {
+			return "approver:" + strings.ToLower(n)
+		}
+	}
+	p := strings.ToLower(identity)
+	if i := strings.LastIndexByte(p, ':'); i >= 0 {
+		p = p[i+1:]
+	}
+	if s != nil {
+		if _, ok := s.approvers[p]; ok {
+			return "approver:" + p
+		}
+		for n := range s.approvers {
+			if strings.EqualFold(n, p) {
+				return "approver:" + strings.ToLower(n)
+			}
+		}
+	}
+	return p
+}
+
+// SamePerson reports whether two identities (an approver, a requester principal or client
+// name) are one person for a four-eyes rule or a quorum: they resolve to the same PersonOf, or
+// compare equal as clients.SamePerson does. It errs towards "same": a rule that needs another
+// person refuses more, never less. An empty identity is nobody (false).
+func (s *Set) SamePerson(x, y string) bool {
+	if x == "" || y == "" {
+		return false
+	}
+	return s.PersonOf(x) == s.PersonOf(y) || legacySame(x, y)
+}
+
+// legacySame is clients.SamePerson (compared case-insensitively after the last ':').
+func legacySame(x, y string) bool {
+	a, b := strings.ToLower(x), strings.ToLower(y)
+	if i := strings.LastIndexByte(a, ':'); i >= 0 {
+		a = a[i+1:]
+	}
+	if i := strings.LastIndexByte(b, ':'); i >= 0 {
+		b = b[i+1:]
+	}
+	return a == b
+}
+
+// BySubject returns the file approver bound to an identity provider account
+// ("<issuer>#<sub>", Approver.Subject).
+func (s *Set) BySubject(subject string) (string, bool) {
+	n, ok := s.subjects[subject]
+	return n, ok
+}
+
+// SubjectOf returns the oidc_subject of approver ("" when none).
+func (s *Set) SubjectOf(approver string) string { return s.approvers[approver].Subject }
 
 // Parse validates an approvers file: names match NamePattern and are unique per kind, public
 // keys are 32-byte ed25519 keys, hashes are bcrypt hashes.
@@ -111,7 +197,7 @@ func Parse(b []byte) (*Set, error) {
 	if _, err := canonical.Canonicalize(b); err != nil {
 		return nil, fmt.Errorf("approvers: parse: %w", err)
 	}
-	s := &Set{approvers: map[string]Approver{}, keys: map[string]ed25519.PublicKey{}}
+	s := &Set{approvers: map[string]Approver{}, keys: map[string]ed25519.PublicKey{}, persons: map[string]string{}, subjects: map[string]string{}}
 	for i, a := range f.Approvers {
 		if !NamePattern.MatchString(a.Name) {
 			return nil, fmt.Errorf("approvers: approver %d: name %q does not match %s", i+1, a.Name, NamePattern)
@@ -131,6 +217,25 @@ func Parse(b []byte) (*Set, error) {
 				return nil, fmt.Errorf("approvers: approver %q: group %q does not match %s", a.Name, g, NamePattern)
 			}
 		}
+		for _, p := range a.Principals {
+			if !principalPattern.MatchString(p) {
+				return nil, fmt.Errorf("approvers: approver %q: principal %q does not match %s", a.Name, p, principalPattern)
+			}
+			key := strings.ToLower(p)
+			if other, dup := s.persons[key]; dup && other != a.Name {
+				return nil, fmt.Errorf("approvers: principal %q is listed by approvers %q and %q: one name must mean one person", p, other, a.Name)
+			}
+			s.persons[key] = a.Name
+		}
+		if a.Subject != "" {
+			if !subjectPattern.MatchString(a.Subject) {
+				return nil, fmt.Errorf("approvers: approver %q: oidc_subject %q is not \"<issuer>#<sub>\"", a.Name, a.Subject)
+			}
+			if other, dup := s.subjects[a.Subject]; dup {
+				return nil, fmt.Errorf("approvers: oidc_subject %q is bound to approvers %q and %q", a.Subject, other, a.Name)
+			}
+			s.subjects[a.Subject] = a.Name
+		}
 		if a.PasswordBcrypt != "" {
 			if _, err := bcrypt.Cost([]byte(a.PasswordBcrypt)); err != nil {
 				return nil, fmt.Errorf("approvers: approver %q: password_bcrypt is not a bcrypt hash: %w", a.Name, err)
@@ -144,6 +249,14 @@ func Parse(b []byte) (*Set, error) {
 			s.keys["approver:"+a.Name] = k
 		}
 		s.approvers[a.Name] = a
+	}
+	// A principal that is another approver's name would make that name mean two people.
+	for p, owner := range s.persons {
+		for n := range s.approvers {
+			if n != owner && strings.EqualFold(n, p) {
+				return nil, fmt.Errorf("approvers: approver %q lists principal %q, which is approver %q: one name must mean one person", owner, p, n)
+			}
+		}
 	}
 	for i, sf := range f.Surfaces {
 		if !NamePattern.MatchString(sf.Name) {
