@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/airlock-dev/airlock/internal/approvers"
+	"github.com/airlock-dev/airlock/internal/passkey"
 	"github.com/airlock-dev/airlock/internal/store"
 )
 
@@ -165,5 +168,17 @@ func TestApproversAddRefusedLeavesNothingBehind(t *testing.T) {
 		if string(after) != string(before) {
 			t.Fatal("a refused add changed the approvers file")
 		}
+	}
+}
+
+// `airlock web` on a non-loopback address refuses to start with a wildcard passkey origin
+// (issue 33, item 4), before it opens anything.
+func TestWebRefusesWildcardOriginsOffLoopback(t *testing.T) {
+	t.Setenv("AIRLOCK_PASSKEY_RP_ID", "")
+	t.Setenv("AIRLOCK_WEB_HOSTS", "")
+	t.Setenv("AIRLOCK_PASSKEY_ORIGINS", "http://localhost:*")
+	err := runWeb(context.Background(), io.Discard, io.Discard, "0.0.0.0:8443", "", "", nil)
+	if !errors.Is(err, passkey.ErrWildcardOrigin) {
+		t.Fatalf("runWeb on 0.0.0.0 with a wildcard origin: %v", err)
 	}
 }

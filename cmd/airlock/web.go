@@ -56,7 +56,9 @@ says "approval/passkey": true is then decided only with one (the authenticator s
 decision's MAC, the worker verifies it). The relying party id is AIRLOCK_PASSKEY_RP_ID
 (default: the first host name of AIRLOCK_WEB_HOSTS that is not an IP address, else
 localhost) and the page's origins AIRLOCK_PASSKEY_ORIGINS (comma list, default https://<RP
-id>, and http(s)://localhost on any port for localhost); workers must read the same values.
+id>; for localhost, http(s)://localhost on AIRLOCK_WEB_ADDR's port only: another local web app
+is another origin); workers must read the same values. "http://localhost:*" allows any local
+port for development; the page refuses to start with it on a non-loopback --addr.
 Browsers refuse IP addresses as relying parties: open the page as http://localhost:PORT, not
 http://127.0.0.1:PORT, to use passkeys on loopback.`,
 		Example: `  airlock approvers add alice && airlock web
@@ -101,6 +103,15 @@ func runWeb(ctx context.Context, out, errOut io.Writer, addr, certFile, keyFile 
 	if (certFile == "") != (keyFile == "") {
 		return errors.New("--tls-cert and --tls-key go together")
 	}
+	// Passkey origins are exact outside local development (issue 33, item 4): checked before
+	// anything is opened.
+	if pk, err := passkey.FromEnv(); err != nil {
+		return err
+	} else if host, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("--addr %q: %w", addr, err)
+	} else if err := pk.CheckServing(host); err != nil {
+		return err
+	}
 	st, err := openExistingStore(ctx)
 	if err != nil {
 		return err
@@ -132,6 +143,7 @@ func runWeb(ctx context.Context, out, errOut io.Writer, addr, certFile, keyFile 
 	if err != nil {
 		return err
 	}
+
 	srv, err := web.New(web.Options{Store: st, Temporal: c, Approvers: web.FileApprovers(src),
 		Decide:         web.Decider(c, st, key, cred),
 		Challenge:      web.Challenger(st, key, cred),
