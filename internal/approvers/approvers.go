@@ -32,6 +32,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -70,6 +71,11 @@ type Approver struct {
 	// approver; another account whose claims name this approver is refused, so one name never
 	// means two people (issue 33, item 1). Empty: no OIDC account is this approver.
 	Subject string `json:"oidc_subject,omitempty"`
+	// ValidUntil marks an approver the approver page signed in through the identity provider
+	// (UpsertProvider): it counts, with these groups, only until then; the page extends it at
+	// each check with the provider and removes the entry when the provider no longer vouches
+	// for the person (issue 33, item 1). Nil: a file approver, valid until removed.
+	ValidUntil *time.Time `json:"valid_until,omitempty"`
 }
 
 // Surface is an approver page: its key attests decisions for the approver signed in on it.
@@ -227,6 +233,9 @@ func Parse(b []byte) (*Set, error) {
 			}
 			s.persons[key] = a.Name
 		}
+		if a.ValidUntil != nil && a.Subject == "" {
+			return nil, fmt.Errorf("approvers: approver %q: valid_until without oidc_subject", a.Name)
+		}
 		if a.Subject != "" {
 			if !subjectPattern.MatchString(a.Subject) {
 				return nil, fmt.Errorf("approvers: approver %q: oidc_subject %q is not \"<issuer>#<sub>\"", a.Name, a.Subject)
@@ -327,7 +336,7 @@ func (s *Set) Names() []string {
 // every approver when groups is empty, else a member of at least one of them.
 func (s *Set) Eligible(approver string, groups []string) bool {
 	a, ok := s.approvers[approver]
-	if !ok {
+	if !ok || !live(a) {
 		return false
 	}
 	if len(groups) == 0 {
@@ -369,8 +378,67 @@ func (s *Set) EligibleNames(groups []string) []string {
 	return out
 }
 
-// Has reports whether name is an approver.
-func (s *Set) Has(name string) bool { _, ok := s.approvers[name]; return ok }
+// Has reports whether name is an approver now (a provider account's entry counts until its
+// ValidUntil).
+func (s *Set) Has(name string) bool { a, ok := s.approvers[name]; return ok && live(a) }
+
+// live reports whether a's entry counts now: a file approver always, a provider account until
+// its ValidUntil.
+func live(a Approver) bool { return a.ValidUntil == nil || time.Now().Before(*a.ValidUntil) }
+
+// ErrNotProvider: UpsertProvider would replace a file approver, or a provider account of
+// another person, of the same name (one name never means two people).
+var ErrNotProvider = errors.New("approvers: the name belongs to another person")
+
+// UpsertProvider records, in the file at path, an approver the page signed in through the
+// identity provider: a.Subject and a.ValidUntil are required. An entry of the same name (in
+// any case) is replaced only when it is the same person's provider entry (same Subject);
+// any other is ErrNotProvider. A principal or subject another approver holds is refused by
+// Parse as ever.
+func UpsertProvider(path string, a Approver) error {
+	if a.Subject == "" || a.ValidUntil == nil {
+		return errors.New("approvers: a provider account needs its oidc_subject and valid_until")
+	}
+	f, err := ReadFile(path)
+	if err != nil {
+		return err
+	}
+	for i, x := range f.Approvers {
+		if !strings.EqualFold(x.Name, a.Name) {
+			continue
+		}
+		if x.Subject != a.Subject {
+			return fmt.Errorf("%w: %q is in %s as another person", ErrNotProvider, a.Name, path)
+		}
+		if x.ValidUntil == nil {
+			// A file approver bound to this subject: the file keeps its entry (its groups,
+			// credentials); the page vouches for the person through the binding.
+			return nil
+		}
+		a.PublicKey, a.PasswordBcrypt, a.Principals = x.PublicKey, x.PasswordBcrypt, x.Principals
+		f.Approvers[i] = a
+		return WriteFile(path, f)
+	}
+	f.Approvers = append(f.Approvers, a)
+	return WriteFile(path, f)
+}
+
+// RemoveProvider deletes the provider entry of name for subject from the file at path (the
+// provider no longer vouches for the person); file approvers and other people's entries are
+// left alone. It reports whether it removed one.
+func RemoveProvider(path, name, subject string) (bool, error) {
+	f, err := ReadFile(path)
+	if err != nil {
+		return false, err
+	}
+	for i, x := range f.Approvers {
+		if x.Name == name && x.Subject == subject && x.ValidUntil != nil {
+			f.Approvers = slices.Delete(f.Approvers, i, i+1)
+			return true, WriteFile(path, f)
+		}
+	}
+	return false, nil
+}
 
 // dummyHash keeps Authenticate's time the same for unknown names (no user enumeration by timing).
 var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("airlock: no such approver"), bcrypt.DefaultCost)

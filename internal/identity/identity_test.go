@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/identity"
+	"github.com/airlock-dev/airlock/internal/identity/oidctest"
 )
 
 // page is a relying party as the approver page mounts it: /login begins, /oidc/callback
@@ -29,7 +31,7 @@ type page struct {
 	errs []error
 }
 
-func startPage(t *testing.T, mutate func(*identity.Config), clientIDs ...string) (*page, *provider) {
+func startPage(t *testing.T, mutate func(*identity.Config), clientIDs ...string) (*page, *oidctest.Provider) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -39,7 +41,7 @@ func startPage(t *testing.T, mutate func(*identity.Config), clientIDs ...string)
 	if len(clientIDs) == 0 {
 		clientIDs = []string{"airlock-page"}
 	}
-	op := startProvider(t, clientIDs, p.URL+"/oidc/callback")
+	op := oidctest.Start(t, clientIDs, p.URL+"/oidc/callback")
 	cfg := identity.Config{Issuer: op.Issuer, ClientID: "airlock-page", ClientSecret: "secret-airlock-page", RedirectURL: p.URL + "/oidc/callback",
 		GroupMap: map[string]string{"Airlock-Payments": "payments", "Airlock-Ops": "ops"}}
 	if mutate != nil {
@@ -83,9 +85,9 @@ func (p *page) lastErr() error {
 // check (Recheck), and a person removed from every group keeps no approver group.
 func TestSignInThroughProviderAndGroupChange(t *testing.T) {
 	p, op := startPage(t, nil)
-	op.store.setGroups("u-alice", "Airlock-Payments", "Everyone")
-	b := browser(t)
-	resp := signInAt(t, b, p.URL+"/login", "alice")
+	op.SetGroups("u-alice", "Airlock-Payments", "Everyone")
+	b := oidctest.Browser(t)
+	resp := oidctest.SignInAt(t, b, p.URL+"/login", "alice")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("sign-in: %d %s", resp.StatusCode, body(t, resp))
 	}
@@ -95,7 +97,7 @@ func TestSignInThroughProviderAndGroupChange(t *testing.T) {
 		strings.Join(id.ProviderGroups, ",") != "Airlock-Payments,Everyone" || id.RefreshToken == "" || !id.Expiry.After(time.Now()) {
 		t.Fatalf("identity = %+v", id)
 	}
-	op.store.setGroups("u-alice", "Airlock-Ops")
+	op.SetGroups("u-alice", "Airlock-Ops")
 	now, err := p.rp.Recheck(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
@@ -103,9 +105,14 @@ func TestSignInThroughProviderAndGroupChange(t *testing.T) {
 	if strings.Join(now.Groups, ",") != "ops" || now.Person() != id.Person() {
 		t.Fatalf("after the provider moved alice to ops: %+v", now)
 	}
-	op.store.setGroups("u-alice")
+	op.SetGroups("u-alice")
 	if now, err = p.rp.Recheck(context.Background(), now); err != nil || len(now.Groups) != 0 {
 		t.Fatalf("after the provider removed alice from every group: %+v, %v", now, err)
+	}
+	// Removed from the directory: the provider refuses the next check, so the session ends.
+	op.RemoveUser("u-alice")
+	if gone, err := p.rp.Recheck(context.Background(), now); err == nil {
+		t.Fatalf("a person removed at the provider passed the check: %+v", gone)
 	}
 	// The file and the provider side by side: "alice" in the file without alice's subject is
 	// another person, so the provider's alice is refused; bound by oidc_subject, she signs in
@@ -130,7 +137,7 @@ func TestSignInThroughProviderAndGroupChange(t *testing.T) {
 // code and state) is refused, as is a state finished in another browser, and a forged state.
 func TestSignInStateIsSingleUseAndBrowserBound(t *testing.T) {
 	p, _ := startPage(t, nil)
-	b := browser(t)
+	b := oidctest.Browser(t)
 	var callback string
 	b.CheckRedirect = func(r *http.Request, via []*http.Request) error {
 		if strings.HasPrefix(r.URL.String(), p.URL+"/oidc/callback") {
@@ -138,7 +145,7 @@ func TestSignInStateIsSingleUseAndBrowserBound(t *testing.T) {
 		}
 		return nil
 	}
-	resp := signInAt(t, b, p.URL+"/login", "bob")
+	resp := oidctest.SignInAt(t, b, p.URL+"/login", "bob")
 	if resp.StatusCode != http.StatusOK || callback == "" {
 		t.Fatalf("sign-in: %d %s", resp.StatusCode, body(t, resp))
 	}
@@ -155,7 +162,7 @@ func TestSignInStateIsSingleUseAndBrowserBound(t *testing.T) {
 	wantErr(t, "replayed callback", p.lastErr(), identity.ErrState)
 
 	// Begun in one browser, finished in another (login CSRF): refused.
-	victim, attacker := browser(t), browser(t)
+	victim, attacker := oidctest.Browser(t), oidctest.Browser(t)
 	attacker.CheckRedirect = func(r *http.Request, via []*http.Request) error {
 		if strings.HasPrefix(r.URL.String(), p.URL+"/oidc/callback") {
 			callback = r.URL.String()
@@ -163,7 +170,7 @@ func TestSignInStateIsSingleUseAndBrowserBound(t *testing.T) {
 		}
 		return nil
 	}
-	resp = signInAt(t, attacker, p.URL+"/login", "carol")
+	resp = oidctest.SignInAt(t, attacker, p.URL+"/login", "carol")
 	resp.Body.Close()
 	resp, err = victim.Get(callback)
 	if err != nil {
@@ -184,11 +191,11 @@ func TestSignInStateIsSingleUseAndBrowserBound(t *testing.T) {
 // fallback to another claim).
 func TestSignInRefusesUnusableClaims(t *testing.T) {
 	p, _ := startPage(t, func(c *identity.Config) { c.NameClaim = "email_verified" })
-	resp := signInAt(t, browser(t), p.URL+"/login", "alice")
+	resp := oidctest.SignInAt(t, oidctest.Browser(t), p.URL+"/login", "alice")
 	resp.Body.Close()
 	wantErr(t, "a boolean name claim", p.lastErr(), identity.ErrName)
 	p, _ = startPage(t, func(c *identity.Config) { c.SubjectClaim = "oid" })
-	resp = signInAt(t, browser(t), p.URL+"/login", "alice")
+	resp = oidctest.SignInAt(t, oidctest.Browser(t), p.URL+"/login", "alice")
 	resp.Body.Close()
 	wantErr(t, "no oid claim", p.lastErr(), identity.ErrToken)
 }
@@ -196,7 +203,7 @@ func TestSignInRefusesUnusableClaims(t *testing.T) {
 // requesterApp is an application registered at a provider as a plain OAuth client: its users
 // sign in there and it presents their access tokens to Airlock as the requester's identity.
 type requesterApp struct {
-	op       *provider
+	op       *oidctest.Provider
 	catchURL string
 }
 
@@ -204,8 +211,8 @@ func startRequesterProviders(t *testing.T, clientIDs ...string) (*requesterApp, 
 	t.Helper()
 	catch := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	t.Cleanup(catch.Close)
-	return &requesterApp{op: startProvider(t, clientIDs, catch.URL+"/cb"), catchURL: catch.URL + "/cb"},
-		&requesterApp{op: startProvider(t, clientIDs, catch.URL+"/cb"), catchURL: catch.URL + "/cb"}
+	return &requesterApp{op: oidctest.Start(t, clientIDs, catch.URL+"/cb"), catchURL: catch.URL + "/cb"},
+		&requesterApp{op: oidctest.Start(t, clientIDs, catch.URL+"/cb"), catchURL: catch.URL + "/cb"}
 }
 
 // accessToken signs username in at the app's provider as client (code flow with PKCE) and
@@ -221,7 +228,7 @@ func (a *requesterApp) accessToken(t *testing.T, client, username string) string
 	verifier := oauth2.GenerateVerifier()
 	start := httptest.NewServer(http.RedirectHandler(conf.AuthCodeURL("st", oauth2.S256ChallengeOption(verifier)), http.StatusFound))
 	defer start.Close()
-	resp := signInAt(t, browser(t), start.URL, username)
+	resp := oidctest.SignInAt(t, oidctest.Browser(t), start.URL, username)
 	resp.Body.Close()
 	q := resp.Request.URL.Query()
 	if q.Get("state") != "st" || q.Get("code") == "" {
@@ -305,5 +312,21 @@ func parse(t *testing.T, f approvers.File) *approvers.Set {
 	return set
 }
 
-
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+func body(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func wantErr(t *testing.T, what string, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Fatalf("%s: %v, want %v", what, err, want)
+	}
+}

@@ -1,9 +1,12 @@
-package identity_test
+// Package oidctest runs a real OpenID Provider for tests: zitadel/oidc's op package (used in
+// production by ZITADEL) with its example storage and login UI, served in-process over HTTP
+// (issue 33, item 6). Nothing here mints a token: the provider signs every token with its own
+// key and publishes it in its JWKS. The wrapper adds what a company directory adds: a "groups"
+// claim the test changes while the provider runs, users it can remove, and JWT access tokens.
+package oidctest
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -23,42 +26,65 @@ import (
 	"golang.org/x/text/language"
 )
 
-// A real OpenID Provider in the test: zitadel/oidc's op package (used in production by
-// ZITADEL) with its example storage and login UI, served in-process over HTTP. Nothing here
-// mints a token: the provider signs every token with its own key and publishes it in its JWKS.
-// The wrapper adds what a company directory adds: a "groups" claim that the test changes while
-// the provider runs, and JWT access tokens.
-
-// provider is one running OpenID Provider.
-type provider struct {
+// Provider is one running OpenID Provider.
+type Provider struct {
+	// Issuer is its issuer URL (http on loopback).
 	Issuer string
 	store  *groupStorage
 }
 
-// users of the test directory (password "verysecure" each).
-var testUsers = map[string]*storage.User{
-	"u-alice": {ID: "u-alice", Username: "alice", Password: "verysecure", FirstName: "Alice", LastName: "A", Email: "alice@corp.example", EmailVerified: true, PreferredLanguage: language.English},
-	"u-bob":   {ID: "u-bob", Username: "bob", Password: "verysecure", FirstName: "Bob", LastName: "B", Email: "bob@corp.example", EmailVerified: true, PreferredLanguage: language.English},
-	"u-carol": {ID: "u-carol", Username: "carol", Password: "verysecure", FirstName: "Carol", LastName: "C", Email: "carol@corp.example", EmailVerified: true, PreferredLanguage: language.English},
+// SetGroups sets the groups the provider lists for a user from now on (user ids: "u-alice",
+// "u-bob", "u-carol").
+func (p *Provider) SetGroups(userID string, groups ...string) { p.store.setGroups(userID, groups...) }
+
+// RemoveUser deletes a user from the provider's directory: its refresh tokens stop working.
+func (p *Provider) RemoveUser(userID string) {
+	p.store.users.mu.Lock()
+	defer p.store.users.mu.Unlock()
+	delete(p.store.users.m, userID)
 }
 
-type userStore struct{}
+// Password is every test user's password.
+const Password = "verysecure"
 
-func (userStore) GetUserByID(id string) *storage.User { return testUsers[id] }
-func (userStore) GetUserByUsername(name string) *storage.User {
-	for _, u := range testUsers {
-		if u.Username == name {
-			return u
+// newUsers is the test directory: alice, bob and carol.
+func newUsers() map[string]*storage.User {
+	return map[string]*storage.User{
+		"u-alice": {ID: "u-alice", Username: "alice", Password: "verysecure", FirstName: "Alice", LastName: "A", Email: "alice@corp.example", EmailVerified: true, PreferredLanguage: language.English},
+		"u-bob":   {ID: "u-bob", Username: "bob", Password: "verysecure", FirstName: "Bob", LastName: "B", Email: "bob@corp.example", EmailVerified: true, PreferredLanguage: language.English},
+		"u-carol": {ID: "u-carol", Username: "carol", Password: "verysecure", FirstName: "Carol", LastName: "C", Email: "carol@corp.example", EmailVerified: true, PreferredLanguage: language.English},
+	}
+}
+
+type userStore struct {
+	mu sync.Mutex
+	m  map[string]*storage.User
+}
+
+func (u *userStore) GetUserByID(id string) *storage.User {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.m[id]
+}
+
+func (u *userStore) GetUserByUsername(name string) *storage.User {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, x := range u.m {
+		if x.Username == name {
+			return x
 		}
 	}
 	return nil
 }
-func (userStore) ExampleClientID() string { return storage.ServiceUserID }
+
+func (*userStore) ExampleClientID() string { return storage.ServiceUserID }
 
 // groupStorage is the example storage with a directory's group memberships in every ID token,
 // userinfo answer and JWT access token.
 type groupStorage struct {
 	*storage.Storage
+	users  *userStore
 	mu     sync.Mutex
 	groups map[string][]string // user id -> groups
 }
@@ -96,7 +122,9 @@ func (s *groupStorage) GetPrivateClaimsFromScopes(ctx context.Context, userID, c
 	if claims == nil {
 		claims = map[string]any{}
 	}
-	claims["preferred_username"] = testUsers[userID].Username
+	if u := s.users.GetUserByID(userID); u != nil {
+		claims["preferred_username"] = u.Username
+	}
 	return claims, err
 }
 
@@ -111,14 +139,14 @@ func (s *groupStorage) GetClientByClientID(ctx context.Context, id string) (op.C
 // jwtClient issues JWT access tokens and puts the profile claims in the ID token.
 type jwtClient struct{ op.Client }
 
-func (jwtClient) AccessTokenType() op.AccessTokenType { return op.AccessTokenTypeJWT }
+func (jwtClient) AccessTokenType() op.AccessTokenType  { return op.AccessTokenTypeJWT }
 func (jwtClient) IDTokenUserinfoClaimsAssertion() bool { return true }
 
 var zitadelSetup sync.Mutex // exampleop.SetupServer sets process-wide defaults
 
-// startProvider runs a provider on a loopback port with web clients (id, secret "secret-"+id)
-// allowed to redirect to redirects.
-func startProvider(t *testing.T, clientIDs []string, redirects ...string) *provider {
+// Start runs a provider on a loopback port, until the test ends, with web clients (id,
+// secret "secret-"+id) allowed to redirect to redirects.
+func Start(t testing.TB, clientIDs []string, redirects ...string) *Provider {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -129,18 +157,19 @@ func startProvider(t *testing.T, clientIDs []string, redirects ...string) *provi
 	for _, id := range clientIDs {
 		clients[id] = storage.WebClient(id, "secret-"+id, redirects...)
 	}
-	st := &groupStorage{Storage: storage.NewStorageWithClients(userStore{}, clients), groups: map[string][]string{}}
+	users := &userStore{m: newUsers()}
+	st := &groupStorage{Storage: storage.NewStorageWithClients(users, clients), users: users, groups: map[string][]string{}}
 	zitadelSetup.Lock()
 	router := exampleop.SetupServer(issuer, st, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
 	zitadelSetup.Unlock()
 	srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: router}}
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return &provider{Issuer: issuer, store: st}
+	return &Provider{Issuer: issuer, store: st}
 }
 
-// browser is a cookie-keeping HTTP client (a user agent following redirects).
-func browser(t *testing.T) *http.Client {
+// Browser is a cookie-keeping HTTP client (a user agent following redirects).
+func Browser(t testing.TB) *http.Client {
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -148,10 +177,10 @@ func browser(t *testing.T) *http.Client {
 	return &http.Client{Jar: jar}
 }
 
-// signInAt drives the provider's login UI from start (a URL that redirects to the provider's
+// SignInAt drives the provider's login UI from start (a URL that redirects to the provider's
 // authorization endpoint) as username, following every redirect, and returns the last
 // response (the relying party's answer to the provider's redirect).
-func signInAt(t *testing.T, b *http.Client, start, username string) *http.Response {
+func SignInAt(t testing.TB, b *http.Client, start, username string) *http.Response {
 	t.Helper()
 	resp, err := b.Get(start)
 	if err != nil {
@@ -163,28 +192,9 @@ func signInAt(t *testing.T, b *http.Client, start, username string) *http.Respon
 	if !strings.HasSuffix(login.Path, "/login/username") || id == "" {
 		t.Fatalf("the provider did not show its login page: %s (%d)", login, resp.StatusCode)
 	}
-	resp, err = b.PostForm(login.Scheme+"://"+login.Host+"/login/username", url.Values{"id": {id}, "username": {username}, "password": {"verysecure"}})
+	resp, err = b.PostForm(login.Scheme+"://"+login.Host+"/login/username", url.Values{"id": {id}, "username": {username}, "password": {Password}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return resp
 }
-
-func body(t *testing.T, resp *http.Response) string {
-	t.Helper()
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-func wantErr(t *testing.T, what string, err, want error) {
-	t.Helper()
-	if !errors.Is(err, want) {
-		t.Fatalf("%s: %v, want %v", what, err, want)
-	}
-}
-
-var _ = fmt.Sprintf
