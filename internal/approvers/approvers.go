@@ -186,6 +186,10 @@ func (s *Set) BySubject(subject string) (string, bool) {
 	return n, ok
 }
 
+// ProviderAccount reports whether approver's entry was recorded by the approver page for an
+// identity provider account (it has a ValidUntil), rather than written by an administrator.
+func (s *Set) ProviderAccount(approver string) bool { return s.approvers[approver].ValidUntil != nil }
+
 // SubjectOf returns the oidc_subject of approver ("" when none).
 func (s *Set) SubjectOf(approver string) string { return s.approvers[approver].Subject }
 

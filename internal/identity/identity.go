@@ -335,13 +335,18 @@ func (r *RP) Recheck(ctx context.Context, id Identity) (Identity, error) {
 }
 
 // Resolve is the approver a provider identity signs in as, under the approvers file set (nil:
-// none): the file approver bound to its person (approvers.Approver.Subject) keeps its file
-// name; otherwise the identity's Name, refused (ErrTwoPeople) when the file gives that name,
+// none): the approver bound to its person (approvers.Approver.Subject) keeps its name (a
+// file approver's groups joined with the provider's; the page's own earlier record of the
+// person replaced by the provider's groups now); otherwise the identity's Name, refused (ErrTwoPeople) when the file gives that name,
 // or lists it as a principal of, another person (one name never means two people). Groups
 // are the identity's (from the provider, mapped), joined with a bound file approver's.
 func Resolve(set *approvers.Set, id Identity) (name string, groups []string, err error) {
 	if set != nil {
 		if n, ok := set.BySubject(id.Person()); ok {
+			if set.ProviderAccount(n) {
+				// The page's own record of this person: the provider's groups now replace it.
+				return n, slices.Clone(id.Groups), nil
+			}
 			g := append(set.GroupsOf(n), id.Groups...)
 			slices.Sort(g)
 			return n, slices.Compact(g), nil
