@@ -16,6 +16,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/identity"
 	"github.com/airlock-dev/airlock/internal/passkey"
 	"github.com/airlock-dev/airlock/internal/telemetry"
 	"github.com/airlock-dev/airlock/internal/web"
@@ -143,7 +144,10 @@ func runWeb(ctx context.Context, out, errOut io.Writer, addr, certFile, keyFile 
 	if err != nil {
 		return err
 	}
-
+	oidcOpts, err := oidcFromEnv(ctx, errOut)
+	if err != nil {
+		return err
+	}
 	srv, err := web.New(web.Options{Store: st, Temporal: c, Approvers: web.FileApprovers(src),
 		Decide:         web.Decider(c, st, key, cred),
 		Challenge:      web.Challenger(st, key, cred),
@@ -151,9 +155,29 @@ func runWeb(ctx context.Context, out, errOut io.Writer, addr, certFile, keyFile 
 		DecideProposal: web.ProposalDecider(c, st, cred, src, cfg.TaskQueue),
 		WorkflowURL:    func(id string) string { return cfg.WorkflowURL(opts.Namespace, id) },
 		Hosts:          webHosts(addr),
-		Slack:          slack})
+		Slack:          slack,
+		OIDC:           oidcOpts})
 	if err != nil {
 		return err
+	}
+	if oidcOpts != nil {
+		// Every signed-in person is checked with the provider again, idle or not (issue 33).
+		go func() {
+			every := oidcOpts.Recheck
+			if every <= 0 {
+				every = web.DefaultOIDCRecheck
+			}
+			t := time.NewTicker(every / 2)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					srv.RecheckIdentities(ctx, false)
+				}
+			}
+		}()
 	}
 	if maddr := os.Getenv("AIRLOCK_METRICS_ADDR"); maddr != "" {
 		// The page's own /metrics (process and Go runtime; confirmations pending) and /healthz
@@ -233,4 +257,20 @@ func webHosts(addr string) []string {
 		return h
 	}
 	return web.DefaultHosts(addr)
+}
+
+// oidcFromEnv is the page's identity provider sign-in (issue 33), from AIRLOCK_OIDC_*; nil
+// when AIRLOCK_OIDC_ISSUER is unset. The provider is discovered now: a page configured for a
+// provider it cannot reach does not start.
+func oidcFromEnv(ctx context.Context, errOut io.Writer) (*web.OIDCOptions, error) {
+	c, set, ok, err := identity.ConfigFromEnv()
+	if err != nil || !ok {
+		return nil, err
+	}
+	rp, err := identity.New(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(errOut, "approver page: sign-in through %s (client %s; %d group mapping(s))\n", c.Issuer, c.ClientID, len(c.GroupMap))
+	return &web.OIDCOptions{RP: rp, ApproversPath: cfg.ApproversPath(), Recheck: set.Recheck, Label: set.Label}, nil
 }
