@@ -25,6 +25,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -104,6 +105,8 @@ type Identity struct {
 	Expiry time.Time
 	// IDTokenHash identifies the ID token the session is bound to (SHA-256, base64url).
 	IDTokenHash string
+	// KeyID is the provider key ("kid") that signed the ID token, for the audit.
+	KeyID string
 	// RefreshToken lets Recheck ask the provider again ("" when none was issued). Secret:
 	// kept server-side only.
 	RefreshToken string `json:"-"`
@@ -276,7 +279,7 @@ func (r *RP) identityFrom(tok *oauth2.Token, nonce string) (Identity, error) {
 	if err != nil {
 		return Identity{}, err
 	}
-	id.Expiry, id.IDTokenHash, id.RefreshToken = idt.Expiry, digest(raw), tok.RefreshToken
+	id.Expiry, id.IDTokenHash, id.RefreshToken, id.KeyID = idt.Expiry, digest(raw), tok.RefreshToken, keyID(raw)
 	return id, nil
 }
 
@@ -356,4 +359,20 @@ func Resolve(set *approvers.Set, id Identity) (name string, groups []string, err
 		}
 	}
 	return id.Name, slices.Clone(id.Groups), nil
+}
+
+// keyID is the "kid" of a verified compact JWS's header ("" when it names none).
+func keyID(raw string) string {
+	head, _, _ := strings.Cut(raw, ".")
+	b, err := base64.RawURLEncoding.DecodeString(head)
+	if err != nil {
+		return ""
+	}
+	var h struct {
+		Kid string `json:"kid"`
+	}
+	if json.Unmarshal(b, &h) != nil {
+		return ""
+	}
+	return h.Kid
 }

@@ -97,6 +97,19 @@ func TestSignInThroughProviderAndGroupChange(t *testing.T) {
 		strings.Join(id.ProviderGroups, ",") != "Airlock-Payments,Everyone" || id.RefreshToken == "" || !id.Expiry.After(time.Now()) {
 		t.Fatalf("identity = %+v", id)
 	}
+	// The provider rotates its signing key: the next sign-in's ID token names a key the RP has
+	// not seen, and the RP fetches the provider's key set again instead of refusing it.
+	firstKey := id.KeyID
+	op.RotateKey(t)
+	resp = oidctest.SignInAt(t, oidctest.Browser(t), p.URL+"/login", "alice")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("sign-in after the provider rotated its key: %d %s", resp.StatusCode, body(t, resp))
+	}
+	resp.Body.Close()
+	id = p.last
+	if !strings.HasPrefix(id.KeyID, "rotated-") || id.KeyID == firstKey || firstKey == "" {
+		t.Fatalf("the ID token after rotation was signed by %q (before: %q)", id.KeyID, firstKey)
+	}
 	op.SetGroups("u-alice", "Airlock-Ops")
 	now, err := p.rp.Recheck(context.Background(), id)
 	if err != nil {

@@ -7,6 +7,9 @@ package oidctest
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -18,6 +21,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/zitadel/oidc/v3/example/server/exampleop"
 	"github.com/zitadel/oidc/v3/example/server/storage"
@@ -86,6 +92,7 @@ type groupStorage struct {
 	*storage.Storage
 	users  *userStore
 	mu     sync.Mutex
+	key    *rotKey             // after RotateKey
 	groups map[string][]string // user id -> groups
 }
 
@@ -134,6 +141,55 @@ func (s *groupStorage) GetClientByClientID(ctx context.Context, id string) (op.C
 		return nil, err
 	}
 	return jwtClient{c}, nil
+}
+
+// RotateKey replaces the provider's signing key with a fresh RSA key: tokens are signed with
+// it from now on, and its JWKS lists only it (a relying party that cached the old key set must
+// fetch the new one to verify them).
+func (p *Provider) RotateKey(t testing.TB) {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.store.mu.Lock()
+	defer p.store.mu.Unlock()
+	p.store.key = &rotKey{id: fmt.Sprintf("rotated-%d", time.Now().UnixNano()), key: k}
+}
+
+// rotKey is a signing key the test put in place (RotateKey).
+type rotKey struct {
+	id  string
+	key *rsa.PrivateKey
+}
+
+func (k *rotKey) SignatureAlgorithm() jose.SignatureAlgorithm { return jose.RS256 }
+func (k *rotKey) Key() any                                    { return k.key }
+func (k *rotKey) ID() string                                  { return k.id }
+
+type rotPublic struct{ *rotKey }
+
+func (k rotPublic) Algorithm() jose.SignatureAlgorithm { return jose.RS256 }
+func (k rotPublic) Use() string                        { return "sig" }
+func (k rotPublic) Key() any                           { return &k.key.PublicKey }
+
+func (s *groupStorage) rotated() *rotKey {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.key
+}
+
+func (s *groupStorage) SigningKey(ctx context.Context) (op.SigningKey, error) {
+	if k := s.rotated(); k != nil {
+		return k, nil
+	}
+	return s.Storage.SigningKey(ctx)
+}
+
+func (s *groupStorage) KeySet(ctx context.Context) ([]op.Key, error) {
+	if k := s.rotated(); k != nil {
+		return []op.Key{rotPublic{k}}, nil
+	}
+	return s.Storage.KeySet(ctx)
 }
 
 // jwtClient issues JWT access tokens and puts the profile claims in the ID token.
