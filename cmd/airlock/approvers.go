@@ -183,7 +183,17 @@ func newApproversListCmd() *cobra.Command {
 				fmt.Fprintf(out, "no approvers in %s (airlock approvers add NAME)\n", cfg.ApproversPath())
 			}
 			for _, a := range f.Approvers {
-				fmt.Fprintf(out, "%-24s page:%-4s cli:%-4s groups:%s\n", a.Name, yesNo(a.PasswordBcrypt != ""), yesNo(a.PublicKey != ""), strings.Join(a.Groups, ","))
+				line := fmt.Sprintf("%-24s page:%-4s cli:%-4s groups:%s", a.Name, yesNo(a.PasswordBcrypt != ""), yesNo(a.PublicKey != ""), strings.Join(a.Groups, ","))
+				if len(a.Principals) > 0 {
+					line += " principals:" + strings.Join(a.Principals, ",")
+				}
+				if a.Subject != "" {
+					line += " oidc:" + display.Line(a.Subject)
+				}
+				if a.ValidUntil != nil {
+					line += " (identity provider account, checked until " + a.ValidUntil.UTC().Format(time.RFC3339) + ")"
+				}
+				fmt.Fprintln(out, line)
 			}
 			for _, s := range f.Surfaces {
 				fmt.Fprintf(out, "surface %s\n", s.Name)
