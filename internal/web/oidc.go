@@ -51,9 +51,10 @@ type oidcPeople struct {
 }
 
 type oidcPerson struct {
-	id      identity.Identity
-	checked time.Time
-	signed  time.Time // sign-in: the identity is dropped SessionMax after it
+	id       identity.Identity
+	checked  time.Time
+	signed   time.Time // sign-in: the identity is dropped SessionMax after it
+	checking bool      // a check is running: one at a time (a rotated refresh token is single-use)
 }
 
 func (o *OIDCOptions) recheck() time.Duration {
@@ -139,18 +140,28 @@ func (s *Server) recordIdentity(_ context.Context, id identity.Identity) (string
 // Recheck (nothing to do for an approver who did not sign in through the provider). It reports
 // false when the provider no longer vouches for them: their entry and passkeys are removed.
 func (s *Server) checkIdentity(ctx context.Context, approver string, force bool) bool {
+	now := s.opt.Now()
 	s.oidc.mu.Lock()
 	p, ok := s.oidc.m[approver]
-	s.oidc.mu.Unlock()
-	now := s.opt.Now()
-	if !ok || (!force && now.Sub(p.checked) < s.opt.OIDC.recheck()) {
+	if !ok || p.checking || (!force && now.Sub(p.checked) < s.opt.OIDC.recheck()) {
+		// Not a provider account, checked recently, or being checked by another request (its
+		// account stays valid in the file until that check ends).
+		s.oidc.mu.Unlock()
 		return true
 	}
+	p.checking = true
+	cur := p.id
+	s.oidc.mu.Unlock()
+	defer func() {
+		s.oidc.mu.Lock()
+		p.checking = false
+		s.oidc.mu.Unlock()
+	}()
 	if now.Sub(p.signed) >= SessionMax {
-		s.forgetIdentity(ctx, approver, p.id, "the sign-in is older than the longest session")
+		s.forgetIdentity(ctx, approver, cur, "the sign-in is older than the longest session")
 		return false
 	}
-	id, err := s.opt.OIDC.RP.Recheck(ctx, p.id)
+	id, err := s.opt.OIDC.RP.Recheck(ctx, cur)
 	if err == nil {
 		var name string
 		if name, err = s.recordIdentity(ctx, id); err == nil && name != approver {
@@ -158,7 +169,7 @@ func (s *Server) checkIdentity(ctx context.Context, approver string, force bool)
 		}
 	}
 	if err != nil {
-		s.forgetIdentity(ctx, approver, p.id, err.Error())
+		s.forgetIdentity(ctx, approver, cur, err.Error())
 		return false
 	}
 	s.oidc.mu.Lock()
