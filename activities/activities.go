@@ -680,9 +680,9 @@ func (a *Activities) judge(ctx context.Context, row store.Confirmation, in Consu
 		return code, detail, err
 	}
 	switch {
-	case in.DistinctApprover && approves && (in.Principal == "" || clients.SamePerson(in.Approver, in.Principal)):
+	case in.DistinctApprover && approves && (in.Principal == "" || a.samePerson(in.Approver, in.Principal)):
 		return ApproverIsRequester, fmt.Sprintf("%s requires an approver other than the requester %q", keyOf(in.CapabilityID, in.Version), in.Principal), nil
-	case in.DistinctApprover && approves && clients.SamePerson(in.Approver, in.Requester):
+	case in.DistinctApprover && approves && a.samePerson(in.Approver, in.Requester):
 		return ApproverIsRequester, fmt.Sprintf("%s requires an approver other than the requester: client %s started this turn", keyOf(in.CapabilityID, in.Version), in.Requester), nil
 	case !now.Before(row.ExpiresAt):
 		return TokenExpired, "the confirmation expired at " + row.ExpiresAt.Format(time.RFC3339), nil
@@ -957,6 +957,12 @@ func (a *Activities) approved(ctx context.Context, in ExecuteInput, now time.Tim
 		return no(fmt.Sprintf("confirmation %s approved other arguments", in.ConfirmationID))
 	case row.Decision != store.DecisionApproved:
 		return no(fmt.Sprintf("confirmation %s is not approved (%q)", in.ConfirmationID, row.Decision))
+	}
+	// The approval is judged again now, when the call would run (issue 33, item 3).
+	if why, err := a.holds(ctx, row); err != nil {
+		return no(fmt.Sprintf("the approvals of confirmation %s could not be judged: %v", in.ConfirmationID, err))
+	} else if why != "" {
+		return no(why)
 	}
 	return ExecuteOutput{}, read, true
 }

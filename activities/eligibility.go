@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -70,17 +71,105 @@ func (a *Activities) quorum(ctx context.Context, row store.Confirmation, in Cons
 	if in.Decision == DecisionEdit {
 		return BadDecision, fmt.Sprintf("%s needs %d approvals: an edit cannot gather them (deny, and let the model propose again)", keyOf(in.CapabilityID, in.Version), need), false, nil
 	}
-	prior, err := a.Store.ListApprovals(ctx, row.ID)
+	all, err := a.Store.ListApprovals(ctx, row.ID)
 	if err != nil {
 		return "", "", false, err
 	}
-	if slices.ContainsFunc(prior, func(p store.Approval) bool { return clients.SamePerson(p.Approver, in.Approver) }) {
-		return ApproverAlreadyApproved, fmt.Sprintf("%s's approval already counts; %d of %d", in.Approver, len(prior), need), false, nil
+	// Judged now (issue 33, item 3): an earlier approval counts only if its approver is still
+	// an approver in the capability's groups; the others are dropped, and the detail (which
+	// the audit records) names them and why.
+	prior, dropped, err := a.standing(in.CapabilityID, in.Version, approverNames(all))
+	if err != nil {
+		return "", "", false, err
+	}
+	if slices.ContainsFunc(prior, func(p string) bool { return a.samePerson(p, in.Approver) }) {
+		return ApproverAlreadyApproved, fmt.Sprintf("%s's approval already counts; %d of %d", in.Approver, len(prior), need) + droppedNote(dropped), false, nil
 	}
 	if have := len(prior) + 1; have < need {
-		return QuorumPending, fmt.Sprintf("approval %d of %d recorded (by %s); the call waits for %d more", have, need, in.Approver, need-have), true, nil
+		return QuorumPending, fmt.Sprintf("approval %d of %d recorded (by %s); the call waits for %d more", have, need, in.Approver, need-have) + droppedNote(dropped), true, nil
 	}
 	return "", "", true, nil
+}
+
+// samePerson reports whether identities x and y (approver, principal, client) are one person
+// under the approvers file now (approvers.Set.SamePerson); without a readable file, as
+// clients.SamePerson compares.
+func (a *Activities) samePerson(x, y string) bool {
+	if a.Approvers != nil {
+		if set, err := a.Approvers(); err == nil && set != nil {
+			return set.SamePerson(x, y)
+		}
+	}
+	return clients.SamePerson(x, y)
+}
+
+// approverNames lists the approvers of approvals, in order.
+func approverNames(all []store.Approval) []string {
+	out := make([]string, 0, len(all))
+	for _, p := range all {
+		out = append(out, p.Approver)
+	}
+	return out
+}
+
+// droppedNote is the audit's sentence on approvals that no longer count ("" for none).
+func droppedNote(dropped []string) string {
+	if len(dropped) == 0 {
+		return ""
+	}
+	return "; dropped, no longer counting: " + strings.Join(dropped, "; ")
+}
+
+// standing judges, against the approvers file as it is now, which of names (approvers whose
+// approvals are on record for a call of id@version) still count: each must still be an
+// approver and, where the capability's policy names approver groups, a member of one of them
+// (issue 33, item 3: a leaver's approval stops counting). dropped says, per approval that does
+// not count, whose and why ("bob: bob is no longer an approver"). Errors: the approvers file
+// cannot be read (nothing counts then; the caller fails closed).
+func (a *Activities) standing(id string, version int, names []string) (counted, dropped []string, err error) {
+	if a.Approvers == nil {
+		return nil, nil, errors.New("this worker has no approvers file, so no approval can be judged")
+	}
+	set, err := a.Approvers()
+	if err != nil {
+		return nil, nil, fmt.Errorf("the worker cannot read its approvers file: %w", err)
+	}
+	groups := a.approvalPolicy(ConsumeInput{CapabilityID: id, Version: version}).ApproverGroups
+	for _, n := range names {
+		switch {
+		case !set.Has(n):
+			dropped = append(dropped, fmt.Sprintf("%s: %s is no longer an approver", n, n))
+		case !set.Eligible(n, groups):
+			dropped = append(dropped, fmt.Sprintf("%s: %s is no longer in %s", n, n, strings.Join(groups, " or ")))
+		default:
+			counted = append(counted, n)
+		}
+	}
+	return counted, dropped, nil
+}
+
+// holds judges, when a confirmed call is about to execute, whether its approval still stands
+// (issue 33, item 3): for a capability that needs one approval, its approver is still an
+// approver in its groups; for a quorum, enough approvals on record still count (standing).
+// It returns "" when it holds, else why not (naming the dropped approvals).
+func (a *Activities) holds(ctx context.Context, row store.Confirmation) (string, error) {
+	need := a.approvalPolicy(ConsumeInput{CapabilityID: row.CapabilityID, Version: row.Version}).Approvals()
+	names := []string{row.Approver}
+	if need > 1 {
+		all, err := a.Store.ListApprovals(ctx, row.ID)
+		if err != nil {
+			return "", err
+		}
+		names = approverNames(all)
+	}
+	counted, dropped, err := a.standing(row.CapabilityID, row.Version, names)
+	if err != nil {
+		return "", err
+	}
+	if len(counted) >= max(need, 1) {
+		return "", nil
+	}
+	return fmt.Sprintf("confirmation %s has %d of the %d approvals it needs now", row.ID, len(counted), max(need, 1)) + droppedNote(dropped), nil
 }
 
 // ProofOf says how an attestation's signer proved the approver (issue 21, item 5): their own
@@ -115,12 +204,11 @@ func (a *Activities) proofOf(ctx context.Context, row store.Confirmation, in Con
 	// A passkey assertion counts as proof only where checkPasskey verified it.
 	proof := ProofOf(in.Attestation.Signer, len(in.Passkey) > 0 && a.passkeyRequired(row, in))
 	if a.approvalPolicy(in).Approvals() > 1 && in.Decision == DecisionApprove {
-		if prior, err := a.Store.ListApprovals(ctx, in.ConfirmationID); err == nil && len(prior) > 1 {
-			var names []string
-			for _, p := range prior {
-				names = append(names, p.Approver)
+		if all, err := a.Store.ListApprovals(ctx, in.ConfirmationID); err == nil && len(all) > 1 {
+			counted, dropped, err := a.standing(in.CapabilityID, in.Version, approverNames(all))
+			if err == nil {
+				proof += "; quorum of " + strings.Join(counted, ", ") + droppedNote(dropped)
 			}
-			proof += "; quorum of " + strings.Join(names, ", ")
 		}
 	}
 	return proof

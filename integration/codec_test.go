@@ -72,7 +72,7 @@ func TestPayloadsAreEncryptedInHistory(t *testing.T) {
 	raw := dial(t) // no key ring: sees what the server stores
 	st := openStore(t, cfg)
 	eventually(t, 60*time.Second, "the worker to poll", func() bool {
-		_, err := os.Stat(filepath.Join(cfg.Home, "approver.key"))
+		_, err := os.Stat(cfg.KeyFile())
 		return err == nil
 	})
 	run := startTurn(t, c, cfg, workflows.TurnRequest{Conversation: "codec", Principal: "user", Message: secretMsg})

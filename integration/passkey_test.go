@@ -22,6 +22,7 @@ import (
 	"github.com/airlock-dev/airlock/client"
 	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/approvers"
+	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/registry"
 	"github.com/airlock-dev/airlock/workflows"
@@ -279,7 +280,7 @@ func TestPasskeyDecisions(t *testing.T) {
 	cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
 	defer ccancel()
 	cl, err := client.New(cctx, e.c, client.Options{TaskQueue: e.queue, DatabaseURL: e.dbURL,
-		ApproverKeyFile: filepath.Join(e.home, "approver.key"), CredentialFile: itCredentials["alice"]})
+		ApproverKeyFile: config.Config{Home: e.home}.KeyFile(), CredentialFile: itCredentials["alice"]})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-dev/airlock/client"
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/clients"
+	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/workers"
 	"github.com/airlock-dev/airlock/workflows"
 )
@@ -80,7 +81,7 @@ func TestBobCannotApproveATurnHeStartedUnderAnotherPrincipal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cl, err := client.New(ctx, e.c, client.Options{TaskQueue: e.queue, DatabaseURL: e.dbURL,
-		ApproverKeyFile: filepath.Join(e.home, "approver.key"), CredentialFile: itCredentials["bob"]})
+		ApproverKeyFile: config.Config{Home: e.home}.KeyFile(), CredentialFile: itCredentials["bob"]})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,7 @@ import (
 
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/approvers"
+	"github.com/airlock-dev/airlock/internal/passkey"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/registry"
 	"github.com/airlock-dev/airlock/workers"
@@ -128,7 +129,9 @@ func (e *webEnv) startWebWorker() {
 		e.t.Fatal(err)
 	}
 	src := approvers.NewSource(e.approvers)
-	acts := &activities.Activities{Registry: e.reg, Store: st, Live: e.openAI(e.model.URL), ApproverKey: e.key, Approvers: src.Current, Clients: testClients()}
+	acts := &activities.Activities{Registry: e.reg, Store: st, Live: e.openAI(e.model.URL), ApproverKey: e.key, Approvers: src.Current, Clients: testClients(),
+		// The page listens on a random loopback port: local development's explicit wildcard.
+		Passkeys: passkey.Config{RPID: "localhost", Origins: []string{"http://localhost:*"}}}
 	w := workers.New(e.c, acts, e.queue)
 	if err := w.Start(); err != nil {
 		st.Close()
@@ -144,7 +147,8 @@ func (e *webEnv) startWeb() string {
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, airlockBin, "web", "--addr", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "AIRLOCK_HOME="+e.home, "AIRLOCK_DATABASE_URL="+e.dbURL, "AIRLOCK_APPROVERS="+e.approvers,
-		"TEMPORAL_ADDRESS="+devServer.Address, "TEMPORAL_NAMESPACE="+devServer.Namespace, "AIRLOCK_TEMPORAL_UI="+devServer.UIAddress)
+		"TEMPORAL_ADDRESS="+devServer.Address, "TEMPORAL_NAMESPACE="+devServer.Namespace, "AIRLOCK_TEMPORAL_UI="+devServer.UIAddress,
+		"AIRLOCK_PASSKEY_ORIGINS=http://localhost:*")
 	cmd.Stderr = &syncBuffer{}
 	out, err := cmd.StdoutPipe()
 	if err != nil {

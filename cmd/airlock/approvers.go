@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -83,14 +84,25 @@ approver, who keeps it at ~/.config/airlock/credential.json or points AIRLOCK_CR
 			if err != nil {
 				return err
 			}
-			if err := approvers.SaveCredential(credOut, cred); err != nil {
-				if errors.Is(err, fs.ErrExist) {
-					return fmt.Errorf("%s exists; choose another --credential-out or remove it: %w", credOut, err)
+			a.PublicKey = cred.Public()
+			// A refused change writes nothing (issue 33, item 5): the file with the new
+			// approver is validated before the credential is written, and the credential is
+			// taken back if the file still refuses it.
+			if err := approvers.CheckAdd(path, a); err != nil {
+				if errors.Is(err, approvers.ErrExists) {
+					return fmt.Errorf("%s already lists approver %q, in some case (airlock approvers passwd / rotate change an existing one): %w", path, name, err)
 				}
 				return err
 			}
-			a.PublicKey = cred.Public()
+			if _, err := os.Lstat(credOut); err == nil {
+				return fmt.Errorf("%s exists; choose another --credential-out or remove it: %w", credOut, fs.ErrExist)
+			}
+			undo, err := saveCredentialUndoably(credOut, cred)
+			if err != nil {
+				return err
+			}
 			if err := approvers.Add(path, a); err != nil {
+				undo()
 				return err
 			}
 			out := cmd.OutOrStdout()
@@ -107,6 +119,34 @@ approver, who keeps it at ~/.config/airlock/credential.json or points AIRLOCK_CR
 	cmd.Flags().StringVar(&credOut, "credential-out", "", "where to write the CLI credential (default $AIRLOCK_HOME/credentials/NAME.json)")
 	cmd.Flags().StringArrayVar(&groups, "group", nil, "an approver group the approver belongs to (repeatable): a policy's approval/groups lets only members decide its capability")
 	return cmd
+}
+
+// saveCredentialUndoably writes cred to path (never replacing a file) and returns how to take
+// it back: the file and any folders the write created are removed, so a change refused after
+// the credential was written leaves nothing behind (issue 33, item 5).
+func saveCredentialUndoably(path string, cred approvers.Credential) (func(), error) {
+	var created []string
+	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+		if _, err := os.Lstat(dir); err == nil || dir == filepath.Dir(dir) {
+			break
+		}
+		created = append(created, dir)
+	}
+	if err := approvers.SaveCredential(path, cred); err != nil {
+		for _, d := range created {
+			_ = os.Remove(d) // only if empty
+		}
+		if errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("%s exists; choose another --credential-out or remove it: %w", path, err)
+		}
+		return nil, err
+	}
+	return func() {
+		_ = os.Remove(path)
+		for _, d := range created {
+			_ = os.Remove(d)
+		}
+	}, nil
 }
 
 func readOrGeneratePassword(in io.Reader, fromStdin bool) (string, error) {
@@ -143,7 +183,17 @@ func newApproversListCmd() *cobra.Command {
 				fmt.Fprintf(out, "no approvers in %s (airlock approvers add NAME)\n", cfg.ApproversPath())
 			}
 			for _, a := range f.Approvers {
-				fmt.Fprintf(out, "%-24s page:%-4s cli:%-4s groups:%s\n", a.Name, yesNo(a.PasswordBcrypt != ""), yesNo(a.PublicKey != ""), strings.Join(a.Groups, ","))
+				line := fmt.Sprintf("%-24s page:%-4s cli:%-4s groups:%s", a.Name, yesNo(a.PasswordBcrypt != ""), yesNo(a.PublicKey != ""), strings.Join(a.Groups, ","))
+				if len(a.Principals) > 0 {
+					line += " principals:" + strings.Join(a.Principals, ",")
+				}
+				if a.Subject != "" {
+					line += " oidc:" + display.Line(a.Subject)
+				}
+				if a.ValidUntil != nil {
+					line += " (identity provider account, checked until " + a.ValidUntil.UTC().Format(time.RFC3339) + ")"
+				}
+				fmt.Fprintln(out, line)
 			}
 			for _, s := range f.Surfaces {
 				fmt.Fprintf(out, "surface %s\n", s.Name)
@@ -213,11 +263,13 @@ func newApproversRotateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := approvers.SaveCredential(credOut, cred); err != nil {
+			undo, err := saveCredentialUndoably(credOut, cred)
+			if err != nil {
 				return err
 			}
 			a.PublicKey = cred.Public()
 			if err := approvers.Update(path, a); err != nil {
+				undo()
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "new CLI credential for %s: %s (mode 0600); the old one no longer decides\n", a.Name, credOut)

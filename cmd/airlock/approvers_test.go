@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/airlock-dev/airlock/internal/approvers"
+	"github.com/airlock-dev/airlock/internal/passkey"
 	"github.com/airlock-dev/airlock/internal/store"
 )
 
@@ -119,5 +122,63 @@ func TestApproversRemove(t *testing.T) {
 	}
 	if l, _ := st.ListPasskeys(context.Background(), "alice"); len(l) != 0 {
 		t.Fatalf("alice's passkeys after her removal: %+v", l)
+	}
+}
+
+// A refused account change writes no file (issue 33, item 5): `airlock approvers add Bob`
+// beside an existing "bob" is refused, and leaves neither credentials/Bob.json nor a temporary
+// file behind; the approvers file is unchanged.
+func TestApproversAddRefusedLeavesNothingBehind(t *testing.T) {
+	old := cfg
+	t.Cleanup(func() { cfg = old })
+	home := t.TempDir()
+	t.Setenv("AIRLOCK_APPROVERS", "")
+	t.Setenv("AIRLOCK_CREDENTIAL", "")
+	cfg.Home, cfg.ApproversFile, cfg.Credential = home, "", ""
+	if out, err := run(t, "", "approvers", "add", "bob", "--no-password"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	before, err := os.ReadFile(filepath.Join(home, "approvers.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := func() []string {
+		var names []string
+		_ = filepath.WalkDir(home, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				names = append(names, strings.TrimPrefix(p, home))
+			}
+			return nil
+		})
+		return names
+	}
+	files := list()
+	for _, extra := range [][]string{{"Bob"}, {"BOB", "--credential-out", filepath.Join(home, "elsewhere", "BOB.json")}} {
+		_, err := run(t, "", append([]string{"approvers", "add", "--no-password"}, extra...)...)
+		if err == nil {
+			t.Fatalf("add %v beside bob was accepted", extra)
+		}
+		if got := list(); strings.Join(got, ",") != strings.Join(files, ",") {
+			t.Fatalf("a refused add %v left files behind: before %v, after %v (%v)", extra, files, got, err)
+		}
+		if _, err := os.Stat(filepath.Join(home, "elsewhere")); err == nil {
+			t.Fatal("a refused add created the credential's folder")
+		}
+		after, _ := os.ReadFile(filepath.Join(home, "approvers.json"))
+		if string(after) != string(before) {
+			t.Fatal("a refused add changed the approvers file")
+		}
+	}
+}
+
+// `airlock web` on a non-loopback address refuses to start with a wildcard passkey origin
+// (issue 33, item 4), before it opens anything.
+func TestWebRefusesWildcardOriginsOffLoopback(t *testing.T) {
+	t.Setenv("AIRLOCK_PASSKEY_RP_ID", "")
+	t.Setenv("AIRLOCK_WEB_HOSTS", "")
+	t.Setenv("AIRLOCK_PASSKEY_ORIGINS", "http://localhost:*")
+	err := runWeb(context.Background(), io.Discard, io.Discard, "0.0.0.0:8443", "", "", nil)
+	if !errors.Is(err, passkey.ErrWildcardOrigin) {
+		t.Fatalf("runWeb on 0.0.0.0 with a wildcard origin: %v", err)
 	}
 }

@@ -426,36 +426,106 @@ func doctorPasskeys(ctx context.Context) doctorCheck {
 }
 
 // doctorSecrets checks where the keys that decide for any approver live and who can read them
-// (issue 21, item 4): the approver page's surface key must be owner-only and not beside
-// people's credentials, and people's credentials left in the credentials folder after
-// `airlock approvers add` / `airlock clients add` are flagged (whoever can read the folder can
-// decide, or ask, as them).
+// (issues 21 and 33, item 4). The approver key (opens every confirmation's token) and the
+// approver page's surface key (vouches for any approver) must be owner-only; and it FAILS when
+// one reader of either key can also read a person's credential (left in the credentials folder
+// by `airlock approvers add` / `airlock clients add`, or AIRLOCK_CREDENTIAL): that reader
+// decides as that person, and with both keys as anyone. Keys belong in $AIRLOCK_HOME/keys or in
+// files an operator mounts (AIRLOCK_APPROVER_KEY_FILE, AIRLOCK_SURFACE_KEY_FILE) for the
+// worker's and page's own user; people's credentials with each person.
 func doctorSecrets() doctorCheck {
 	var warns []string
+	keys := map[string]string{} // path -> what
+	if os.Getenv("AIRLOCK_APPROVER_KEY") == "" {
+		keys[cfg.KeyFile()] = "approver key"
+	}
 	surface := surfaceCredentialPath()
-	if fi, err := os.Stat(surface); err == nil {
-		if fi.Mode().Perm()&0o077 != 0 {
-			return doctorCheck{Name: "secrets", Detail: fmt.Sprintf("the approver page's surface key %s is mode %o: whoever reads it decides as any approver", surface, fi.Mode().Perm()),
-				Fix: "chmod 600 " + surface}
+	keys[surface] = "surface key"
+	for path, what := range keys {
+		fi, err := os.Stat(path)
+		if err != nil {
+			delete(keys, path)
+			continue
 		}
-		if surface == legacySurfacePath() {
-			warns = append(warns, "the surface key "+surface+" sits beside people's credentials (move it to "+filepath.Join(cfg.Home, "keys", "surface-web.json")+")")
+		if what == "surface key" && fi.Mode().Perm()&0o077 != 0 {
+			return doctorCheck{Name: "secrets", Detail: fmt.Sprintf("the approver page's surface key %s is mode %o: whoever reads it decides as any approver", path, fi.Mode().Perm()),
+				Fix: "chmod 600 " + path}
 		}
+	}
+	if surface == legacySurfacePath() {
+		warns = append(warns, "the surface key "+surface+" sits beside people's credentials (move it to "+cfg.KeysDir("surface-web.json")+")")
+	}
+	if _, ok := keys[cfg.LegacyKeyFile()]; ok && cfg.ApproverKeyFile == "" {
+		warns = append(warns, "the approver key "+cfg.LegacyKeyFile()+" sits at the top of AIRLOCK_HOME (move it to "+cfg.KeysDir("approver.key")+", mode 0700 folder)")
 	}
 	entries, _ := os.ReadDir(cfg.CredentialsDir())
 	var people []string
 	for _, e := range entries {
 		if n := e.Name(); strings.HasSuffix(n, ".json") && n != "surface-web.json" {
-			people = append(people, n)
+			people = append(people, filepath.Join(cfg.CredentialsDir(), n))
 		}
 	}
-	if len(people) > 0 {
-		warns = append(warns, fmt.Sprintf("%d people's credential(s) still in %s (%s): hand them over and delete them there",
-			len(people), cfg.CredentialsDir(), strings.Join(people, ", ")))
+	if p := os.Getenv("AIRLOCK_CREDENTIAL"); p != "" {
+		if _, err := os.Stat(p); err == nil {
+			people = append(people, p)
+		}
+	}
+	var shared []string
+	for path, what := range keys {
+		for _, cred := range people {
+			if who := commonReader(path, cred); who != "" {
+				shared = append(shared, fmt.Sprintf("%s reads the %s %s and %s's credential %s", who, what, path, strings.TrimSuffix(filepath.Base(cred), ".json"), cred))
+			}
+		}
+	}
+	if len(shared) > 0 {
+		slices.Sort(shared)
+		return doctorCheck{Name: "secrets", Detail: "one reader holds a key that decides for any approver and people's credentials, so it decides as them: " + strings.Join(shared, "; "),
+			Fix: "hand each credential to its person and delete it here (" + cfg.CredentialsDir() + "); run the worker and the page as their own user with the keys in " +
+				filepath.Dir(cfg.KeysDir("x")) + " or mounted from a secret store (AIRLOCK_APPROVER_KEY_FILE, AIRLOCK_SURFACE_KEY_FILE)"}
 	}
 	if len(warns) > 0 {
 		return doctorCheck{Name: "secrets", OK: true, Warn: true, Detail: strings.Join(warns, "; "),
 			Fix: "keep the approver key and the surface key readable only by the worker and the page, and people's credentials only by each person"}
 	}
-	return doctorCheck{Name: "secrets", OK: true, Detail: "the surface key is owner-only and apart from people's credentials"}
+	return doctorCheck{Name: "secrets", OK: true, Detail: "the keys are apart from people's credentials: no reader holds both"}
+}
+
+// commonReader names a reader of both files by their modes and owners ("user 1000", "group
+// 100", "everyone"), or "" when none is evident (root, and a user reading one file as owner and
+// the other through a group, are not told).
+func commonReader(a, b string) string {
+	ra, rb := readers(a), readers(b)
+	if ra["everyone"] || rb["everyone"] {
+		if len(ra) > 0 && len(rb) > 0 {
+			return "everyone"
+		}
+	}
+	for r := range ra {
+		if rb[r] {
+			return r
+		}
+	}
+	return ""
+}
+
+// readers are who may read path by its mode bits: "user N" (owner), "group N", "everyone".
+func readers(path string) map[string]bool {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil
+	}
+	out := map[string]bool{}
+	perm := fi.Mode().Perm()
+	uid, gid, ok := ownerOf(fi)
+	if perm&0o400 != 0 && ok {
+		out[fmt.Sprintf("user %d", uid)] = true
+	}
+	if perm&0o040 != 0 && ok {
+		out[fmt.Sprintf("group %d", gid)] = true
+	}
+	if perm&0o004 != 0 {
+		out["everyone"] = true
+	}
+	return out
 }

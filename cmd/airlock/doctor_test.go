@@ -75,7 +75,7 @@ func TestDoctorChecksEachConnection(t *testing.T) {
 	}
 	st.Close()
 	home := filepath.Join(tmp, "home")
-	if _, err := token.LoadOrCreateKey(filepath.Join(home, "approver.key")); err != nil {
+	if _, err := token.LoadOrCreateKey(filepath.Join(home, "keys", "approver.key")); err != nil {
 		t.Fatal(err)
 	}
 	cred, _ := approvers.NewCredential("approver:alice")
@@ -106,14 +106,14 @@ func TestDoctorChecksEachConnection(t *testing.T) {
 	if err := approvers.SaveCredential(filepath.Join(home, "credentials", "alice.json"), cred); err != nil {
 		t.Fatal(err)
 	}
-	os.Chmod(filepath.Join(home, "approver.key"), 0o644)
+	os.Chmod(filepath.Join(home, "keys", "approver.key"), 0o644)
 	bad := []string{"TEMPORAL_ADDRESS=" + srv.Address, "TEMPORAL_NAMESPACE=no-such-ns", "AIRLOCK_HOME=" + home, "AIRLOCK_DATABASE_URL=" + u.String()}
 	out, err = cli(t, bad, "doctor")
 	if err == nil {
 		t.Fatalf("doctor on a broken setup exited 0:\n%s", out)
 	}
 	for _, want := range []string{"FAIL  temporal", "airlock cluster init", "FAIL  store", "check AIRLOCK_DATABASE_URL",
-		"FAIL  approvers", "airlock approvers add NAME", "FAIL  clients", "every turn ends unattested", "warn  key", "chmod 600", "warn  secrets", "alice.json"} {
+		"FAIL  approvers", "airlock approvers add NAME", "FAIL  clients", "every turn ends unattested", "warn  key", "chmod 600", "FAIL  secrets", "alice.json", "decides as them"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor output lacks %q:\n%s", want, out)
 		}
@@ -170,5 +170,48 @@ func TestDoctorFlagsPasskeyCapabilityWithoutHolder(t *testing.T) {
 	}
 	if out, _ := cli(t, append(env, "AIRLOCK_PASSKEY_RP_ID=127.0.0.1"), "doctor"); !strings.Contains(out, "FAIL  passkeys") || !strings.Contains(out, "not an IP address") {
 		t.Fatalf("doctor with an IP address as RP id:\n%s", out)
+	}
+}
+
+// doctor fails when one reader holds the keys that decide for any approver and people's
+// credentials (issue 33, item 4): the approver key and surface key in $AIRLOCK_HOME/keys,
+// alice's credential in $AIRLOCK_HOME/credentials, all owned by one user, FAIL; the same keys
+// owned by the worker's own user (chown, as root) pass.
+func TestDoctorFailsWhenOneReaderHoldsKeysAndCredentials(t *testing.T) {
+	old := cfg
+	t.Cleanup(func() { cfg = old })
+	home := t.TempDir()
+	t.Setenv("AIRLOCK_APPROVER_KEY", "")
+	t.Setenv("AIRLOCK_APPROVER_KEY_FILE", "")
+	t.Setenv("AIRLOCK_SURFACE_KEY_FILE", "")
+	t.Setenv("AIRLOCK_CREDENTIAL", "")
+	cfg.Home, cfg.ApproverKeyFile = home, ""
+	if _, err := token.LoadOrCreateKey(cfg.KeyFile()); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.KeyFile() != filepath.Join(home, "keys", "approver.key") {
+		t.Fatalf("the approver key defaults to %s, not the keys folder", cfg.KeyFile())
+	}
+	surface, _ := approvers.NewCredential("surface:web")
+	alice, _ := approvers.NewCredential("approver:alice")
+	for path, c := range map[string]approvers.Credential{surfaceCredentialPath(): surface, filepath.Join(home, "credentials", "alice.json"): alice} {
+		if err := approvers.SaveCredential(path, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := doctorSecrets()
+	if c.OK || !strings.Contains(c.Detail, "approver key") || !strings.Contains(c.Detail, "surface key") || !strings.Contains(c.Detail, "alice") {
+		t.Fatalf("one owner of keys and credentials: %+v", c)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("not root: cannot give the keys to another user")
+	}
+	for _, p := range []string{cfg.KeyFile(), surfaceCredentialPath()} {
+		if err := os.Chown(p, 4242, 4242); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := doctorSecrets(); !c.OK || c.Warn {
+		t.Fatalf("keys of their own user: %+v", c)
 	}
 }

@@ -100,7 +100,8 @@ what is in effect and where it came from), overridden by the environment, overri
   AIRLOCK_PASSKEY_RP_ID       passkey relying party id: the page's host name (default first
                               non-IP AIRLOCK_WEB_HOSTS name, else localhost; web and worker)
   AIRLOCK_PASSKEY_ORIGINS     the page's origins passkey assertions may come from (default
-                              https://<RP id>; any localhost port for localhost)
+                              https://<RP id>; for localhost only AIRLOCK_WEB_ADDR's port;
+                              http://localhost:* is local development only)
   AIRLOCK_MCP_SERVERS         MCP servers bridged as capabilities (see airlock mcp --help)
   AIRLOCK_SECRETS_DIR         folder of the header values HTTP capabilities send (or AIRLOCK_SECRET_<NAME>)
   AIRLOCK_NOTIFY_FILE         approver notices: webhook, Slack, e-mail channels and routes

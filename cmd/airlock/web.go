@@ -16,6 +16,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/identity"
 	"github.com/airlock-dev/airlock/internal/passkey"
 	"github.com/airlock-dev/airlock/internal/telemetry"
 	"github.com/airlock-dev/airlock/internal/web"
@@ -56,7 +57,9 @@ says "approval/passkey": true is then decided only with one (the authenticator s
 decision's MAC, the worker verifies it). The relying party id is AIRLOCK_PASSKEY_RP_ID
 (default: the first host name of AIRLOCK_WEB_HOSTS that is not an IP address, else
 localhost) and the page's origins AIRLOCK_PASSKEY_ORIGINS (comma list, default https://<RP
-id>, and http(s)://localhost on any port for localhost); workers must read the same values.
+id>; for localhost, http(s)://localhost on AIRLOCK_WEB_ADDR's port only: another local web app
+is another origin); workers must read the same values. "http://localhost:*" allows any local
+port for development; the page refuses to start with it on a non-loopback --addr.
 Browsers refuse IP addresses as relying parties: open the page as http://localhost:PORT, not
 http://127.0.0.1:PORT, to use passkeys on loopback.`,
 		Example: `  airlock approvers add alice && airlock web
@@ -101,6 +104,15 @@ func runWeb(ctx context.Context, out, errOut io.Writer, addr, certFile, keyFile 
 	if (certFile == "") != (keyFile == "") {
 		return errors.New("--tls-cert and --tls-key go together")
 	}
+	// Passkey origins are exact outside local development (issue 33, item 4): checked before
+	// anything is opened.
+	if pk, err := passkey.FromEnv(); err != nil {
+		return err
+	} else if host, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("--addr %q: %w", addr, err)
+	} else if err := pk.CheckServing(host); err != nil {
+		return err
+	}
 	st, err := openExistingStore(ctx)
 	if err != nil {
 		return err
@@ -132,6 +144,10 @@ func runWeb(ctx context.Context, out, errOut io.Writer, addr, certFile, keyFile 
 	if err != nil {
 		return err
 	}
+	oidcOpts, err := oidcFromEnv(ctx, errOut)
+	if err != nil {
+		return err
+	}
 	srv, err := web.New(web.Options{Store: st, Temporal: c, Approvers: web.FileApprovers(src),
 		Decide:         web.Decider(c, st, key, cred),
 		Challenge:      web.Challenger(st, key, cred),
@@ -139,9 +155,29 @@ func runWeb(ctx context.Context, out, errOut io.Writer, addr, certFile, keyFile 
 		DecideProposal: web.ProposalDecider(c, st, cred, src, cfg.TaskQueue),
 		WorkflowURL:    func(id string) string { return cfg.WorkflowURL(opts.Namespace, id) },
 		Hosts:          webHosts(addr),
-		Slack:          slack})
+		Slack:          slack,
+		OIDC:           oidcOpts})
 	if err != nil {
 		return err
+	}
+	if oidcOpts != nil {
+		// Every signed-in person is checked with the provider again, idle or not (issue 33).
+		go func() {
+			every := oidcOpts.Recheck
+			if every <= 0 {
+				every = web.DefaultOIDCRecheck
+			}
+			t := time.NewTicker(every / 2)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					srv.RecheckIdentities(ctx, false)
+				}
+			}
+		}()
 	}
 	if maddr := os.Getenv("AIRLOCK_METRICS_ADDR"); maddr != "" {
 		// The page's own /metrics (process and Go runtime; confirmations pending) and /healthz
@@ -221,4 +257,20 @@ func webHosts(addr string) []string {
 		return h
 	}
 	return web.DefaultHosts(addr)
+}
+
+// oidcFromEnv is the page's identity provider sign-in (issue 33), from AIRLOCK_OIDC_*; nil
+// when AIRLOCK_OIDC_ISSUER is unset. The provider is discovered now: a page configured for a
+// provider it cannot reach does not start.
+func oidcFromEnv(ctx context.Context, errOut io.Writer) (*web.OIDCOptions, error) {
+	c, set, ok, err := identity.ConfigFromEnv()
+	if err != nil || !ok {
+		return nil, err
+	}
+	rp, err := identity.New(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(errOut, "approver page: sign-in through %s (client %s; %d group mapping(s))\n", c.Issuer, c.ClientID, len(c.GroupMap))
+	return &web.OIDCOptions{RP: rp, ApproversPath: cfg.ApproversPath(), Recheck: set.Recheck, Label: set.Label}, nil
 }

@@ -32,6 +32,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -59,6 +60,22 @@ type Approver struct {
 	// Groups are the approver groups this approver belongs to (NamePattern each): a policy
 	// entry's "approval/groups" lets only their members decide its confirmations (issue 21).
 	Groups []string `json:"groups,omitempty"`
+	// Principals are the other names this same person goes by on requester surfaces: turn
+	// principals ("user:alice@corp", a chat backend's user) and client names. Four-eyes rules
+	// and quorums compare persons (Set.SamePerson), so a request by one of these principals is
+	// this approver's own (issue 33, item 3). Each matches clients.PrincipalPattern and belongs
+	// to one approver only.
+	Principals []string `json:"principals,omitempty"`
+	// Subject binds this file approver to an identity provider account: "<issuer>#<sub>" (the
+	// ID token's iss and sub). The approver page's OIDC sign-in of that account is this
+	// approver; another account whose claims name this approver is refused, so one name never
+	// means two people (issue 33, item 1). Empty: no OIDC account is this approver.
+	Subject string `json:"oidc_subject,omitempty"`
+	// ValidUntil marks an approver the approver page signed in through the identity provider
+	// (UpsertProvider): it counts, with these groups, only until then; the page extends it at
+	// each check with the provider and removes the entry when the provider no longer vouches
+	// for the person (issue 33, item 1). Nil: a file approver, valid until removed.
+	ValidUntil *time.Time `json:"valid_until,omitempty"`
 }
 
 // Surface is an approver page: its key attests decisions for the approver signed in on it.
@@ -95,7 +112,86 @@ var (
 type Set struct {
 	approvers map[string]Approver
 	keys      map[string]ed25519.PublicKey // "approver:<name>" / "surface:<name>"
+	persons   map[string]string            // lower-cased principal -> approver name
+	subjects  map[string]string            // "<issuer>#<sub>" -> approver name
 }
+
+// principalPattern is clients.PrincipalPattern (a test holds them equal): what a turn's
+// principal may be.
+var principalPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._@:-]{0,127}$`)
+
+// subjectPattern is an oidc_subject: an https (or loopback http) issuer URL, '#', and the
+// provider's subject (printable ASCII, 255 bytes at most).
+var subjectPattern = regexp.MustCompile(`^https?://[!-"$-~]{1,512}#[!-~]{1,255}$`)
+
+// PersonOf is the person an identity names (issue 33, item 3): an approver's name, a principal
+// an approver lists (Approver.Principals) or a client name resolve to "approver:<name>"; any
+// other identity to itself, lower-cased, after its last ':' ("user:bob" is "bob"), as
+// clients.SamePerson compares.
+func (s *Set) PersonOf(identity string) string {
+	if s != nil {
+		for n := range s.approvers {
+			if strings.EqualFold(n, identity) {
+				return "approver:" + strings.ToLower(n)
+			}
+		}
+		if n, ok := s.persons[strings.ToLower(identity)]; ok {
+			return "approver:" + strings.ToLower(n)
+		}
+	}
+	p := strings.ToLower(identity)
+	if i := strings.LastIndexByte(p, ':'); i >= 0 {
+		p = p[i+1:]
+	}
+	if s != nil {
+		if _, ok := s.approvers[p]; ok {
+			return "approver:" + p
+		}
+		for n := range s.approvers {
+			if strings.EqualFold(n, p) {
+				return "approver:" + strings.ToLower(n)
+			}
+		}
+	}
+	return p
+}
+
+// SamePerson reports whether two identities (an approver, a requester principal or client
+// name) are one person for a four-eyes rule or a quorum: they resolve to the same PersonOf, or
+// compare equal as clients.SamePerson does. It errs towards "same": a rule that needs another
+// person refuses more, never less. An empty identity is nobody (false).
+func (s *Set) SamePerson(x, y string) bool {
+	if x == "" || y == "" {
+		return false
+	}
+	return s.PersonOf(x) == s.PersonOf(y) || legacySame(x, y)
+}
+
+// legacySame is clients.SamePerson (compared case-insensitively after the last ':').
+func legacySame(x, y string) bool {
+	a, b := strings.ToLower(x), strings.ToLower(y)
+	if i := strings.LastIndexByte(a, ':'); i >= 0 {
+		a = a[i+1:]
+	}
+	if i := strings.LastIndexByte(b, ':'); i >= 0 {
+		b = b[i+1:]
+	}
+	return a == b
+}
+
+// BySubject returns the file approver bound to an identity provider account
+// ("<issuer>#<sub>", Approver.Subject).
+func (s *Set) BySubject(subject string) (string, bool) {
+	n, ok := s.subjects[subject]
+	return n, ok
+}
+
+// ProviderAccount reports whether approver's entry was recorded by the approver page for an
+// identity provider account (it has a ValidUntil), rather than written by an administrator.
+func (s *Set) ProviderAccount(approver string) bool { return s.approvers[approver].ValidUntil != nil }
+
+// SubjectOf returns the oidc_subject of approver ("" when none).
+func (s *Set) SubjectOf(approver string) string { return s.approvers[approver].Subject }
 
 // Parse validates an approvers file: names match NamePattern and are unique per kind, public
 // keys are 32-byte ed25519 keys, hashes are bcrypt hashes.
@@ -111,7 +207,7 @@ func Parse(b []byte) (*Set, error) {
 	if _, err := canonical.Canonicalize(b); err != nil {
 		return nil, fmt.Errorf("approvers: parse: %w", err)
 	}
-	s := &Set{approvers: map[string]Approver{}, keys: map[string]ed25519.PublicKey{}}
+	s := &Set{approvers: map[string]Approver{}, keys: map[string]ed25519.PublicKey{}, persons: map[string]string{}, subjects: map[string]string{}}
 	for i, a := range f.Approvers {
 		if !NamePattern.MatchString(a.Name) {
 			return nil, fmt.Errorf("approvers: approver %d: name %q does not match %s", i+1, a.Name, NamePattern)
@@ -131,6 +227,28 @@ func Parse(b []byte) (*Set, error) {
 				return nil, fmt.Errorf("approvers: approver %q: group %q does not match %s", a.Name, g, NamePattern)
 			}
 		}
+		for _, p := range a.Principals {
+			if !principalPattern.MatchString(p) {
+				return nil, fmt.Errorf("approvers: approver %q: principal %q does not match %s", a.Name, p, principalPattern)
+			}
+			key := strings.ToLower(p)
+			if other, dup := s.persons[key]; dup && other != a.Name {
+				return nil, fmt.Errorf("approvers: principal %q is listed by approvers %q and %q: one name must mean one person", p, other, a.Name)
+			}
+			s.persons[key] = a.Name
+		}
+		if a.ValidUntil != nil && a.Subject == "" {
+			return nil, fmt.Errorf("approvers: approver %q: valid_until without oidc_subject", a.Name)
+		}
+		if a.Subject != "" {
+			if !subjectPattern.MatchString(a.Subject) {
+				return nil, fmt.Errorf("approvers: approver %q: oidc_subject %q is not \"<issuer>#<sub>\"", a.Name, a.Subject)
+			}
+			if other, dup := s.subjects[a.Subject]; dup {
+				return nil, fmt.Errorf("approvers: oidc_subject %q is bound to approvers %q and %q", a.Subject, other, a.Name)
+			}
+			s.subjects[a.Subject] = a.Name
+		}
 		if a.PasswordBcrypt != "" {
 			if _, err := bcrypt.Cost([]byte(a.PasswordBcrypt)); err != nil {
 				return nil, fmt.Errorf("approvers: approver %q: password_bcrypt is not a bcrypt hash: %w", a.Name, err)
@@ -144,6 +262,14 @@ func Parse(b []byte) (*Set, error) {
 			s.keys["approver:"+a.Name] = k
 		}
 		s.approvers[a.Name] = a
+	}
+	// A principal that is another approver's name would make that name mean two people.
+	for p, owner := range s.persons {
+		for n := range s.approvers {
+			if n != owner && strings.EqualFold(n, p) {
+				return nil, fmt.Errorf("approvers: approver %q lists principal %q, which is approver %q: one name must mean one person", owner, p, n)
+			}
+		}
 	}
 	for i, sf := range f.Surfaces {
 		if !NamePattern.MatchString(sf.Name) {
@@ -214,7 +340,7 @@ func (s *Set) Names() []string {
 // every approver when groups is empty, else a member of at least one of them.
 func (s *Set) Eligible(approver string, groups []string) bool {
 	a, ok := s.approvers[approver]
-	if !ok {
+	if !ok || !live(a) {
 		return false
 	}
 	if len(groups) == 0 {
@@ -256,8 +382,67 @@ func (s *Set) EligibleNames(groups []string) []string {
 	return out
 }
 
-// Has reports whether name is an approver.
-func (s *Set) Has(name string) bool { _, ok := s.approvers[name]; return ok }
+// Has reports whether name is an approver now (a provider account's entry counts until its
+// ValidUntil).
+func (s *Set) Has(name string) bool { a, ok := s.approvers[name]; return ok && live(a) }
+
+// live reports whether a's entry counts now: a file approver always, a provider account until
+// its ValidUntil.
+func live(a Approver) bool { return a.ValidUntil == nil || time.Now().Before(*a.ValidUntil) }
+
+// ErrNotProvider: UpsertProvider would replace a file approver, or a provider account of
+// another person, of the same name (one name never means two people).
+var ErrNotProvider = errors.New("approvers: the name belongs to another person")
+
+// UpsertProvider records, in the file at path, an approver the page signed in through the
+// identity provider: a.Subject and a.ValidUntil are required. An entry of the same name (in
+// any case) is replaced only when it is the same person's provider entry (same Subject);
+// any other is ErrNotProvider. A principal or subject another approver holds is refused by
+// Parse as ever.
+func UpsertProvider(path string, a Approver) error {
+	if a.Subject == "" || a.ValidUntil == nil {
+		return errors.New("approvers: a provider account needs its oidc_subject and valid_until")
+	}
+	f, err := ReadFile(path)
+	if err != nil {
+		return err
+	}
+	for i, x := range f.Approvers {
+		if !strings.EqualFold(x.Name, a.Name) {
+			continue
+		}
+		if x.Subject != a.Subject {
+			return fmt.Errorf("%w: %q is in %s as another person", ErrNotProvider, a.Name, path)
+		}
+		if x.ValidUntil == nil {
+			// A file approver bound to this subject: the file keeps its entry (its groups,
+			// credentials); the page vouches for the person through the binding.
+			return nil
+		}
+		a.PublicKey, a.PasswordBcrypt, a.Principals = x.PublicKey, x.PasswordBcrypt, x.Principals
+		f.Approvers[i] = a
+		return WriteFile(path, f)
+	}
+	f.Approvers = append(f.Approvers, a)
+	return WriteFile(path, f)
+}
+
+// RemoveProvider deletes the provider entry of name for subject from the file at path (the
+// provider no longer vouches for the person); file approvers and other people's entries are
+// left alone. It reports whether it removed one.
+func RemoveProvider(path, name, subject string) (bool, error) {
+	f, err := ReadFile(path)
+	if err != nil {
+		return false, err
+	}
+	for i, x := range f.Approvers {
+		if x.Name == name && x.Subject == subject && x.ValidUntil != nil {
+			f.Approvers = slices.Delete(f.Approvers, i, i+1)
+			return true, WriteFile(path, f)
+		}
+	}
+	return false, nil
+}
 
 // dummyHash keeps Authenticate's time the same for unknown names (no user enumeration by timing).
 var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("airlock: no such approver"), bcrypt.DefaultCost)
@@ -477,19 +662,45 @@ func HashPassword(password string) (string, error) {
 const MinPasswordLen = 12
 
 // Add puts approver a into the file at path (creating it), failing with ErrExists when the
-// name is taken.
+// name is taken, in any case ("Bob" beside "bob": one name must not mean two people).
 func Add(path string, a Approver) error {
-	f, err := ReadFile(path)
+	f, err := withAdded(path, a)
 	if err != nil {
 		return err
 	}
+	return WriteFile(path, f)
+}
+
+// CheckAdd reports, writing nothing, whether Add(path, a) would succeed: ErrExists when the
+// name is taken in any case, a validation error when the file with a would not parse. A
+// command that writes other files for a (its credential) calls it first, so a refused
+// change leaves nothing behind (issue 33, item 5).
+func CheckAdd(path string, a Approver) error {
+	f, err := withAdded(path, a)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return fmt.Errorf("approvers: %w", err)
+	}
+	_, err = Parse(b)
+	return err
+}
+
+// withAdded is the approvers file at path with a appended.
+func withAdded(path string, a Approver) (File, error) {
+	f, err := ReadFile(path)
+	if err != nil {
+		return File{}, err
+	}
 	for _, x := range f.Approvers {
-		if x.Name == a.Name {
-			return fmt.Errorf("%w: approver %q", ErrExists, a.Name)
+		if strings.EqualFold(x.Name, a.Name) {
+			return File{}, fmt.Errorf("%w: approver %q (as %q)", ErrExists, a.Name, x.Name)
 		}
 	}
 	f.Approvers = append(f.Approvers, a)
-	return WriteFile(path, f)
+	return f, nil
 }
 
 // Update replaces the approver named a.Name in the file at path. Errors: ErrBadCredentials

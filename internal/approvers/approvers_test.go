@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlock-dev/airlock/internal/approvers"
 )
@@ -282,5 +283,59 @@ func TestNamesDifferingOnlyInCaseAreRefused(t *testing.T) {
 	}
 	if got := set.EligibleNames([]string{"payments"}); len(got) != 1 || got[0] != "alice" {
 		t.Fatalf("EligibleNames = %v", got)
+	}
+}
+
+// Provider accounts (issue 33): approvers.UpsertProvider records one with its subject and validity,
+// replaces it only for the same person, never takes a file approver's name or another
+// person's; an entry past its valid_until is no approver (Has, Eligible); approvers.RemoveProvider leaves
+// file approvers alone. A principal listed by two approvers, or naming another approver, is
+// refused: one name, one person.
+func TestProviderAccountsAndPersons(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "approvers.json")
+	if err := approvers.Add(path, approvers.Approver{Name: "bob", Principals: []string{"user:bob@corp"}}); err != nil {
+		t.Fatal(err)
+	}
+	soon := time.Now().Add(time.Hour)
+	alice := approvers.Approver{Name: "alice", Subject: "https://idp.example#u-1", Groups: []string{"payments"}, ValidUntil: &soon}
+	if err := approvers.UpsertProvider(path, alice); err != nil {
+		t.Fatal(err)
+	}
+	if err := approvers.UpsertProvider(path, approvers.Approver{Name: "Alice", Subject: "https://idp.example#u-2", ValidUntil: &soon}); !errors.Is(err, approvers.ErrNotProvider) {
+		t.Fatalf("another person's alice: %v", err)
+	}
+	if err := approvers.UpsertProvider(path, approvers.Approver{Name: "bob", Subject: "https://idp.example#u-3", ValidUntil: &soon}); !errors.Is(err, approvers.ErrNotProvider) {
+		t.Fatalf("the provider's bob over the file's bob: %v", err)
+	}
+	set, err := approvers.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !set.Has("alice") || !set.Eligible("alice", []string{"payments"}) || !set.SamePerson("bob", "user:bob@corp") || set.SamePerson("alice", "user:bob@corp") {
+		t.Fatal("recorded provider account or person mapping wrong")
+	}
+	past := time.Now().Add(-time.Second)
+	alice.ValidUntil = &past
+	if err := approvers.UpsertProvider(path, alice); err != nil {
+		t.Fatal(err)
+	}
+	if set, _ = approvers.Load(path); set.Has("alice") || set.Eligible("alice", nil) {
+		t.Fatal("an account past its valid_until still counts")
+	}
+	if ok, err := approvers.RemoveProvider(path, "bob", ""); ok || err != nil {
+		t.Fatalf("approvers.RemoveProvider removed a file approver: %v %v", ok, err)
+	}
+	if ok, err := approvers.RemoveProvider(path, "alice", alice.Subject); !ok || err != nil {
+		t.Fatalf("approvers.RemoveProvider(alice) = %v %v", ok, err)
+	}
+	for _, bad := range []string{
+		`{"approvers":[{"name":"a","principals":["user:x"]},{"name":"b","principals":["USER:X"]}]}`,
+		`{"approvers":[{"name":"a","principals":["b"]},{"name":"b"}]}`,
+		`{"approvers":[{"name":"a","valid_until":"2030-01-01T00:00:00Z"}]}`,
+		`{"approvers":[{"name":"a","oidc_subject":"https://i#1"},{"name":"b","oidc_subject":"https://i#1"}]}`,
+	} {
+		if _, err := approvers.Parse([]byte(bad)); err == nil {
+			t.Errorf("approvers.Parse(%s) accepted", bad)
+		}
 	}
 }

@@ -162,12 +162,36 @@ func (c Config) SecretsPath() string {
 	return filepath.Join(c.Home, "secrets")
 }
 
-// KeyFile is the approver key path.
+// KeyFile is the approver key path: ApproverKeyFile (e.g. a file an operator mounts from a
+// secret store), else <Home>/keys/approver.key, in a folder of keys apart from people's
+// credentials (<Home>/credentials) and the approvers file (issue 33, item 4). A key an older
+// version created at <Home>/approver.key is used there until it is moved (airlock doctor
+// says so).
 func (c Config) KeyFile() string {
 	if c.ApproverKeyFile != "" {
 		return c.ApproverKeyFile
 	}
-	return filepath.Join(c.Home, "approver.key")
+	path := c.KeysDir("approver.key")
+	if _, err := os.Stat(path); err != nil {
+		if legacy := c.LegacyKeyFile(); fileExists(legacy) {
+			return legacy
+		}
+	}
+	return path
+}
+
+// LegacyKeyFile is where the approver key lived before issue 33: <Home>/approver.key, in the
+// same folder as the credentials folder and the approvers file.
+func (c Config) LegacyKeyFile() string { return filepath.Join(c.Home, "approver.key") }
+
+// KeysDir is the path of name in the keys folder, <Home>/keys (mode 0700): the approver key
+// and the approver page's surface key, which decide for any approver, live there and never
+// beside people's credentials (issue 33, item 4).
+func (c Config) KeysDir(name string) string { return filepath.Join(c.Home, "keys", name) }
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // ApproversPath is the approvers file path.

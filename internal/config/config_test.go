@@ -16,7 +16,7 @@ func TestFromEnvDefaultsAndOverrides(t *testing.T) {
 	t.Setenv("AIRLOCK_REGISTRY_LAYERS", " agentdojo-banking, ,agentdojo-workspace ")
 	t.Setenv("AIRLOCK_TASK_QUEUE", "")
 	c := FromEnv()
-	if c.Home != ".airlock" || c.StoreURL() != "sqlite:.airlock/airlock.db" || c.KeyFile() != ".airlock/approver.key" || c.TaskQueue != "airlock-turns" {
+	if c.Home != ".airlock" || c.StoreURL() != "sqlite:.airlock/airlock.db" || c.KeyFile() != ".airlock/keys/approver.key" || c.TaskQueue != "airlock-turns" {
 		t.Fatalf("defaults: %+v", c)
 	}
 	if len(c.Layers) != 2 || c.Layers[0] != "agentdojo-banking" || c.Layers[1] != "agentdojo-workspace" {

@@ -36,12 +36,55 @@ const MaxAssertionBytes = 4 << 10
 // Config is the relying party the approver page registers passkeys for and the worker
 // verifies assertions against. RPID is the page's host name (a registrable domain or
 // "localhost", never an IP address: browsers refuse those). Origins are the page's origins
-// ("https://airlock.example.com"); empty means "https://RPID", and, when RPID is localhost,
-// also http://localhost and https://localhost on any port (a browser treats loopback as a
-// secure context).
+// ("https://airlock.example.com"), matched exactly; empty means "https://RPID", and, when
+// RPID is localhost, http://localhost:8780 and https://localhost:8780 (DefaultLocalPort;
+// FromEnv takes the port of AIRLOCK_WEB_ADDR). Another local web app on another port is
+// another origin and is refused (issue 33, item 4). For local development only, an origin
+// may be "http://localhost:*" (any port of localhost, LocalWildcard); a page listening on a
+// non-loopback address refuses to start with it (CheckServing).
 type Config struct {
 	RPID    string
 	Origins []string
+}
+
+// DefaultLocalPort is the approver page's port on localhost when neither
+// AIRLOCK_PASSKEY_ORIGINS nor AIRLOCK_WEB_ADDR says another (AIRLOCK_WEB_ADDR's default).
+const DefaultLocalPort = "8780"
+
+// ErrWildcardOrigin: a page listening on a non-loopback address with a wildcard passkey
+// origin (or the localhost relying party): a deployment must list its exact origins.
+var ErrWildcardOrigin = errors.New("passkey: wildcard origins are for local development only")
+
+// LocalWildcard reports whether origin is a local-development wildcard: scheme
+// "http(s)://localhost:*".
+func LocalWildcard(origin string) bool {
+	o := strings.ToLower(strings.TrimSuffix(origin, "/"))
+	return o == "http://localhost:*" || o == "https://localhost:*"
+}
+
+// CheckServing refuses (ErrWildcardOrigin) a page that listens on listenHost, a
+// non-loopback address (or every address), with a wildcard origin: outside local development
+// passkey origins must be exact (issue 33, item 4).
+func (c Config) CheckServing(listenHost string) error {
+	if loopback(listenHost) {
+		return nil
+	}
+	for _, o := range c.Origins {
+		if LocalWildcard(o) || strings.Contains(o, "*") {
+			return fmt.Errorf("%w: the page listens on %q (not loopback) and %s lists %q; list the page's exact origins (https://approve.example.com)", ErrWildcardOrigin, listenHost, EnvOrigins, o)
+		}
+	}
+	return nil
+}
+
+// loopback reports whether host (an address or name without port) reaches this machine only.
+func loopback(host string) bool {
+	h := strings.Trim(host, "[]")
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Settings read by FromEnv.
@@ -71,6 +114,14 @@ func FromEnv() (Config, error) {
 		}
 	}
 	c.Origins = splitList(os.Getenv(EnvOrigins))
+	if len(c.Origins) == 0 && c.RPID == "localhost" {
+		// Exact by default: the page's own port, never any local port (issue 33, item 4).
+		port := DefaultLocalPort
+		if _, p, err := net.SplitHostPort(strings.TrimSpace(os.Getenv("AIRLOCK_WEB_ADDR"))); err == nil && p != "" && p != "0" {
+			port = p
+		}
+		c.Origins = []string{"http://localhost:" + port, "https://localhost:" + port}
+	}
 	return c, c.Validate()
 }
 
@@ -93,6 +144,15 @@ func (c Config) Validate() error {
 		return fmt.Errorf("passkey: relying party id %q must be a lower-case host name, not an IP address (%s)", id, EnvRPID)
 	}
 	for _, o := range c.Origins {
+		if LocalWildcard(o) {
+			if id != "localhost" {
+				return fmt.Errorf("passkey: origin %q is a local-development wildcard; the relying party %q needs exact origins", o, id)
+			}
+			continue
+		}
+		if strings.Contains(o, "*") {
+			return fmt.Errorf("passkey: origin %q: wildcards are refused; list exact origins (%s)", o, EnvOrigins)
+		}
 		u, err := url.Parse(o)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
 			return fmt.Errorf("passkey: origin %q is not scheme://host[:port] (%s)", o, EnvOrigins)
@@ -112,17 +172,21 @@ func (c Config) OriginAllowed(origin string) bool {
 		return false
 	}
 	norm := strings.ToLower(u.Scheme + "://" + u.Host)
-	if len(c.Origins) > 0 {
-		for _, o := range c.Origins {
+	host := strings.ToLower(u.Hostname())
+	origins := c.Origins
+	if len(origins) == 0 && c.RPID == "localhost" {
+		origins = []string{"http://localhost:" + DefaultLocalPort, "https://localhost:" + DefaultLocalPort}
+	}
+	if len(origins) > 0 {
+		for _, o := range origins {
 			if strings.ToLower(strings.TrimSuffix(o, "/")) == norm {
+				return true
+			}
+			if LocalWildcard(o) && host == "localhost" && u.Port() != "" && strings.HasPrefix(strings.ToLower(o), strings.ToLower(u.Scheme)+"://") {
 				return true
 			}
 		}
 		return false
-	}
-	host := strings.ToLower(u.Hostname())
-	if c.RPID == "localhost" && host == "localhost" {
-		return u.Scheme == "http" || u.Scheme == "https"
 	}
 	return u.Scheme == "https" && host == c.RPID && u.Port() == ""
 }

@@ -130,11 +130,15 @@ func TestVerifyAcceptsExactlyTheDecisionsAssertion(t *testing.T) {
 // addresses and origins off the RP.
 func TestOriginsAndRelyingParty(t *testing.T) {
 	local := Config{RPID: "localhost"}
-	for o, want := range map[string]bool{"http://localhost:8780": true, "https://localhost": true, "http://127.0.0.1:8780": false,
-		"http://localhost.evil.example": false, "ftp://localhost": false, "http://localhost:8780/path": false} {
+	for o, want := range map[string]bool{"http://localhost:8780": true, "https://localhost:8780": true, "https://localhost": false, "http://127.0.0.1:8780": false,
+		"http://localhost:3000": false, "http://localhost.evil.example": false, "ftp://localhost": false, "http://localhost:8780/path": false} {
 		if got := local.OriginAllowed(o); got != want {
 			t.Errorf("localhost: OriginAllowed(%q) = %v", o, got)
 		}
+	}
+	dev := Config{RPID: "localhost", Origins: []string{"http://localhost:*"}}
+	if err := dev.Validate(); err != nil || !dev.OriginAllowed("http://localhost:3000") || dev.OriginAllowed("https://localhost:3000") || dev.OriginAllowed("http://127.0.0.1:3000") {
+		t.Errorf("the local-development wildcard: %v", err)
 	}
 	named := Config{RPID: "airlock.example.com"}
 	if !named.OriginAllowed("https://airlock.example.com") || named.OriginAllowed("http://airlock.example.com") || named.OriginAllowed("https://airlock.example.com:8443") {
@@ -200,6 +204,47 @@ func BenchmarkVerify(b *testing.B) {
 		}
 		if _, err := Verify(cfg, as, cred, ch); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// Passkey origins are exact outside local development (issue 33, item 4): by default on
+// localhost only the page's own port (AIRLOCK_WEB_ADDR's) is an origin, so an assertion
+// another local web app made on another port is refused; the explicit wildcard is for
+// loopback only, refused off localhost and by a page listening on a non-loopback address.
+func TestOriginsExactOutsideLocalDevelopment(t *testing.T) {
+	t.Setenv(EnvRPID, "")
+	t.Setenv(EnvOrigins, "")
+	t.Setenv("AIRLOCK_WEB_HOSTS", "")
+	t.Setenv("AIRLOCK_WEB_ADDR", "127.0.0.1:9000")
+	c, err := FromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.OriginAllowed("http://localhost:9000") || c.OriginAllowed("http://localhost:3000") || c.OriginAllowed("http://localhost:8780") {
+		t.Fatalf("default localhost origins %v accept another local port", c.Origins)
+	}
+	if err := c.CheckServing("0.0.0.0"); err != nil {
+		t.Fatalf("exact origins refused on a non-loopback page: %v", err)
+	}
+	t.Setenv(EnvOrigins, "http://localhost:*")
+	dev, err := FromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{"127.0.0.1", "localhost", "::1"} {
+		if err := dev.CheckServing(host); err != nil {
+			t.Errorf("the wildcard refused on loopback %s: %v", host, err)
+		}
+	}
+	for _, host := range []string{"0.0.0.0", "", "10.0.0.5", "approve.example.com"} {
+		if err := dev.CheckServing(host); !errors.Is(err, ErrWildcardOrigin) {
+			t.Errorf("a page on %q with a wildcard origin: %v, want ErrWildcardOrigin", host, err)
+		}
+	}
+	for _, bad := range []Config{{RPID: "example.com", Origins: []string{"http://localhost:*"}}, {RPID: "example.com", Origins: []string{"https://*.example.com"}}} {
+		if bad.Validate() == nil {
+			t.Errorf("Validate(%+v) = nil", bad)
 		}
 	}
 }

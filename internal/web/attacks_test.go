@@ -53,7 +53,7 @@ func TestSessionAndRegistrationAttacks(t *testing.T) {
 			rec := &recorder{}
 			s, err := New(Options{Store: st, Approvers: func() (Authenticator, error) {
 				return users{"alice": "correct horse", "bob": "battery staple"}, nil
-			}, Decide: rec.decide, Passkeys: passkey.Config{RPID: "localhost"},
+			}, Decide: rec.decide, Passkeys: passkey.Config{RPID: "localhost", Origins: []string{"http://localhost:*"}},
 				Challenge: func(context.Context, approval.Request) (string, string, error) { return "n", fixedMAC, nil },
 				Log:       slog.New(slog.NewTextHandler(io.Discard, nil))})
 			if err != nil {
@@ -367,7 +367,7 @@ func TestCraftedPasskeyRegistrations(t *testing.T) {
 			t.Cleanup(func() { st.Close() })
 			p := &passkeyPage{t: t, st: st, rec: &recorder{}}
 			p.serve(Options{Store: st, Approvers: func() (Authenticator, error) { return users{"alice": "correct horse", "bob": "battery staple"}, nil },
-				Decide: p.rec.decide, Passkeys: passkey.Config{RPID: "localhost"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+				Decide: p.rec.decide, Passkeys: passkey.Config{RPID: "localhost", Origins: []string{"http://localhost:*"}}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 			p.do("POST", "/login", url.Values{"name": {"bob"}, "password": {"battery staple"}})
 			_, page := p.do("GET", "/passkeys", nil)
 			m := csrfRe.FindStringSubmatch(page)
@@ -530,7 +530,7 @@ func TestDatabaseReaderCannotFinishARegistration(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	p := &passkeyPage{t: t, st: st, rec: &recorder{}}
 	p.serve(Options{Store: st, Approvers: func() (Authenticator, error) { return users{"alice": "correct horse"}, nil },
-		Decide: p.rec.decide, Passkeys: passkey.Config{RPID: "localhost"}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Decide: p.rec.decide, Passkeys: passkey.Config{RPID: "localhost", Origins: []string{"http://localhost:*"}}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	csrf := p.signIn()
 	resp, body := p.do("POST", "/passkeys/begin", url.Values{"csrf": {csrf}, "password": {"correct horse"}})
 	var begun struct {

@@ -44,7 +44,7 @@ func newPasskeyPage(t *testing.T) *passkeyPage {
 	t.Cleanup(func() { st.Close() })
 	p := &passkeyPage{t: t, st: st, rec: &recorder{}}
 	p.serve(Options{Store: st, Approvers: func() (Authenticator, error) { return users{"alice": "correct horse"}, nil },
-		Decide: p.rec.decide, Passkeys: passkey.Config{RPID: "localhost"},
+		Decide: p.rec.decide, Passkeys: passkey.Config{RPID: "localhost", Origins: []string{"http://localhost:*"}},
 		Challenge: func(_ context.Context, r approval.Request) (string, string, error) {
 			p.asked = append(p.asked, r)
 			return "nonce-1", fixedMAC, nil

@@ -76,6 +76,8 @@ type Options struct {
 	// Challenge signs a passkey decision's MAC for the approver's authenticator (Challenger);
 	// nil: the page cannot decide a capability that requires a passkey.
 	Challenge ChallengeFunc
+	// OIDC, when set, offers sign-in through the company's identity provider (oidc.go).
+	OIDC *OIDCOptions
 }
 
 // Server is the approver page's HTTP handler.
@@ -90,6 +92,8 @@ type Server struct {
 	recheck time.Duration
 	// slackSeen refuses a replayed Slack interaction (slack.go).
 	slackSeen slackReplays
+	// oidc holds the identities signed in through the provider (oidc.go).
+	oidc oidcPeople
 }
 
 // New builds the Server. Store, Approvers and Decide are required.
@@ -113,7 +117,20 @@ func New(opt Options) (*Server, error) {
 		opt.Passkeys.RPID = "localhost"
 	}
 	s := &Server{opt: opt, sessions: newSessions(opt.Store, opt.Now), limiter: signin.NewLimiter(LoginFailures, LoginWindow, opt.Now), pages: map[string]*template.Template{}}
-	funcs := template.FuncMap{"show": func(s string) shown { return show(s, fieldLimit) }}
+	if opt.OIDC != nil && (opt.OIDC.RP == nil || opt.OIDC.ApproversPath == "") {
+		return nil, errors.New("web: OIDC sign-in needs its relying party and the approvers file path")
+	}
+	s.oidc.m = map[string]*oidcPerson{}
+	funcs := template.FuncMap{"show": func(s string) shown { return show(s, fieldLimit) },
+		"oidc": func() string {
+			if opt.OIDC == nil {
+				return ""
+			}
+			if opt.OIDC.Label == "" {
+				return "your identity provider"
+			}
+			return opt.OIDC.Label
+		}}
 	for _, p := range []string{"login", "inbox", "turn", "history", "proposals", "passkeys", "error"} {
 		t, err := template.New(p+".html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html", "templates/"+p+".html")
 		if err != nil {
@@ -129,6 +146,10 @@ func New(opt Options) (*Server, error) {
 	m.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	m.HandleFunc("GET /login", s.loginPage)
 	m.HandleFunc("POST /login", s.login)
+	if opt.OIDC != nil {
+		m.HandleFunc("GET /oidc/login", s.oidcLogin)
+		m.HandleFunc("GET /oidc/callback", s.oidcCallback)
+	}
 	m.HandleFunc("POST /logout", s.authed(s.logout))
 	m.HandleFunc("GET /{$}", s.authed(s.inbox))
 	m.HandleFunc("GET /events", s.authed(s.events))              // the live inbox (live.go)
@@ -225,6 +246,11 @@ func (s *Server) authed(next http.HandlerFunc) http.HandlerFunc {
 			if !set.Has(sess.approver) { // removed from the approvers file since signing in
 				s.opt.Log.Warn("web: ended the session of an approver no longer in the approvers file", "approver", sess.approver)
 				s.endSessions(r.Context(), sess.approver)
+				http.SetCookie(w, sessionCookie("", -1))
+				ok = false
+			} else if s.opt.OIDC != nil && !s.checkIdentity(r.Context(), sess.approver, false) {
+				// The identity provider no longer vouches for the person (checkIdentity ended
+				// their sessions and removed their account).
 				http.SetCookie(w, sessionCookie("", -1))
 				ok = false
 			} else if stampOf(set, sess.approver) != sess.stamp { // password changed since signing in
