@@ -760,10 +760,16 @@ func (a *Activities) refuseAndReissue(ctx context.Context, row store.Confirmatio
 		return ConsumeOutput{}, fmt.Errorf("reissue token for %s: %w", row.ID, err)
 	}
 	if ok {
+		// A counted quorum vote also takes the token (each vote is single-use); it is no
+		// refusal, and the audit says what it was.
+		why := fmt.Sprintf("token generation %d consumed by a refused decision; generation %d issued", row.Generation, gen)
+		if code == QuorumPending {
+			why = fmt.Sprintf("%s's approval counted towards the quorum (%s); token generation %d issued for the next approver", in.Approver, detail, gen)
+		}
 		if _, err := a.Store.AppendAudit(ctx, store.AuditEvent{Key: fmt.Sprintf("%s/%s/%d/%s/%d", row.WorkflowID, row.RunID, row.Seq, AuditTokenReissued, gen),
 			WorkflowID: row.WorkflowID, RunID: row.RunID, Seq: row.Seq, CallID: row.CallID, CapabilityID: row.CapabilityID,
 			Version: row.Version, Outcome: AuditTokenReissued, Stage: string(StageConfirm), Reason: code,
-			Detail:     fmt.Sprintf("token generation %d consumed by a refused decision; generation %d issued", row.Generation, gen),
+			Detail:     why,
 			ArgsDigest: row.ArgsDigest, Approver: in.Approver, At: now}); err != nil {
 			return ConsumeOutput{}, fmt.Errorf("audit token reissue for %s: %w", row.ID, err)
 		}

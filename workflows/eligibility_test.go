@@ -97,6 +97,19 @@ func TestQuorumOfEligibleApprovers(t *testing.T) {
 	if got := f.countedApprovals(); got != "alice:"+activities.QuorumPending {
 		t.Fatalf("audited counted approvals = %q, want alice:%s", got, activities.QuorumPending)
 	}
+	// The token her counted vote took is audited as what it was, never as a refused decision.
+	worded := 0
+	for _, r := range f.audit() {
+		if r.Outcome == activities.AuditTokenReissued && r.Reason == activities.QuorumPending {
+			if strings.Contains(r.Detail, "refused") || !strings.Contains(r.Detail, "alice's approval counted towards the quorum") {
+				t.Fatalf("a counted vote's reissue is worded %q", r.Detail)
+			}
+			worded++
+		}
+	}
+	if worded != 1 {
+		t.Fatalf("%d token_reissued rows for the counted vote, want 1: %+v", worded, f.audit())
+	}
 }
 
 // The four-eyes rule holds inside a group and a quorum: the requester alice is in payments but
