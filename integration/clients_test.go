@@ -82,7 +82,7 @@ func writeClients(dir string) error {
 	if err := clients.SaveCredential(itGatewayFile, itGateway); err != nil {
 		return err
 	}
-	if err := clients.Add(itClients, clients.Client{Name: itGateway.Name, PublicKey: itGateway.Public(), Principals: append([]string{"user:*"}, principals...), Gateway: true}); err != nil {
+	if err := clients.Add(itClients, clients.Client{Name: itGateway.Name, PublicKey: itGateway.Public(), Principals: append([]string{"user:*", "oidc:*"}, principals...), Gateway: true}); err != nil {
 		return err
 	}
 	if err := os.Setenv("AIRLOCK_MCP_GATEWAY_CREDENTIAL", itGatewayFile); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/clients"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/identity"
 	"github.com/airlock-dev/airlock/internal/mcpserver"
 	"github.com/airlock-dev/airlock/registry"
 	"github.com/airlock-dev/airlock/workers"
@@ -24,6 +25,7 @@ import (
 func newMCPServeCmd() *cobra.Command {
 	var (
 		addr, principal, gatewayPath string
+		audience, resource           string
 		stdio                        bool
 		ttl                          time.Duration
 	)
@@ -74,6 +76,19 @@ session.`,
 				if opt.Gateway, err = loadGateway(gatewayPath); err != nil {
 					return err
 				}
+				if iss := os.Getenv("AIRLOCK_OIDC_ISSUER"); iss != "" && audience != "" {
+					// The identity provider's access tokens too (issue 33): the MCP
+					// authorization specification's OAuth flow, discovered through RFC 9728.
+					if opt.Access, err = identity.NewAccessVerifier(ctx, identity.AccessConfig{Issuer: iss, Audience: audience,
+						SubjectClaim: os.Getenv("AIRLOCK_OIDC_SUBJECT_CLAIM"), PrincipalClaim: os.Getenv("AIRLOCK_MCP_PRINCIPAL_CLAIM")}); err != nil {
+						return err
+					}
+					opt.AuthorizationServers = []string{iss}
+					opt.Resource = resource
+					if opt.Resource == "" {
+						opt.Resource = "http://" + addr + "/mcp"
+					}
+				}
 			}
 			srv := mcpserver.New(opt)
 			if stdio {
@@ -96,6 +111,8 @@ session.`,
 	f.BoolVar(&stdio, "stdio", false, "serve over stdin/stdout for the process that starts this one")
 	f.StringVar(&principal, "principal", os.Getenv("USER"), "with --stdio: the principal the calls act for (the credential must be allowed to speak for it)")
 	f.DurationVar(&ttl, "confirmation-ttl", 5*time.Minute, "how long a call's confirmation stays valid")
+	f.StringVar(&audience, "audience", os.Getenv("AIRLOCK_MCP_AUDIENCE"), "accept the identity provider's access tokens (AIRLOCK_OIDC_ISSUER) for this audience too (AIRLOCK_MCP_AUDIENCE); callers are oidc:<claim> principals")
+	f.StringVar(&resource, "resource", os.Getenv("AIRLOCK_MCP_RESOURCE"), "this server's public URL, .../mcp, named in its RFC 9728 metadata (AIRLOCK_MCP_RESOURCE; default http://ADDR/mcp)")
 	f.StringVar(&gatewayPath, "gateway-credential", os.Getenv("AIRLOCK_MCP_GATEWAY_CREDENTIAL"),
 		"over HTTP: the gateway credential that attests each call (AIRLOCK_MCP_GATEWAY_CREDENTIAL; default $AIRLOCK_HOME/credentials/client-mcp-gateway.json)")
 	return cmd
@@ -129,6 +146,10 @@ func serveMCPHTTP(ctx context.Context, cmd *cobra.Command, addr string, srv *mcp
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", srv.Handler())
+	if h := srv.MetadataHandler(); h != nil {
+		mux.Handle(mcpserver.MetadataPath+"/mcp", h)
+		mux.Handle(mcpserver.MetadataPath, h)
+	}
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(cmd.OutOrStdout(), "airlock MCP server on http://%s/mcp (bearer tokens: airlock mcp token)\n", ln.Addr())
 	errc := make(chan error, 1)

@@ -9,15 +9,19 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/airlock-dev/airlock/internal/catalog"
 	"github.com/airlock-dev/airlock/internal/clients"
+	"github.com/airlock-dev/airlock/internal/identity"
 	"github.com/airlock-dev/airlock/registry"
 	"github.com/airlock-dev/airlock/workflows"
 )
@@ -57,6 +61,17 @@ type Options struct {
 	// token proved (clients.CallAttestation): the token never enters a workflow's input.
 	// Required by Handler; stdio callers sign with their own credential.
 	Gateway clients.Credential
+	// Access, when set, also accepts the identity provider's access tokens (JWTs; issue 33):
+	// the caller is the token's principal ("oidc:<claim>"), and the gateway attests its calls
+	// as its own client, so the gateway's registration must speak for those principals
+	// ("oidc:*"). Nil: only Airlock bearer tokens.
+	Access *identity.AccessVerifier
+	// Resource is this server's canonical URL (…/mcp) and AuthorizationServers the issuers
+	// whose tokens it accepts: with both set, Handler's metadata handler serves RFC 9728
+	// protected resource metadata and every 401 points at it (the MCP authorization
+	// specification's discovery).
+	Resource             string
+	AuthorizationServers []string
 	// ConfirmationTTL is how long a call's confirmation stays valid (default 5 minutes).
 	ConfirmationTTL time.Duration
 	// Progress is how often a waiting call reports progress (default 2 s).
@@ -172,6 +187,21 @@ func (s *Server) Handler() http.Handler {
 		if err != nil {
 			return nil, fmt.Errorf("%w: the clients file: %w", auth.ErrInvalidToken, err)
 		}
+		if s.opt.Access != nil && identity.IsJWT(token) {
+			rq, err := s.opt.Access.Verify(ctx, token)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", auth.ErrInvalidToken, err)
+			}
+			// The gateway speaks for the provider's principal itself: its registration must
+			// allow it, as the worker checks again.
+			if gw, ok := set.Get(s.opt.Gateway.Name); !ok || !gw.MaySpeakFor(rq.Principal) {
+				return nil, fmt.Errorf("%w: gateway %s may not speak for %s (register it with --principal 'oidc:*')", auth.ErrInvalidToken, s.opt.Gateway.Name, rq.Principal)
+			}
+			_, sig, _ := strings.Cut(token[strings.IndexByte(token, '.')+1:], ".")
+			b := clients.Bearer{BearerClaims: clients.BearerClaims{Client: s.opt.Gateway.Name, Principal: rq.Principal, Expires: rq.Expiry}, Signature: sig}
+			return &auth.TokenInfo{UserID: b.Client + "/" + b.Principal, Expiration: b.Expires,
+				Extra: map[string]any{"caller": BearerCaller(b, s.opt.Gateway)}}, nil
+		}
 		b, err := set.VerifyBearer(token, s.opt.Now())
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", auth.ErrInvalidToken, err)
@@ -189,10 +219,38 @@ func (s *Server) Handler() http.Handler {
 		// A client whose stream broke while a call waited for an approver resumes it
 		// (Last-Event-ID) and still gets the answer; idle sessions end after SessionTimeout.
 		EventStore: mcp.NewMemoryEventStore(nil), SessionTimeout: SessionTimeout})
-	authed := auth.RequireBearerToken(verify, nil)(h)
+	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: s.MetadataURL()})(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		authed.ServeHTTP(&challenge{ResponseWriter: w}, r)
 	})
+}
+
+// MetadataPath is where Handler's companion MetadataHandler is served (RFC 9728 section 3:
+// the well-known path of the resource).
+const MetadataPath = "/.well-known/oauth-protected-resource"
+
+// MetadataURL is the URL of the protected resource metadata ("" unless Resource and
+// AuthorizationServers are set).
+func (s *Server) MetadataURL() string {
+	if s.opt.Resource == "" || len(s.opt.AuthorizationServers) == 0 {
+		return ""
+	}
+	u, err := url.Parse(s.opt.Resource)
+	if err != nil {
+		return ""
+	}
+	u.Path = MetadataPath + u.Path
+	return u.String()
+}
+
+// MetadataHandler serves RFC 9728 protected resource metadata: the resource, the issuers whose
+// access tokens it accepts, bearer tokens in the header. Nil unless MetadataURL is set.
+func (s *Server) MetadataHandler() http.Handler {
+	if s.MetadataURL() == "" {
+		return nil
+	}
+	return auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{Resource: s.opt.Resource,
+		AuthorizationServers: s.opt.AuthorizationServers, BearerMethodsSupported: []string{"header"}, ResourceName: "Airlock"})
 }
 
 // challenge adds the bearer challenge (RFC 6750; the MCP authorization specification) to a 401
