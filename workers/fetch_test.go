@@ -29,6 +29,11 @@ func TestProtectedServicesFromConfig(t *testing.T) {
 	t.Setenv("PGHOST", "")
 	t.Setenv("PGPORT", "")
 	t.Setenv("AIRLOCK_STREAM_ADDR", "stream.internal:8091")
+	// Every listener Airlock opens is protected (issue 32, item 5): the API, the metrics and
+	// health listener, the codec server.
+	t.Setenv("AIRLOCK_API_ADDR", "api.internal:9092")
+	t.Setenv("AIRLOCK_METRICS_ADDR", ":9464")
+	t.Setenv("AIRLOCK_CODEC_ADDR", "")
 	cfg := config.Config{
 		TemporalUI:  "https://ui.internal/",
 		WebAddr:     ":8790",
@@ -45,6 +50,9 @@ func TestProtectedServicesFromConfig(t *testing.T) {
 		{Name: ServiceTemporalUI, Host: "ui.internal", Port: 443},
 		{Name: ServiceApprover, Host: "", Port: 8790},
 		{Name: ServiceStream, Host: "stream.internal", Port: 8091},
+		{Name: ServiceAPI, Host: "api.internal", Port: 9092},
+		{Name: ServiceMetrics, Host: "", Port: 9464},
+		{Name: ServiceCodec, Host: "127.0.0.1", Port: 8781}, // its default: closed even when not running
 		{Name: ServiceStore, Host: "db.internal", Port: 6543},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {

@@ -407,7 +407,7 @@ func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) {
 func (s *Server) turnOf(ctx context.Context, id string, c Caller) (Turn, error) {
 	conv, seq := splitTurnID(id)
 	t := Turn{ID: id, Conversation: conv, Seq: seq, EventsURL: turnURL(conv, seq) + "/events", Pending: []Confirmation{}}
-	desc, err := s.opt.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	d, err := s.opt.Temporal.DescribeWorkflow(ctx, id, "")
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):
@@ -416,6 +416,7 @@ func (s *Server) turnOf(ctx context.Context, id string, c Caller) (Turn, error) 
 	case err != nil:
 		return t, err
 	}
+	desc := d.RawResponse
 	switch desc.GetWorkflowExecutionInfo().GetStatus() {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
 		t.Status = workflows.StatusRunning
