@@ -529,3 +529,49 @@ func TestAGUIHttpAgent(t *testing.T) {
 		t.Fatalf("attach to the finished turn: %+v", r)
 	}
 }
+
+// TestAGUITypeScriptExample (issue 32, item 3): examples/agui-ts, a TypeScript chat backend
+// on published npm packages only, compiled with tsc (strict) and run with Node: its
+// requester run stops at the interrupt, and its approver resume finishes the turn.
+func TestAGUITypeScriptExample(t *testing.T) {
+	npm := aguiNPM(t)
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "page text")
+	}))
+	t.Cleanup(target.Close)
+	model := newFakeModel(t, calls(call("c1", "web_fetch", fmt.Sprintf(`{"url":"%s/page"}`, target.URL))), answer("Fetched the page."))
+	a := newAPIStack(t, model)
+	dir, err := os.MkdirTemp(npm, "example-") // beside node_modules, so imports resolve
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	for _, f := range []string{"index.ts", "tsconfig.json"} {
+		b, err := os.ReadFile(filepath.Join(repoRoot, "examples", "agui-ts", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"type":"module"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(filepath.Join(npm, "node_modules", ".bin", "tsc"), "-p", dir).CombinedOutput(); err != nil {
+		t.Fatalf("tsc: %v\n%s", err, out)
+	}
+	cmd := exec.Command("node", filepath.Join(dir, "dist", "index.js"))
+	cmd.Env = append(os.Environ(), "AIRLOCK_API_URL="+a.url, "AIRLOCK_API_KEY="+apiKeys["app-alice"], "APPROVER_KEY="+apiKeys["ops-bob"],
+		fmt.Sprintf("THREAD=ts-%d", time.Now().UnixNano()%1000000), "MESSAGE=fetch the page")
+	out, err := cmd.CombinedOutput()
+	t.Logf("examples/agui-ts output:\n%s", out)
+	if err != nil {
+		t.Fatalf("node: %v", err)
+	}
+	for _, want := range []string{`interrupt: "cf-`, "who may decide: an approver other than the turn's requester", `tool result:`, `text: "Fetched the page."`, "finished: success"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}

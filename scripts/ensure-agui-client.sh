@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install the official AG-UI client (@ag-ui/client 1.0.0 and @ag-ui/core 1.0.0, pinned in
+# Install the official AG-UI client (@ag-ui/client 1.0.0 and @ag-ui/core 1.0.0) and the
+# TypeScript compiler examples/agui-ts is built with (typescript 5.9.3, @types/node), pinned in
 # scripts/agui/package.json and package-lock.json) into bin/agui/ (ignored by git): the
 # integration tests drive Airlock's /v1/agui with its HttpAgent from Node, and
 # examples/agui-ts runs on it. npm comes from Debian's packages when missing (run as root).
@@ -17,7 +18,7 @@ if ! command -v npm >/dev/null; then
   apt-get install -y -qq nodejs npm >&2
 fi
 mkdir -p "$dest"
-if ! cmp -s scripts/agui/package-lock.json "$dest/package-lock.json" || [ ! -f "$dest/node_modules/@ag-ui/client/package.json" ]; then
+if ! cmp -s scripts/agui/package-lock.json "$dest/package-lock.json" || [ ! -f "$dest/node_modules/@ag-ui/client/package.json" ] || [ ! -x "$dest/node_modules/.bin/tsc" ]; then
   cp scripts/agui/package.json scripts/agui/package-lock.json "$dest/"
   (cd "$dest" && npm ci --no-audit --no-fund --loglevel=error >&2)
 fi

@@ -165,9 +165,24 @@ func (s *Server) agui(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	finished := false
+	answered := false // the answer's text streamed since the last outcome
 	err = s.follow(fctx, turn, after, true, func(e store.StreamEvent) error {
 		for _, ev := range agui(e, in.ThreadID, in.RunID, true) {
-			if t := ev["type"]; t == stream.RunFinished || t == stream.RunError {
+			switch ev["type"] {
+			case stream.TextMessageContent:
+				answered = true
+			case "TOOL_CALL_RESULT":
+				answered = false
+			case stream.RunFinished:
+				// A model that answered without streaming wrote no text events: the answer
+				// goes out as one text message, so an AG-UI front end shows it.
+				if !answered {
+					if err := proseMessage(out, ev, in.RunID); err != nil {
+						return err
+					}
+				}
+				finished = true
+			case stream.RunError:
 				finished = true
 			}
 			if err := out.event(0, ev); err != nil {
@@ -211,4 +226,25 @@ func (s *Server) resume(ctx context.Context, c Caller, turn string, re ResumeEnt
 	}
 	_, err = s.decideAs(ctx, c, re.InterruptID, req)
 	return err
+}
+
+// proseMessage writes the final answer of a RUN_FINISHED event's result (its prose, model
+// text: JSON-escaped by the writer like every event) as one assistant text message.
+func proseMessage(out *sse, finished map[string]any, runID string) error {
+	res, _ := finished["result"].(map[string]any)
+	prose, _ := res["prose"].(string)
+	if prose == "" {
+		return nil
+	}
+	id := runID + "/answer"
+	for _, ev := range []map[string]any{
+		{"type": stream.TextMessageStart, "messageId": id, "role": "assistant"},
+		{"type": stream.TextMessageContent, "messageId": id, "delta": prose},
+		{"type": stream.TextMessageEnd, "messageId": id},
+	} {
+		if err := out.event(0, ev); err != nil {
+			return err
+		}
+	}
+	return nil
 }
