@@ -54,7 +54,19 @@ func init() {
 
 func newAPIStack(t *testing.T, model *modelServer) *apiStack {
 	t.Helper()
-	c, cfg, st := liveModelStack(t, model)
+	return newAPIStackAt(t, model.URL)
+}
+
+// newAPIStackAt is newAPIStack on the OpenAI-compatible model server at modelURL.
+func newAPIStackAt(t *testing.T, modelURL string) *apiStack {
+	t.Helper()
+	t.Setenv("AIRLOCK_OPENAI_BASE_URL", modelURL+"/v1")
+	t.Setenv("AIRLOCK_OPENAI_API_KEY", "test")
+	c := dial(t)
+	cfg := testConfig(t)
+	cfg.FetchAllow = []string{"127.0.0.0/8"}
+	startWorker(t, c, cfg)
+	st := openStore(t, cfg)
 	var callers []appapi.Caller
 	for _, x := range []appapi.Caller{{Name: "app-alice", Principal: "alice"}, {Name: "app-mallory", Principal: "mallory"},
 		{Name: "ops-bob", Approver: "bob"}, {Name: "alice-both", Principal: "alice", Approver: "alice"}} {
@@ -573,5 +585,38 @@ func TestAGUITypeScriptExample(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q", want)
 		}
+	}
+}
+
+// TestAGUIHttpAgentStreaming: with a model that streams (text deltas, then a tool call whose
+// arguments arrive in pieces), the official client's verifier accepts TEXT_MESSAGE_* and
+// TOOL_CALL_* as Airlock writes them, the interrupt ends the run, and the approver's resume
+// carries the TOOL_CALL_RESULT and the streamed answer to one RUN_FINISHED.
+func TestAGUIHttpAgentStreaming(t *testing.T) {
+	npm := aguiNPM(t)
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "page text")
+	}))
+	t.Cleanup(target.Close)
+	first := `{"id":"chatcmpl-s","object":"chat.completion","created":1700000000,"model":"fake","choices":[{"index":0,"message":{"role":"assistant","content":"Let me look.","tool_calls":[` +
+		call("c1", "web_fetch", fmt.Sprintf(`{"url":"%s/page"}`, target.URL)) + `]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`
+	model := newStreamingModel(t, 4, time.Millisecond, answer("It says: page text."), first)
+	a := newAPIStackAt(t, model.URL)
+	thread := fmt.Sprintf("aguis-%d", time.Now().UnixNano()%1000000)
+	env := func(caller string, more ...string) []string {
+		return append([]string{"AIRLOCK_API_URL=" + a.url, "THREAD=" + thread, "AIRLOCK_API_KEY=" + apiKeys[caller]}, more...)
+	}
+	r := runAGUI(t, npm, env("app-alice", "MODE=start", "RUN=s-1", "MESSAGE=fetch the page")...)
+	seen := strings.Join(r.Types, " ")
+	if !r.OK || len(r.Interrupts) != 1 || !strings.Contains(seen, "TEXT_MESSAGE_CONTENT") || !strings.Contains(seen, "TOOL_CALL_ARGS TOOL_CALL_ARGS") || !strings.Contains(seen, "TOOL_CALL_END") {
+		t.Fatalf("streamed start: %+v", r)
+	}
+	r = runAGUI(t, npm, env("ops-bob", "MODE=resume", "RUN=s-2", "INTERRUPT="+r.Interrupts[0].ID, "DECISION=approve")...)
+	seen = strings.Join(r.Types, " ")
+	if !r.OK || len(r.Finished) != 1 || !strings.Contains(seen, "TOOL_CALL_RESULT") || !strings.Contains(seen, "TEXT_MESSAGE_CONTENT") || !strings.Contains(string(r.Finished[0]), `"type":"success"`) {
+		t.Fatalf("streamed resume: %+v", r)
+	}
+	if !strings.Contains(string(r.Messages), "It says: page text.") {
+		t.Errorf("the client's messages lack the streamed answer: %s", r.Messages)
 	}
 }
