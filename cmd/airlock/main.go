@@ -75,6 +75,8 @@ Configuration comes from the environment, overridden by flags:
   AIRLOCK_ANTHROPIC_API_KEY   serve Anthropic (or _API_KEY_FILE; _BASE_URL, _MODEL, _MAX_TOKENS)
   AIRLOCK_STREAM              0: the Infer activity does not stream (default on); the client
                               stream endpoint: AIRLOCK_STREAM_ADDR, AIRLOCK_STREAM_TOKEN(_FILE)
+  AIRLOCK_API_ADDR, AIRLOCK_API_KEYS  the application API (airlock api serve; default
+                              127.0.0.1:8092, $AIRLOCK_HOME/api-keys.json); AIRLOCK_CODEC_ADDR
   AIRLOCK_CLIENTS             clients file: who may start turns for which principals (default
                               $AIRLOCK_HOME/clients.json; see airlock clients --help)
   AIRLOCK_CLIENT_CREDENTIAL   the client credential turn start and replay attest turns with
