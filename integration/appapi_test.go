@@ -10,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
@@ -618,5 +621,85 @@ func TestAGUIHttpAgentStreaming(t *testing.T) {
 	}
 	if !strings.Contains(string(r.Messages), "It says: page text.") {
 		t.Errorf("the client's messages lack the streamed answer: %s", r.Messages)
+	}
+}
+
+// TestAGUIWebPageInChromium (issue 32, item 2): examples/agui-web, a chat page on the official
+// AG-UI client loaded without a build step (an import map over the npm packages), served
+// behind a backend that proxies /v1/ to the API and adds the requester's key (the browser holds
+// none), shows a turn streaming in Chromium and its interrupt with who may decide; after an
+// approver decides over the API, re-attaching shows the answer and the run's end.
+func TestAGUIWebPageInChromium(t *testing.T) {
+	npm := aguiNPM(t)
+	tb := newTab(t)
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "page text")
+	}))
+	t.Cleanup(target.Close)
+	first := `{"id":"chatcmpl-w","object":"chat.completion","created":1700000000,"model":"fake","choices":[{"index":0,"message":{"role":"assistant","content":"Let me look <b>now</b>.","tool_calls":[` +
+		call("c1", "web_fetch", fmt.Sprintf(`{"url":"%s/page"}`, target.URL)) + `]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`
+	model := newStreamingModel(t, 4, time.Millisecond, answer("It says: page text."), first)
+	a := newAPIStackAt(t, model.URL)
+	api, _ := url.Parse(a.url)
+	proxy := httputil.NewSingleHostReverseProxy(api)
+	proxy.FlushInterval = -1
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Set("Authorization", "Bearer "+apiKeys["app-alice"]) // the backend's key, never the browser's
+		proxy.ServeHTTP(w, r)
+	})
+	files := http.StripPrefix("/npm/", http.FileServer(http.Dir(filepath.Join(npm, "node_modules"))))
+	mux.HandleFunc("/npm/", func(w http.ResponseWriter, r *http.Request) {
+		// rxjs's ES modules import their files without an extension (written for bundlers):
+		// the static server answers such a path with its .js file, as the page's comment says.
+		rel := filepath.FromSlash(strings.TrimPrefix(r.URL.Path, "/npm/"))
+		if _, err := os.Stat(filepath.Join(npm, "node_modules", rel)); err != nil {
+			if _, err := os.Stat(filepath.Join(npm, "node_modules", rel+".js")); err == nil {
+				r.URL.Path += ".js"
+			}
+		}
+		if strings.HasSuffix(r.URL.Path, ".mjs") || strings.HasSuffix(r.URL.Path, ".js") {
+			w.Header().Set("Content-Type", "text/javascript")
+		}
+		files.ServeHTTP(w, r)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFile(w, r, filepath.Join(repoRoot, "examples", "agui-web", "index.html"))
+	})
+	site := httptest.NewServer(mux)
+	t.Cleanup(site.Close)
+	thread := fmt.Sprintf("web-%d", time.Now().UnixNano()%1000000)
+	tb.do("open the chat page and send a message",
+		chromedp.Navigate(site.URL+"/?thread="+thread+"&message="+url.QueryEscape("fetch the page")),
+		chromedp.WaitVisible(css("#interrupt")))
+	box, status, logText := tb.text("#interrupt"), tb.text("#status"), tb.text("#log")
+	if !strings.Contains(box, "web.fetch@1 needs an approver's decision") || !strings.Contains(box, "an approver other than the turn's requester") || !strings.Contains(box, target.URL) {
+		t.Fatalf("interrupt box: %q", box)
+	}
+	if status != "waiting for an approver" || !strings.Contains(logText, "Let me look <b>now</b>.") || !strings.Contains(logText, "tool call: web_fetch") {
+		t.Fatalf("status %q, log %q", status, logText)
+	}
+	tb.screenshot("agui-web-interrupt.png")
+	// An approver decides over the API; the page re-attaches and shows the end.
+	code, b, _ := a.do("GET", "/v1/confirmations?conversation="+thread, "ops-bob", nil, nil)
+	var list appapi.ConfirmationList
+	if err := json.Unmarshal(b, &list); code != 200 || err != nil || len(list.Confirmations) != 1 {
+		t.Fatalf("confirmations: %d %s", code, b)
+	}
+	cf := list.Confirmations[0]
+	if code, b, _ = a.do("POST", "/v1/confirmations/"+cf.ID+"/decision", "ops-bob", map[string]any{"decision": "approve", "args_digest": cf.ArgsDigest}, nil); code != 200 {
+		t.Fatalf("approve: %d %s", code, b)
+	}
+	evalAs[any](tb, `airlockRun(""), null`)
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.HasPrefix(tb.text("#status"), "finished") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the page did not show the run's end: status %q, log %q", tb.text("#status"), tb.text("#log"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	status, logText = tb.text("#status"), tb.text("#log")
+	if status != "finished: success" || !strings.Contains(logText, "It says: page text.") || !strings.Contains(logText, "tool result (untrusted)") {
+		t.Fatalf("status %q, log %q", status, logText)
 	}
 }
