@@ -298,6 +298,17 @@ func TestAppAPITurnLifecycle(t *testing.T) {
 		}
 	}
 
+	// Streams per caller are bounded (4 in this stack): a fifth open follower is refused.
+	hold, release := context.WithCancel(ctx)
+	for range 4 {
+		a.follow(hold, turn.EventsURL, "app-alice", "")
+	}
+	if code, b, h := a.do("GET", turn.EventsURL, "app-alice", nil, nil); code != 429 || h.Get("Retry-After") == "" {
+		t.Fatalf("fifth stream: %d %s", code, b)
+	}
+	release()
+	time.Sleep(500 * time.Millisecond) // the held streams' handlers notice their clients left
+
 	// The requester's status shows the pending call, which it may not decide.
 	code, b, _ = a.do("GET", turn.EventsURL[:len(turn.EventsURL)-len("/events")], "app-alice", nil, nil)
 	var st appapi.Turn
