@@ -381,6 +381,15 @@ func TestAppAPITurnLifecycle(t *testing.T) {
 	if code != 200 || !strings.Contains(string(b), "RUN_FINISHED") {
 		t.Fatalf("reconnect after the end: %d %s", code, b)
 	}
+	// The AG-UI endpoint under the same contract: another principal learns nothing of the
+	// thread; its requester re-attaches to the finished turn (one RUN_FINISHED).
+	if code, b, _ = a.do("POST", "/v1/agui", "app-mallory", map[string]any{"threadId": conv, "runId": "r-m", "messages": []any{}}, nil); code != 404 {
+		t.Fatalf("mallory's AG-UI run on alice's thread: %d %s", code, b)
+	}
+	code, b, _ = a.do("POST", "/v1/agui", "app-alice", map[string]any{"threadId": conv, "runId": "r-a", "messages": []any{}}, nil)
+	if code != 200 || strings.Count(string(b), "event: RUN_FINISHED") != 1 || !strings.Contains(string(b), `"runId":"r-a"`) {
+		t.Fatalf("alice's AG-UI re-attach: %d %s", code, b)
+	}
 	if code, b, _ = a.do("GET", "/v1/openapi.yaml", "", nil, nil); code != 200 || !bytes.Contains(b, []byte("openapi: 3.1.0")) {
 		t.Fatalf("openapi.yaml: %d", code)
 	}

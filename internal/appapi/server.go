@@ -417,7 +417,22 @@ func (s *Server) turnOf(ctx context.Context, id string, c Caller) (Turn, error) 
 		return t, err
 	}
 	desc := d.RawResponse
-	switch desc.GetWorkflowExecutionInfo().GetStatus() {
+	status := desc.GetWorkflowExecutionInfo().GetStatus()
+	if status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		// The final event is written just before the workflow returns: a client that saw it
+		// and asks at once gets the result, not "running".
+		if ended, err := s.opt.Store.StreamEnded(ctx, id); err == nil && ended {
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := s.opt.Temporal.GetWorkflow(wctx, id, "").Get(wctx, nil)
+			cancel()
+			if err == nil {
+				status = enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
+			} else if wctx.Err() == nil {
+				status = enumspb.WORKFLOW_EXECUTION_STATUS_FAILED
+			}
+		}
+	}
+	switch status {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
 		t.Status = workflows.StatusRunning
 		rows, err := s.opt.Store.ListTurnConfirmations(ctx, id)
@@ -445,7 +460,7 @@ func (s *Server) turnOf(ctx context.Context, id string, c Caller) (Turn, error) 
 		t.Result = &res
 	default:
 		t.Status = workflows.StatusFailed
-		t.Error = strings.ToLower(strings.TrimPrefix(desc.GetWorkflowExecutionInfo().GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_"))
+		t.Error = strings.ToLower(strings.TrimPrefix(status.String(), "WORKFLOW_EXECUTION_STATUS_"))
 	}
 	return t, nil
 }

@@ -132,3 +132,14 @@ func (s *Store) WatchStreams(ctx context.Context, note func(stream string)) bool
 	}()
 	return true
 }
+
+// StreamEnded reports whether stream holds its turn's final event (RUN_FINISHED or
+// RUN_ERROR): the turn is ending even while Temporal still shows it running.
+func (s *Store) StreamEnded(ctx context.Context, stream string) (bool, error) {
+	var n int
+	err := s.db.GetContext(ctx, &n, s.q(`SELECT count(*) FROM stream_events WHERE stream = ? AND type IN ('RUN_FINISHED', 'RUN_ERROR')`), stream)
+	if err != nil {
+		return false, fmt.Errorf("store: stream %q ended: %w", stream, err)
+	}
+	return n > 0, nil
+}
