@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -61,6 +62,16 @@ type Options struct {
 	// (AIRLOCK_CLIENT_CREDENTIAL, default <user config dir>/airlock/client.json). StartTurn
 	// needs one; workers end an unattested turn without calling the model.
 	ClientCredentialFile string
+	// APIURL and APIKey, when set, make the Client talk to Airlock's application API (airlock
+	// api serve; issue 32) instead of Temporal and the store: StartTurn, Result, Stream,
+	// Pending, ListPending and Decide go over HTTP with the API key (airlock api key NAME),
+	// and every other option is ignored, so an app holds neither Temporal access, the store
+	// nor the approver key. The key's caller decides whom turns act for (TurnRequest.Principal
+	// is not sent) and, for an approver's key, as whom decisions are made. Dial and New
+	// return such a Client without connecting to Temporal; Temporal returns nil.
+	APIURL, APIKey string
+	// HTTPClient is the client API requests use (nil = a default one).
+	HTTPClient *http.Client
 	// InferMode is the infer mode of the turns this client starts whose TurnRequest names none
 	// (workflows.InferRegular or workflows.InferLocal; AIRLOCK_INFER_MODE). Choose it per model:
 	// local for a fast model whose rare repeated call after a worker crash is acceptable,
@@ -146,11 +157,15 @@ type Client struct {
 	approver  string
 	starter   clients.Credential
 	inferMode string
+	api       *apiMode // API mode (Options.APIURL): nothing above is used
 }
 
 // Dial connects to Temporal (Options.HostPort and Namespace, else the SDK's environment
 // settings) and returns a Client that owns the connection.
 func Dial(ctx context.Context, opts Options) (*Client, error) {
+	if opts.APIURL != "" {
+		return newAPIMode(opts)
+	}
 	o, err := config.TemporalOptions()
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
@@ -179,6 +194,9 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 // It opens the store and loads the approver key and credential when their options are set,
 // and fails naming the option whose value is unusable.
 func New(ctx context.Context, tc tclient.Client, opts Options) (*Client, error) {
+	if opts.APIURL != "" {
+		return newAPIMode(opts)
+	}
 	if tc == nil {
 		return nil, fmt.Errorf("%w: New needs a Temporal client", ErrNotConfigured)
 	}
@@ -246,7 +264,7 @@ func (c *Client) Close() error {
 	if c.st != nil {
 		err = c.st.Close()
 	}
-	if c.ownsTC {
+	if c.ownsTC && c.tc != nil {
 		c.tc.Close()
 	}
 	return err
@@ -270,6 +288,9 @@ func (c *Client) Turn(id string) *Turn { return &Turn{ID: id, c: c} }
 // (Options.DatabaseURL). Turn ids are never reused: an id Temporal already knows makes it take
 // the next number.
 func (c *Client) StartTurn(ctx context.Context, req TurnRequest) (*Turn, error) {
+	if c.api != nil {
+		return c.api.startTurn(ctx, c, req, "")
+	}
 	if c.st == nil {
 		return nil, fmt.Errorf("%w: StartTurn numbers turns in the store: set Options.DatabaseURL, or use StartTurnSeq", ErrNotConfigured)
 	}
@@ -296,6 +317,9 @@ func (c *Client) StartTurn(ctx context.Context, req TurnRequest) (*Turn, error) 
 // preview). It fails with Temporal's *serviceerror.WorkflowExecutionAlreadyStarted when that
 // turn id was used before: ids are never reused.
 func (c *Client) StartTurnSeq(ctx context.Context, req TurnRequest, seq int) (*Turn, error) {
+	if c.api != nil {
+		return nil, fmt.Errorf("%w: the API numbers turns itself: use StartTurn or StartTurnOnce", ErrNotConfigured)
+	}
 	if req.Conversation == "" || seq < 1 {
 		return nil, fmt.Errorf("client: a turn needs a conversation and a turn number >= 1")
 	}
@@ -328,6 +352,9 @@ func (c *Client) StartTurnSeq(ctx context.Context, req TurnRequest, seq int) (*T
 // Result waits until the turn ends and returns its result. A turn that failed (inference
 // failed for good) returns Temporal's error; its earlier results stay in the store.
 func (t *Turn) Result(ctx context.Context) (TurnResult, error) {
+	if t.c.api != nil {
+		return t.c.api.result(ctx, t)
+	}
 	var res TurnResult
 	if err := t.c.tc.GetWorkflow(ctx, t.ID, t.RunID).Get(ctx, &res); err != nil {
 		return res, fmt.Errorf("client: turn %s: %w", display.Visible(t.ID), err)
@@ -343,6 +370,17 @@ func (t *Turn) Pending(ctx context.Context) ([]PendingConfirmation, error) {
 // Pending returns the confirmations waiting for a decision in the turn with workflow id
 // workflowID (the pending query; a worker must be running to answer it).
 func (c *Client) Pending(ctx context.Context, workflowID string) ([]PendingConfirmation, error) {
+	if c.api != nil {
+		t, err := c.api.turn(ctx, workflowID)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]PendingConfirmation, 0, len(t.Pending))
+		for _, p := range t.Pending {
+			out = append(out, p.pending())
+		}
+		return out, nil
+	}
 	v, err := c.tc.QueryWorkflow(ctx, workflowID, "", workflows.QueryPending)
 	if err != nil {
 		return nil, fmt.Errorf("client: query the pending confirmations of %s: %w", display.Visible(workflowID), err)
@@ -365,6 +403,9 @@ type ListFilter struct {
 // "awaiting-confirmation" (newest first), each asked with the pending query. Visibility lags
 // a turn's status by up to a second or so.
 func (c *Client) ListPending(ctx context.Context, f ListFilter) ([]PendingConfirmation, error) {
+	if c.api != nil {
+		return c.api.listPending(ctx, f)
+	}
 	q := fmt.Sprintf("%s = %s AND TaskQueue = %s", workflows.AttrStatus.GetName(), quote(workflows.StatusAwaitingConfirmation), quote(c.queue))
 	if f.Conversation != "" {
 		q += fmt.Sprintf(" AND %s = %s", workflows.AttrConversation.GetName(), quote(f.Conversation))
@@ -415,6 +456,9 @@ type DecideRequest struct {
 // named in DecidedBy; ErrRefused; ErrStaleDigest), ErrNotConfigured, or Temporal's error (no
 // worker answered before ctx ended).
 func (c *Client) Decide(ctx context.Context, r DecideRequest) error {
+	if c.api != nil {
+		return c.api.decide(ctx, r)
+	}
 	switch {
 	case c.st == nil:
 		return fmt.Errorf("%w: Decide needs Options.DatabaseURL (the store holding the sealed token)", ErrNotConfigured)

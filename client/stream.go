@@ -59,7 +59,15 @@ type StreamOptions struct {
 //
 // Errors: ErrNotConfigured without a store; ctx's error (the turn is still running when ctx
 // ends); fn's error; the store's.
+//
+// In API mode (Options.APIURL) the events come from the API's event stream instead: the same
+// AG-UI events in their 1.0 shapes (RUN_FINISHED's outcome an object, threadId and runId set,
+// TOOL_CALL_RESULT after each outcome), and pending confirmations as CUSTOM airlock.interrupt
+// events (ID 0).
 func (t *Turn) Stream(ctx context.Context, after int64, opts StreamOptions, fn func(StreamEvent) error) error {
+	if t.c.api != nil {
+		return t.c.api.stream(ctx, t.ID, after, fn)
+	}
 	if t.c.st == nil {
 		return fmt.Errorf("%w: Stream needs Options.DatabaseURL (the events are in the Airlock store)", ErrNotConfigured)
 	}

@@ -37,6 +37,22 @@ const (
 	// ServiceStream is the client-stream endpoint (airlock stream serve, AIRLOCK_STREAM_ADDR,
 	// default 127.0.0.1:8091): it serves turns' events, approver cards included.
 	ServiceStream = "stream endpoint"
+	// ServiceAPI is the application API (airlock api serve, AIRLOCK_API_ADDR, default
+	// DefaultAPIAddr): it starts turns and decides confirmations for its callers.
+	ServiceAPI = "application API"
+	// ServiceMetrics is the /metrics and /healthz listener (AIRLOCK_METRICS_ADDR) of the
+	// worker and the approver page.
+	ServiceMetrics = "metrics and health endpoint"
+	// ServiceCodec is the codec server (airlock codec-server, AIRLOCK_CODEC_ADDR, default
+	// DefaultCodecAddr), whose sign-in opens payloads.
+	ServiceCodec = "codec server"
+)
+
+// Default listen addresses of Airlock's own listeners, denied to web.fetch whether or not
+// they are running (issue 32, item 5).
+const (
+	DefaultAPIAddr   = "127.0.0.1:8092"
+	DefaultCodecAddr = "127.0.0.1:8781"
 )
 
 // FetchConfig builds web.fetch's configuration from cfg: the private allow-list from
@@ -75,6 +91,9 @@ func FetchConfig(ctx context.Context, cfg config.Config) (capabilities.FetchConf
 //     URL has none);
 //   - the approver page, cfg.WebAddr (AIRLOCK_WEB_ADDR);
 //   - the client-stream endpoint, AIRLOCK_STREAM_ADDR (default 127.0.0.1:8091);
+//   - the application API, AIRLOCK_API_ADDR (default DefaultAPIAddr); the metrics and
+//     health listener, AIRLOCK_METRICS_ADDR (when set); the codec server,
+//     AIRLOCK_CODEC_ADDR (default DefaultCodecAddr);
 //   - the store, when PostgreSQL: the host and port of cfg.DatabaseURL (the URL's, else its
 //     host/port query parameters, else PGHOST/PGPORT, else localhost:5432, as lib/pq does; a
 //     Unix socket directory counts as localhost). SQLite has no address.
@@ -133,6 +152,26 @@ func ProtectedServices(cfg config.Config) ([]capabilities.Service, error) {
 		return nil, fmt.Errorf("AIRLOCK_STREAM_ADDR %q: %w", streamAddr, err)
 	} else {
 		add(ServiceStream, host, port)
+	}
+
+	// Every other listener Airlock opens: its variable's address, else its default.
+	for _, l := range []struct{ name, env, def string }{
+		{ServiceAPI, "AIRLOCK_API_ADDR", DefaultAPIAddr},
+		{ServiceMetrics, "AIRLOCK_METRICS_ADDR", ""},
+		{ServiceCodec, "AIRLOCK_CODEC_ADDR", DefaultCodecAddr},
+	} {
+		a := os.Getenv(l.env)
+		if a == "" {
+			a = l.def
+		}
+		if a == "" {
+			continue
+		}
+		host, port, err := splitHostPort(a)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %w", l.env, a, err)
+		}
+		add(l.name, host, port)
 	}
 
 	if db := cfg.DatabaseURL; strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://") {

@@ -29,6 +29,11 @@ func TestProtectedServicesFromConfig(t *testing.T) {
 	t.Setenv("PGHOST", "")
 	t.Setenv("PGPORT", "")
 	t.Setenv("AIRLOCK_STREAM_ADDR", "stream.internal:8091")
+	// Every listener Airlock opens is protected (issue 32, item 5): the API, the metrics and
+	// health listener, the codec server.
+	t.Setenv("AIRLOCK_API_ADDR", "api.internal:9092")
+	t.Setenv("AIRLOCK_METRICS_ADDR", ":9464")
+	t.Setenv("AIRLOCK_CODEC_ADDR", "")
 	cfg := config.Config{
 		TemporalUI:  "https://ui.internal/",
 		WebAddr:     ":8790",
@@ -45,6 +50,9 @@ func TestProtectedServicesFromConfig(t *testing.T) {
 		{Name: ServiceTemporalUI, Host: "ui.internal", Port: 443},
 		{Name: ServiceApprover, Host: "", Port: 8790},
 		{Name: ServiceStream, Host: "stream.internal", Port: 8091},
+		{Name: ServiceAPI, Host: "api.internal", Port: 9092},
+		{Name: ServiceMetrics, Host: "", Port: 9464},
+		{Name: ServiceCodec, Host: "127.0.0.1", Port: 8781}, // its default: closed even when not running
 		{Name: ServiceStore, Host: "db.internal", Port: 6543},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -94,6 +102,10 @@ func TestLoadRegistryWebFetchRefusesAirlockServices(t *testing.T) {
 		return s
 	}
 	frontend, ui, approver, db := service(), service(), service(), service()
+	// Every other listener Airlock opens (issue 32, item 5), reached through the variables
+	// that place them: the application API, the metrics and health listener, the codec
+	// server, the stream endpoint.
+	api, metrics, codecSrv, streamSrv := service(), service(), service(), service()
 	var location string
 	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/redirect" {
@@ -107,11 +119,15 @@ func TestLoadRegistryWebFetchRefusesAirlockServices(t *testing.T) {
 	hp := func(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
 
 	isolateTemporalEnv(t, hp(frontend))
+	t.Setenv("AIRLOCK_API_ADDR", hp(api))
+	t.Setenv("AIRLOCK_METRICS_ADDR", hp(metrics))
+	t.Setenv("AIRLOCK_CODEC_ADDR", hp(codecSrv))
+	t.Setenv("AIRLOCK_STREAM_ADDR", hp(streamSrv))
 	cfg := config.Config{
 		TemporalUI:  ui.URL,
 		WebAddr:     hp(approver),
 		DatabaseURL: "postgres://airlock:hunter2@" + hp(db) + "/airlock",
-		FetchAllow:  []string{"127.0.0.0/8", "::1/128"},
+		FetchAllow:  []string{"127.0.0.0/8", "::1/128", "0.0.0.0/0", "::/0"}, // whatever the allow-list says
 	}
 	reg, err := LoadRegistry(cfg, nil, nil)
 	if err != nil {
@@ -135,6 +151,7 @@ func TestLoadRegistryWebFetchRefusesAirlockServices(t *testing.T) {
 	}
 	for name, s := range map[string]*httptest.Server{
 		ServiceTemporalFrontend: frontend, ServiceTemporalUI: ui, ServiceApprover: approver, ServiceStore: db,
+		ServiceAPI: api, ServiceMetrics: metrics, ServiceCodec: codecSrv, ServiceStream: streamSrv,
 	} {
 		for _, u := range []string{s.URL + "/", "http://" + strings.Replace(hp(s), "127.0.0.1", "localhost", 1) + "/"} {
 			out := invoke(u)

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/airlock-dev/airlock/workers"
 
 	"github.com/spf13/cobra"
 
@@ -51,7 +52,7 @@ histories (airlock codec-key ID prints a new line).`,
 			return telemetry.Serve(cmd.Context(), addr, codec.Handler(c, token, origins), nil)
 		},
 	}
-	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8781", "listen address host:port")
+	cmd.Flags().StringVar(&addr, "addr", envOr("AIRLOCK_CODEC_ADDR", workers.DefaultCodecAddr), "listen address host:port (AIRLOCK_CODEC_ADDR)")
 	return cmd
 }
 

@@ -93,6 +93,8 @@ what is in effect and where it came from), overridden by the environment, overri
   AIRLOCK_ANTHROPIC_API_KEY   serve Anthropic (or _API_KEY_FILE; _BASE_URL, _MODEL, _MAX_TOKENS)
   AIRLOCK_STREAM              0: the Infer activity does not stream (default on); the client
                               stream endpoint: AIRLOCK_STREAM_ADDR, AIRLOCK_STREAM_TOKEN(_FILE)
+  AIRLOCK_API_ADDR, AIRLOCK_API_KEYS  the application API (airlock api serve; default
+                              127.0.0.1:8092, $AIRLOCK_HOME/api-keys.json); AIRLOCK_CODEC_ADDR
   AIRLOCK_CLIENTS             clients file: who may start turns for which principals (default
                               $AIRLOCK_HOME/clients.json; see airlock clients --help)
   AIRLOCK_CLIENT_CREDENTIAL   the client credential turn start and replay attest turns with
@@ -125,6 +127,6 @@ what is in effect and where it came from), overridden by the environment, overri
 	pf.StringVar(&cfg.CorpusDir, "corpus", cfg.CorpusDir, "AgentDojo corpus folder with tools.json and runs/ (AIRLOCK_CORPUS)")
 	addStackPortFlags(pf)
 	root.AddCommand(newWorkerCmd(), newWebCmd(), newTurnCmd(), newPendingCmd(), newApproveCmd(), newDenyCmd(), newEditCmd(), newAuditCmd(),
-		newParseCmd(), newReplayCmd(), newRegistryCmd(), newStackCmd(), newClusterCmd(), newHealthCmd(), newDoctorCmd(), newCodecServerCmd(), newCodecKeyCmd(), newDevCmd(), newEvalCmd(), newApproversCmd(), newClientsCmd(), newProposalsCmd(), newExportCmd(), newBenchCmd(), newMCPCmd(), newStreamCmd(), newConfigCmd(), newDeployCmd())
+		newParseCmd(), newReplayCmd(), newRegistryCmd(), newStackCmd(), newClusterCmd(), newHealthCmd(), newDoctorCmd(), newCodecServerCmd(), newCodecKeyCmd(), newDevCmd(), newEvalCmd(), newApproversCmd(), newClientsCmd(), newProposalsCmd(), newExportCmd(), newBenchCmd(), newMCPCmd(), newStreamCmd(), newConfigCmd(), newDeployCmd(), newAPICmd())
 	return root
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/airlock-dev/airlock/internal/appapi"
 	"github.com/airlock-dev/airlock/internal/stream"
 )
 
@@ -63,6 +64,10 @@ wrote and what approvers see: serve them over TLS (a proxy) beyond loopback.`,
 // streamToken is the bearer token: AIRLOCK_STREAM_TOKEN, else the token file's content.
 func streamToken(file string) (string, error) {
 	if t := os.Getenv("AIRLOCK_STREAM_TOKEN"); t != "" {
+		// The same strength floor as API keys (issue 32): a short token is refused at start.
+		if err := appapi.CheckStrength("AIRLOCK_STREAM_TOKEN", t); err != nil {
+			return "", err
+		}
 		return t, nil
 	}
 	if file == "" {
@@ -73,8 +78,8 @@ func streamToken(file string) (string, error) {
 		return "", fmt.Errorf("--token-file: %w", err)
 	}
 	t := strings.TrimSpace(string(b))
-	if len(t) < 16 {
-		return "", fmt.Errorf("--token-file %s: the token must be at least 16 characters", file)
+	if err := appapi.CheckStrength("the token in --token-file "+file, t); err != nil {
+		return "", err
 	}
 	return t, nil
 }

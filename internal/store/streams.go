@@ -49,9 +49,15 @@ func (s *Store) AppendStreamEvent(ctx context.Context, stream, dedup, typ string
 	for attempt := 0; attempt < 20; attempt++ {
 		// One statement in the common case: the insert returns the seq it took.
 		var seq int64
-		err := s.db.GetContext(ctx, &seq, s.q(`INSERT INTO stream_events (stream, seq, dedup, type, payload, created_at)
+		q := `INSERT INTO stream_events (stream, seq, dedup, type, payload, created_at)
 			SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM stream_events WHERE stream = ?
-			ON CONFLICT DO NOTHING RETURNING seq`), stream, dedup, typ, string(payload), tsArg(orNow(at)), stream)
+			ON CONFLICT DO NOTHING RETURNING seq`
+		if s.driver == DriverPostgres {
+			// The notification rides the insert (delivered at its commit): followers wait on
+			// StreamsChannel instead of polling (issue 32).
+			q = `WITH ins AS (` + q + `, stream) SELECT ins.seq FROM ins, LATERAL (SELECT pg_notify('` + StreamsChannel + `', ins.stream)) AS note`
+		}
+		err := s.db.GetContext(ctx, &seq, s.q(q), stream, dedup, typ, string(payload), tsArg(orNow(at)), stream)
 		if err == nil {
 			return seq, nil
 		}
