@@ -27,28 +27,7 @@ import (
 // audience is the caller (oidc:<user>), whose call the gateway attests and the worker runs; a
 // token for another audience is refused before any MCP message is read.
 func TestMCPServeAcceptsTheIdentityProvidersTokens(t *testing.T) {
-	catch := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	t.Cleanup(catch.Close)
-	op := oidctest.Start(t, []string{"airlock-mcp", "other-app"}, catch.URL+"/cb")
-	accessToken := func(client, user string) string {
-		t.Helper()
-		ctx := context.Background()
-		p, err := oidc.NewProvider(ctx, op.Issuer)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conf := oauth2.Config{ClientID: client, ClientSecret: "secret-" + client, RedirectURL: catch.URL + "/cb", Endpoint: p.Endpoint(), Scopes: []string{oidc.ScopeOpenID, "profile"}}
-		verifier := oauth2.GenerateVerifier()
-		start := httptest.NewServer(http.RedirectHandler(conf.AuthCodeURL("st", oauth2.S256ChallengeOption(verifier)), http.StatusFound))
-		defer start.Close()
-		resp := oidctest.SignInAt(t, oidctest.Browser(t), start.URL, user)
-		resp.Body.Close()
-		tok, err := conf.Exchange(ctx, resp.Request.URL.Query().Get("code"), oauth2.VerifierOption(verifier))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tok.AccessToken
-	}
+	op, accessToken := startProvider(t, "airlock-mcp", "other-app")
 
 	c := dial(t)
 	cfg := testConfig(t)
@@ -120,5 +99,35 @@ func TestMCPServeAcceptsTheIdentityProvidersTokens(t *testing.T) {
 	rq, err := openStore(t, cfg).GetRequester(context.Background(), id, "")
 	if err != nil || rq.Principal != "oidc:alice" || rq.Client != itGateway.Name {
 		t.Fatalf("requester of %s = %+v, %v", id, rq, err)
+	}
+}
+
+// startProvider runs a real OpenID Provider (zitadel/oidc's, in-process) with these OAuth
+// clients registered, and returns it with a function that signs user in as client (the
+// authorization code flow with PKCE, through the provider's login page) and returns the
+// provider's JWT access token.
+func startProvider(t *testing.T, clientIDs ...string) (*oidctest.Provider, func(client, user string) string) {
+	t.Helper()
+	catch := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(catch.Close)
+	op := oidctest.Start(t, clientIDs, catch.URL+"/cb")
+	return op, func(client, user string) string {
+		t.Helper()
+		ctx := context.Background()
+		p, err := oidc.NewProvider(ctx, op.Issuer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf := oauth2.Config{ClientID: client, ClientSecret: "secret-" + client, RedirectURL: catch.URL + "/cb", Endpoint: p.Endpoint(), Scopes: []string{oidc.ScopeOpenID, "profile"}}
+		verifier := oauth2.GenerateVerifier()
+		start := httptest.NewServer(http.RedirectHandler(conf.AuthCodeURL("st", oauth2.S256ChallengeOption(verifier)), http.StatusFound))
+		defer start.Close()
+		resp := oidctest.SignInAt(t, oidctest.Browser(t), start.URL, user)
+		resp.Body.Close()
+		tok, err := conf.Exchange(ctx, resp.Request.URL.Query().Get("code"), oauth2.VerifierOption(verifier))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok.AccessToken
 	}
 }

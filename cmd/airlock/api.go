@@ -16,6 +16,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/clients"
 	"github.com/airlock-dev/airlock/internal/config"
+	"github.com/airlock-dev/airlock/internal/identity"
 	"github.com/airlock-dev/airlock/internal/web"
 	"github.com/airlock-dev/airlock/workers"
 )
@@ -108,8 +109,16 @@ func runAPIServe(ctx context.Context, errOut io.Writer, addr string, ready chan<
 	if err != nil {
 		return err
 	}
+	var access *identity.AccessVerifier
+	if iss, aud := os.Getenv("AIRLOCK_OIDC_ISSUER"), os.Getenv("AIRLOCK_API_AUDIENCE"); iss != "" && aud != "" {
+		// Requesters may present the identity provider's access tokens (issue 33, item 2).
+		if access, err = identity.NewAccessVerifier(ctx, identity.AccessConfig{Issuer: iss, Audience: aud,
+			SubjectClaim: os.Getenv("AIRLOCK_OIDC_SUBJECT_CLAIM"), PrincipalClaim: os.Getenv("AIRLOCK_API_PRINCIPAL_CLAIM")}); err != nil {
+			return err
+		}
+	}
 	srv, err := appapi.New(appapi.Options{Store: st, Temporal: c, TaskQueue: cfg.TaskQueue, Keys: keys, Starter: starter,
-		ApproverKey: key, Surface: surface, Approvers: approvers.NewSource(cfg.ApproversPath()).Current})
+		ApproverKey: key, Surface: surface, Approvers: approvers.NewSource(cfg.ApproversPath()).Current, Access: access})
 	if err != nil {
 		return err
 	}

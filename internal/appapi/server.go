@@ -26,6 +26,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/clients"
 	"github.com/airlock-dev/airlock/internal/display"
+	"github.com/airlock-dev/airlock/internal/identity"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
 	"github.com/airlock-dev/airlock/workflows"
@@ -77,6 +78,11 @@ type Options struct {
 	AuthBurst  int
 	AuthRefill time.Duration
 	Log        *slog.Logger
+	// Access, when set, also accepts the identity provider's access tokens (JWTs; issue 33
+	// item 2) as requesters: the caller is the token's principal ("oidc:<claim>"), named by
+	// it, and may read only its own turns. Starter's registration must speak for those
+	// principals ("oidc:*").
+	Access *identity.AccessVerifier
 }
 
 // Server is the API's http.Handler. Close it to stop its store listener.
@@ -190,7 +196,15 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		c, found := s.opt.Keys.lookup(strings.TrimSpace(key))
+		key = strings.TrimSpace(key)
+		c, found := s.opt.Keys.lookup(key)
+		if ok && !found && s.opt.Access != nil && identity.IsJWT(key) {
+			if rq, err := s.opt.Access.Verify(r.Context(), key); err == nil {
+				c, found = Caller{Name: rq.Principal, Principal: rq.Principal}, true
+			} else {
+				s.opt.Log.Info("access token refused", "error", err)
+			}
+		}
 		if !ok || !found {
 			s.limit.fail(addr)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="airlock-api"`)
