@@ -68,17 +68,17 @@ func TestTeamPolicyDecides(t *testing.T) {
 	now := time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC)
 	pay := func(amount string, recipient, amt string) Request {
 		return Request{Principal: "alice", Action: "bank.send-money", Resource: "bank", ResourceKind: "system",
-			Args: json.RawMessage(`{"recipient":"GB29NWBK60161331926819","amount":` + amount + `}`),
+			Args:       json.RawMessage(`{"recipient":"GB29NWBK60161331926819","amount":` + amount + `}`),
 			Provenance: map[string]string{"recipient": recipient, "amount": amt}, Now: now}
 	}
 	cases := []struct {
-		name    string
-		r       Request
-		want    Outcome
-		policy  string
-		groups  string
-		quorum  int
-		reason  string
+		name   string
+		r      Request
+		want   Outcome
+		policy string
+		groups string
+		quorum int
+		reason string
 	}{
 		{"read", Request{Principal: "alice", Action: "bank.get-balance", Resource: "none", Args: json.RawMessage(`{}`), Now: now}, OutcomePermit, "reads-automatic", "", 0, ""},
 		{"small typed payment", pay("99.5", OriginUser, OriginUser), OutcomePermit, "small-payments-the-user-typed", "", 0, ""},
