@@ -18,6 +18,7 @@ import (
 	jsv "github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/airlock-dev/airlock/internal/canonical"
+	"github.com/airlock-dev/airlock/internal/cedarpolicy"
 )
 
 // Embedded is the checked-in production registry, compiled into the binary so a worker never
@@ -101,6 +102,8 @@ type Registry struct {
 	byTool   map[string]*Capability
 	byKey    map[string]*Capability
 	policy   *Policy
+	// cedar is the Cedar policy (a source named *.cedar), nil when none is loaded.
+	cedar *cedarpolicy.Set
 }
 
 // Load parses and validates registry documents (the base registry plus optional layers) and
@@ -137,9 +140,14 @@ func load(sources []Source, impls []Implementation, bind bool) (*Registry, error
 	}
 	add := func(ds ...Diagnostic) { le.Diagnostics = append(le.Diagnostics, ds...) }
 	docs, brokenDocs, brokenPolicies := 0, 0, 0
+	var cedarSources []Source
 	for _, src := range sources {
 		names = append(names, src.Name)
 		content = append(content, src.Data...)
+		if IsCedarSource(src) {
+			cedarSources = append(cedarSources, src)
+			continue
+		}
 		policyDoc := isPolicy(src.Data)
 		raw, err := jsv.UnmarshalJSON(bytes.NewReader(src.Data))
 		if err == nil {
@@ -296,6 +304,11 @@ func load(sources []Source, impls []Implementation, bind bool) (*Registry, error
 	pol, pds := checkPolicies(policies, brokenPolicies, byKey)
 	add(pds...)
 	r.policy = pol
+	if len(cedarSources) > 0 && len(le.Diagnostics) == 0 {
+		set, cds := compileCedar(cedarSources, r.caps)
+		add(cds...)
+		r.cedar = set
+	}
 	if len(le.Diagnostics) > 0 {
 		for _, d := range le.Diagnostics {
 			le.Problems = append(le.Problems, d.String())
@@ -306,8 +319,12 @@ func load(sources []Source, impls []Implementation, bind bool) (*Registry, error
 	for _, c := range r.caps {
 		pe, _ := json.Marshal(pol.byKey[c.Key()])
 		ent, _ := json.Marshal(c.Entry)
+		parts := [][]byte{ent, pe, principals, c.Schema}
+		if r.cedar != nil {
+			parts = append(parts, []byte(r.cedar.Digest())) // a Cedar policy change voids approvals too
+		}
 		h := sha256.New()
-		for _, part := range [][]byte{ent, pe, principals, c.Schema} {
+		for _, part := range parts {
 			h.Write(part)
 			h.Write([]byte{0})
 		}
