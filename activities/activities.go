@@ -413,6 +413,7 @@ func Admit(reg *registry.Registry, in AdmitInput) Admission {
 		ad.Cedar = VerdictOf(d, set.Digest())
 		switch d.Outcome {
 		case cedarpolicy.OutcomeForbid:
+			ad.Admitted = false
 			return reject(StagePolicy, PolicyForbidden, d.Reason)
 		case cedarpolicy.OutcomePermit:
 			ad.Automatic = true

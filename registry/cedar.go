@@ -3,6 +3,7 @@ package registry
 import (
 	"bytes"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/airlock-dev/airlock/internal/cedarpolicy"
@@ -88,3 +89,51 @@ func compileCedar(srcs []Source, caps []*Capability) (*cedarpolicy.Set, []Diagno
 	}
 	return set, nil
 }
+
+// ConvertPolicy writes the Cedar policy equivalent to the JSON policy's decisions on caps
+// (`airlock policy convert`): automatic is a permit, automatic-when-user-provided a permit
+// when every leaving value is the principal's (origin user or both, the JSON rule's reading),
+// confirm an @ask rule with the entry's groups and quorum, deny a forbid with its reason.
+// Grants and principals stay in the JSON sidecar, which still gates who may call what before
+// the Cedar policy decides how; the four-eyes and passkey rules stay there too.
+func ConvertPolicy(p *Policy, caps []*Capability) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "// Converted by airlock policy convert from the JSON authorization policy (revision %s).\n", p.revision)
+	b.WriteString("// The JSON sidecar still decides who may call what (grants); this decides how: permit runs\n")
+	b.WriteString("// without a human, forbid refuses, no decision asks (@ask rules name groups and quorum).\n")
+	seen := map[string]bool{}
+	for _, c := range caps {
+		if c.IsProposal() || !c.Flags.Dispatchable || c.Status == StatusReserved || seen[c.ID] {
+			continue
+		}
+		seen[c.ID] = true
+		pe, ok := p.Entry(c.Key())
+		id := strconvQuote(c.ID)
+		b.WriteString("\n")
+		switch {
+		case !ok:
+			fmt.Fprintf(&b, "// %s has no JSON policy entry: the JSON policy denies it before Cedar is asked.\n", c.Key())
+		case pe.Autonomy == AutonomyDeny:
+			fmt.Fprintf(&b, "@id(%s)\n@reason(%s)\nforbid (principal, action == Action::%s, resource);\n",
+				strconvQuote("deny "+c.ID), strconvQuote("the authorization policy denies "+c.Key()), id)
+		case pe.Autonomy == AutonomyAutomatic && c.Automatic():
+			fmt.Fprintf(&b, "@id(%s)\npermit (principal, action == Action::%s, resource);\n", strconvQuote("automatic "+c.ID), id)
+		case pe.Autonomy == AutonomyAutomaticWhenUserProvided && c.Airlock.SideEffect == SideEffectNone:
+			fmt.Fprintf(&b, "@id(%s)\npermit (principal, action == Action::%s, resource)\nwhen { [\"user\", \"both\"].contains(context.destination.origin) };\n",
+				strconvQuote("user-provided "+c.ID), id)
+		default:
+			fmt.Fprintf(&b, "@id(%s)\n@ask(%s)\n", strconvQuote("confirm "+c.ID), strconvQuote(c.Key()+" is confirmed by a person"))
+			if len(pe.ApproverGroups) > 0 {
+				fmt.Fprintf(&b, "@groups(%s)\n", strconvQuote(strings.Join(pe.ApproverGroups, ",")))
+			}
+			if pe.Quorum > 1 {
+				fmt.Fprintf(&b, "@quorum(\"%d\")\n", pe.Quorum)
+			}
+			fmt.Fprintf(&b, "permit (principal, action == Action::%s, resource);\n", id)
+		}
+	}
+	return b.String()
+}
+
+// strconvQuote quotes s as a Cedar string literal (Go's quoting is a subset Cedar reads).
+func strconvQuote(s string) string { return strconv.Quote(s) }
