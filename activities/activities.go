@@ -310,6 +310,9 @@ func (a *Activities) Admit(ctx context.Context, in AdmitInput) (Admission, error
 	in.Provenance = a.provenanceHook(ctx, turnConversation("", in.WorkflowID), in.Call.Arguments)
 	in.Groups = a.principalGroups(in.Principal)
 	ad := Admit(a.reg(), in)
+	if err := a.recordShadow(ctx, in, ad); err != nil {
+		return ad, err
+	}
 	if ad.Warning != "" {
 		activity.GetLogger(ctx).Warn("deprecated capability admitted", "capability", ad.Key(), "warning", ad.Warning, "workflow", in.WorkflowID, "seq", in.Seq)
 		if a.Store != nil && in.WorkflowID != "" {
@@ -401,15 +404,25 @@ func Admit(reg *registry.Registry, in AdmitInput) Admission {
 	canon, _ := canonical.Canonicalize(c.Arguments)
 	ad.Admitted = true
 	ad.Automatic = auth.Automatic
-	if set := reg.Cedar(); set != nil {
-		// A Cedar policy decides how (issue 37): permit runs without a human, forbid refuses
-		// with its reason, no decision asks (with the ask rules' groups and quorum). The JSON
-		// policy above still decides whether the principal may call the capability at all.
+	set, shadow := reg.Cedar(), reg.CedarShadow()
+	var req cedarpolicy.Request
+	if set != nil || shadow != nil {
 		rep := provenance.Report{Rules: provenance.Rules, Error: "the turn's context was not read"}
 		if in.Provenance != nil {
 			rep = in.Provenance()
 		}
-		d := set.Decide(CedarRequest(cap, in.Principal, in.Groups, c.Arguments, rep, now, in.Calls))
+		req = CedarRequest(cap, in.Principal, in.Groups, c.Arguments, rep, now, in.Calls)
+	}
+	if shadow != nil {
+		// A candidate policy in shadow (issue 37): decided on the same facts, recorded by the
+		// Admit activity (policy_shadow), never acted on.
+		ad.Shadow, ad.facts = VerdictOf(shadow.Decide(req), shadow.Digest()), &req
+	}
+	if set != nil {
+		// A Cedar policy decides how (issue 37): permit runs without a human, forbid refuses
+		// with its reason, no decision asks (with the ask rules' groups and quorum). The JSON
+		// policy above still decides whether the principal may call the capability at all.
+		d := set.Decide(req)
 		ad.Cedar = VerdictOf(d, set.Digest())
 		switch d.Outcome {
 		case cedarpolicy.OutcomeForbid:

@@ -3,12 +3,14 @@ package activities
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sort"
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/cedarpolicy"
 	"github.com/airlock-dev/airlock/internal/provenance"
+	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/registry"
 )
 
@@ -144,4 +146,58 @@ func (a *Activities) runsAsCedarPermit(ctx context.Context, reg *registry.Regist
 	rep := a.provenanceHook(ctx, turnConversation("", in.WorkflowID), in.Arguments)()
 	d := set.Decide(CedarRequest(c, in.Principal, a.principalGroups(in.Principal), in.Arguments, rep, a.now(), in.Calls))
 	return d.Outcome == cedarpolicy.OutcomePermit
+}
+
+// AuditPolicyShadow is the audit kind of a candidate policy's would-be decision on one call
+// (AIRLOCK_CEDAR_SHADOW): Detail is a ShadowRecord as JSON.
+const AuditPolicyShadow = "policy_shadow"
+
+// ShadowRecord is what a policy_shadow audit row holds: the live decision, the candidate's,
+// and the facts both were made on, so `airlock policy diff --audit` can replay the call
+// through any later candidate exactly.
+type ShadowRecord struct {
+	Live      LiveVerdict         `json:"live"`
+	Candidate *CedarVerdict       `json:"candidate"`
+	Facts     cedarpolicy.Request `json:"facts"`
+}
+
+// LiveVerdict is the live policy's decision on a call as its admission shows it: permit
+// (automatic), forbid (refused at stage 3, with the code) or ask.
+type LiveVerdict struct {
+	Outcome cedarpolicy.Outcome `json:"outcome"`
+	Code    string              `json:"code,omitempty"`
+	Detail  string              `json:"detail,omitempty"`
+}
+
+// LiveOf is the live verdict an admission shows (nil for one rejected before stage 3).
+func LiveOf(ad Admission) *LiveVerdict {
+	switch {
+	case !ad.Admitted && ad.Stage == StagePolicy:
+		return &LiveVerdict{Outcome: cedarpolicy.OutcomeForbid, Code: ad.Code, Detail: ad.Detail}
+	case !ad.Admitted:
+		return nil
+	case ad.Automatic:
+		return &LiveVerdict{Outcome: cedarpolicy.OutcomePermit}
+	}
+	return &LiveVerdict{Outcome: cedarpolicy.OutcomeAsk}
+}
+
+// recordShadow writes the policy_shadow audit row of an admission a candidate policy judged
+// (idempotent by key: a retried Admit writes it once).
+func (a *Activities) recordShadow(ctx context.Context, in AdmitInput, ad Admission) error {
+	live := LiveOf(ad)
+	if ad.Shadow == nil || ad.facts == nil || live == nil || a.Store == nil || in.WorkflowID == "" {
+		return nil
+	}
+	b, err := json.Marshal(ShadowRecord{Live: *live, Candidate: ad.Shadow, Facts: *ad.facts})
+	if err != nil {
+		return fmt.Errorf("shadow record: %w", err)
+	}
+	if _, err := a.Store.AppendAudit(ctx, store.AuditEvent{Key: fmt.Sprintf("%s/%s/%d/%s", in.WorkflowID, in.RunID, in.Seq, AuditPolicyShadow),
+		WorkflowID: in.WorkflowID, RunID: in.RunID, Seq: in.Seq, CallID: in.Call.CallID, CapabilityID: ad.CapabilityID, Version: ad.Version,
+		Outcome: AuditPolicyShadow, Stage: string(StagePolicy), Reason: string(live.Outcome) + "->" + string(ad.Shadow.Outcome),
+		Detail: string(b), ArgsDigest: ad.ArgsDigest, At: a.now()}); err != nil {
+		return fmt.Errorf("audit policy shadow: %w", err)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/approvers"
+	"github.com/airlock-dev/airlock/internal/cedarpolicy"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/parse"
 	"github.com/airlock-dev/airlock/internal/provenance"
@@ -191,6 +192,11 @@ type Admission struct {
 	// made the call automatic, forbid rejected it (Code PolicyForbidden), ask sent it to a
 	// confirmation decided by Cedar.Groups and Cedar.Quorum.
 	Cedar *CedarVerdict `json:"cedar,omitempty"`
+	// Shadow is the candidate Cedar policy's would-be verdict (AIRLOCK_CEDAR_SHADOW), recorded
+	// in the audit and never acted on; nil when no candidate runs.
+	Shadow *CedarVerdict `json:"shadow,omitempty"`
+	// facts is the policy request the verdicts were made on (for the shadow audit row).
+	facts *cedarpolicy.Request
 	// RegistryRevision is what the admission is bound to: the capability's registry
 	// Fingerprint (entry, policy entry, principals' grants, argument schema) when it resolved,
 	// else the whole registry's revision. A confirmation issued and an execution run under

@@ -12,8 +12,24 @@ import (
 // CedarSuffix is the file name suffix of a Cedar policy source (issue 37).
 const CedarSuffix = ".cedar"
 
-// IsCedarSource reports whether src is a Cedar policy: its name ends in ".cedar".
-func IsCedarSource(src Source) bool { return strings.HasSuffix(src.Name, CedarSuffix) }
+// ShadowSuffix is the file name suffix of a candidate Cedar policy run in shadow (issue 37):
+// evaluated beside the live policy on every call, its would-be decision recorded, never
+// acted on.
+const ShadowSuffix = ".shadow.cedar"
+
+// IsCedarSource reports whether src is a live Cedar policy: its name ends in ".cedar" (and
+// not ".shadow.cedar").
+func IsCedarSource(src Source) bool {
+	return strings.HasSuffix(src.Name, CedarSuffix) && !IsShadowSource(src)
+}
+
+// IsShadowSource reports whether src is a candidate Cedar policy run in shadow.
+func IsShadowSource(src Source) bool { return strings.HasSuffix(src.Name, ShadowSuffix) }
+
+// CedarShadow returns the candidate Cedar policy run in shadow, nil when none is loaded. It
+// decides nothing and is not part of any capability's fingerprint: changing it voids no
+// approval.
+func (r *Registry) CedarShadow() *cedarpolicy.Set { return r.shadow }
 
 // Cedar returns the loaded Cedar policy, nil when the registry was loaded without one (the
 // JSON policy decides alone).
@@ -137,3 +153,11 @@ func ConvertPolicy(p *Policy, caps []*Capability) string {
 
 // strconvQuote quotes s as a Cedar string literal (Go's quoting is a subset Cedar reads).
 func strconvQuote(s string) string { return strconv.Quote(s) }
+
+// WithCedar returns a copy of r whose live Cedar policy is set (for tools that replay
+// recorded calls through a policy, `airlock policy diff`); the capabilities are shared.
+func WithCedar(r *Registry, set *cedarpolicy.Set) *Registry {
+	cp := *r
+	cp.cedar = set
+	return &cp
+}

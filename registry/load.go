@@ -104,6 +104,8 @@ type Registry struct {
 	policy   *Policy
 	// cedar is the Cedar policy (a source named *.cedar), nil when none is loaded.
 	cedar *cedarpolicy.Set
+	// shadow is the candidate Cedar policy (a source named *.shadow.cedar), nil when none.
+	shadow *cedarpolicy.Set
 }
 
 // Load parses and validates registry documents (the base registry plus optional layers) and
@@ -140,9 +142,13 @@ func load(sources []Source, impls []Implementation, bind bool) (*Registry, error
 	}
 	add := func(ds ...Diagnostic) { le.Diagnostics = append(le.Diagnostics, ds...) }
 	docs, brokenDocs, brokenPolicies := 0, 0, 0
-	var cedarSources []Source
+	var cedarSources, shadowSources []Source
 	for _, src := range sources {
 		names = append(names, src.Name)
+		if IsShadowSource(src) {
+			shadowSources = append(shadowSources, src) // not in the revision: it decides nothing
+			continue
+		}
 		content = append(content, src.Data...)
 		if IsCedarSource(src) {
 			cedarSources = append(cedarSources, src)
@@ -308,6 +314,11 @@ func load(sources []Source, impls []Implementation, bind bool) (*Registry, error
 		set, cds := compileCedar(cedarSources, r.caps)
 		add(cds...)
 		r.cedar = set
+	}
+	if len(shadowSources) > 0 && len(le.Diagnostics) == 0 {
+		set, cds := compileCedar(shadowSources, r.caps)
+		add(cds...)
+		r.shadow = set
 	}
 	if len(le.Diagnostics) > 0 {
 		for _, d := range le.Diagnostics {

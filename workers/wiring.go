@@ -197,7 +197,7 @@ func MemoryFromEnv() proposals.Memory {
 // for live reload. Embedded documents never change under a running worker.
 func WatchedFiles(cfg config.Config) []string {
 	var out []string
-	for _, f := range []string{cfg.RegistryFile, cfg.PolicyFile, cfg.CedarFile, cfg.GuidanceFile, os.Getenv(mcp.EnvServers)} {
+	for _, f := range []string{cfg.RegistryFile, cfg.PolicyFile, cfg.CedarFile, cfg.CedarShadowFile, cfg.GuidanceFile, os.Getenv(mcp.EnvServers)} {
 		if f != "" {
 			out = append(out, f)
 		}
@@ -378,6 +378,16 @@ func LoadRegistryWith(cfg config.Config, temporalProbe, storeProbe capabilities.
 		}
 		if !registry.IsCedarSource(src) {
 			return nil, fmt.Errorf("AIRLOCK_CEDAR_POLICY %s: a Cedar policy file's name ends in %s", cfg.CedarFile, registry.CedarSuffix)
+		}
+		sources = append(sources, src)
+	}
+	if cfg.CedarShadowFile != "" {
+		src, err := registry.FileSource(cfg.CedarShadowFile)
+		if err != nil {
+			return nil, err
+		}
+		if !registry.IsShadowSource(src) {
+			return nil, fmt.Errorf("AIRLOCK_CEDAR_SHADOW %s: a shadow Cedar policy file's name ends in %s", cfg.CedarShadowFile, registry.ShadowSuffix)
 		}
 		sources = append(sources, src)
 	}
