@@ -7,12 +7,14 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/airlock-dev/airlock/activities"
+	"github.com/airlock-dev/airlock/internal/cedarpolicy"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/parse"
 	"github.com/airlock-dev/airlock/registry"
@@ -202,6 +204,12 @@ func (t *turn) admit(ctx workflow.Context, pr *proposal) error {
 	pr.audit.ArgsDigest = adm.ArgsDigest
 	if !adm.Admitted {
 		return end(activities.OutcomeRejected, adm.Stage, adm.Code, adm.Detail)
+	}
+	switch {
+	case adm.Automatic && adm.Cedar != nil && adm.Cedar.Outcome == cedarpolicy.OutcomePermit:
+		pr.po.AllowedBy = "cedar " + strings.Join(adm.Cedar.Policies, ",")
+	case adm.Automatic && adm.UserProvided:
+		pr.po.AllowedBy = "automatic-when-user-provided"
 	}
 	if !adm.Automatic {
 		pr.deniedKey = adm.Key() + "/" + adm.ArgsDigest
