@@ -16,7 +16,9 @@ import (
 
 func cedarRegistry(t *testing.T, live, shadow string) *registry.Registry {
 	t.Helper()
-	noop := func(context.Context, *urlArgs, registry.Invocation) (registry.Output, error) { return registry.Output{}, nil }
+	noop := func(context.Context, *urlArgs, registry.Invocation) (registry.Output, error) {
+		return registry.Output{}, nil
+	}
 	type none struct{}
 	srcs := []registry.Source{registry.Base(), registry.BasePolicy()}
 	if live != "" {
@@ -26,7 +28,9 @@ func cedarRegistry(t *testing.T, live, shadow string) *registry.Registry {
 		srcs = append(srcs, registry.Source{Name: "next.shadow.cedar", Data: []byte(shadow)})
 	}
 	r, err := registry.Load(srcs, []registry.Implementation{
-		registry.Typed("system.health", 1, func(context.Context, *none, registry.Invocation) (registry.Output, error) { return registry.Output{}, nil }),
+		registry.Typed("system.health", 1, func(context.Context, *none, registry.Invocation) (registry.Output, error) {
+			return registry.Output{}, nil
+		}),
 		registry.Typed("web.fetch", 1, noop),
 		capabilities.CatalogList(&catalog.Catalog{}), capabilities.CatalogDescribe(&catalog.Catalog{}),
 	})
