@@ -8,7 +8,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/airlock-dev/airlock/internal/cedarpolicy"
+	"github.com/airlock-dev/airlock/cedarpolicy"
 	"github.com/airlock-dev/airlock/internal/provenance"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/registry"

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/cedarpolicy"
 	"github.com/airlock-dev/airlock/internal/capabilities"
 	"github.com/airlock-dev/airlock/internal/catalog"
-	"github.com/airlock-dev/airlock/internal/cedarpolicy"
 	"github.com/airlock-dev/airlock/internal/parse"
 	"github.com/airlock-dev/airlock/internal/provenance"
 	"github.com/airlock-dev/airlock/registry"

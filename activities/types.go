@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/airlock-dev/airlock/cedarpolicy"
 	"github.com/airlock-dev/airlock/internal/approvers"
-	"github.com/airlock-dev/airlock/internal/cedarpolicy"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/parse"
 	"github.com/airlock-dev/airlock/internal/provenance"

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/airlock-dev/airlock/internal/cedarpolicy"
+	"github.com/airlock-dev/airlock/cedarpolicy"
 )
 
 // CedarSuffix is the file name suffix of a Cedar policy source (issue 37).

@@ -17,8 +17,8 @@ import (
 	"github.com/invopop/jsonschema"
 	jsv "github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/airlock-dev/airlock/cedarpolicy"
 	"github.com/airlock-dev/airlock/internal/canonical"
-	"github.com/airlock-dev/airlock/internal/cedarpolicy"
 )
 
 // Embedded is the checked-in production registry, compiled into the binary so a worker never

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/airlock-dev/airlock/cedarpolicy"
 	"github.com/airlock-dev/airlock/internal/approvers"
-	"github.com/airlock-dev/airlock/internal/cedarpolicy"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/registry"
 )

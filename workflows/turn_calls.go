@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/airlock-dev/airlock/activities"
-	"github.com/airlock-dev/airlock/internal/cedarpolicy"
+	"github.com/airlock-dev/airlock/cedarpolicy"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/parse"
 	"github.com/airlock-dev/airlock/registry"

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/airlock-dev/airlock/activities"
-	"github.com/airlock-dev/airlock/internal/cedarpolicy"
+	"github.com/airlock-dev/airlock/cedarpolicy"
 	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/eval"
 	"github.com/airlock-dev/airlock/internal/store"

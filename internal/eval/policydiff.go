@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/activities"
+	"github.com/airlock-dev/airlock/cedarpolicy"
 	"github.com/airlock-dev/airlock/internal/agentdojo"
-	"github.com/airlock-dev/airlock/internal/cedarpolicy"
 	"github.com/airlock-dev/airlock/internal/provenance"
 	"github.com/airlock-dev/airlock/registry"
 )
