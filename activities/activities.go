@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/airlock-dev/airlock/cedarpolicy"
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/canonical"
 	"github.com/airlock-dev/airlock/internal/clients"
@@ -22,6 +23,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/parse"
 	"github.com/airlock-dev/airlock/internal/passkey"
 	"github.com/airlock-dev/airlock/internal/proposals"
+	"github.com/airlock-dev/airlock/internal/provenance"
 	"github.com/airlock-dev/airlock/internal/recording"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/stream"
@@ -305,7 +307,12 @@ func (a *Activities) Admit(ctx context.Context, in AdmitInput) (Admission, error
 		in.Now = a.now()
 	}
 	in.UserProvided = a.userProvided(ctx, turnConversation("", in.WorkflowID), in.Call.Arguments)
+	in.Provenance = a.provenanceHook(ctx, turnConversation("", in.WorkflowID), in.Call.Arguments)
+	in.Groups = a.principalGroups(in.Principal)
 	ad := Admit(a.reg(), in)
+	if err := a.recordShadow(ctx, in, ad); err != nil {
+		return ad, err
+	}
 	if ad.Warning != "" {
 		activity.GetLogger(ctx).Warn("deprecated capability admitted", "capability", ad.Key(), "warning", ad.Warning, "workflow", in.WorkflowID, "seq", in.Seq)
 		if a.Store != nil && in.WorkflowID != "" {
@@ -397,7 +404,36 @@ func Admit(reg *registry.Registry, in AdmitInput) Admission {
 	canon, _ := canonical.Canonicalize(c.Arguments)
 	ad.Admitted = true
 	ad.Automatic = auth.Automatic
-	if auth.IfUserProvided && !ad.Automatic && in.UserProvided != nil && in.UserProvided(leavingFields(cap)) {
+	set, shadow := reg.Cedar(), reg.CedarShadow()
+	var req cedarpolicy.Request
+	if set != nil || shadow != nil {
+		rep := provenance.Report{Rules: provenance.Rules, Error: "the turn's context was not read"}
+		if in.Provenance != nil {
+			rep = in.Provenance()
+		}
+		req = CedarRequest(cap, in.Principal, in.Groups, c.Arguments, rep, now, in.Calls)
+	}
+	if shadow != nil {
+		// A candidate policy in shadow (issue 37): decided on the same facts, recorded by the
+		// Admit activity (policy_shadow), never acted on.
+		ad.Shadow, ad.facts = VerdictOf(shadow.Decide(req), shadow.Digest()), &req
+	}
+	if set != nil {
+		// A Cedar policy decides how (issue 37): permit runs without a human, forbid refuses
+		// with its reason, no decision asks (with the ask rules' groups and quorum). The JSON
+		// policy above still decides whether the principal may call the capability at all.
+		d := set.Decide(req)
+		ad.Cedar = VerdictOf(d, set.Digest())
+		switch d.Outcome {
+		case cedarpolicy.OutcomeForbid:
+			ad.Admitted = false
+			return reject(StagePolicy, PolicyForbidden, d.Reason)
+		case cedarpolicy.OutcomePermit:
+			ad.Automatic = true
+		default:
+			ad.Automatic = false
+		}
+	} else if auth.IfUserProvided && !ad.Automatic && in.UserProvided != nil && in.UserProvided(leavingFields(cap)) {
 		ad.Automatic, ad.UserProvided = true, true
 	}
 	ad.DistinctApprover = auth.DistinctApprover
@@ -444,8 +480,8 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 		Arguments: in.Arguments, Display: in.Display, CreatedAt: now, ExpiresAt: now.Add(in.TTL),
 		RegistryRevision: rev, Disclosure: discJSON,
 		Provenance:      a.provenanceOf(ctx, turnConversation(in.Conversation, in.WorkflowID), in.Arguments),
-		ApproverGroups:  a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version}).ApproverGroups,
-		PasskeyRequired: a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version}).Passkey,
+		ApproverGroups:  a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version, Cedar: in.Cedar}).ApproverGroups,
+		PasskeyRequired: a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version, Cedar: in.Cedar}).Passkey,
 	})
 	if err != nil {
 		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
@@ -465,7 +501,7 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 			disc = &stored
 		}
 	}
-	pol := a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version})
+	pol := a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version, Cedar: in.Cedar})
 	return IssueOutput{ConfirmationID: row.ID, ExpiresAt: row.ExpiresAt, Disclosure: disc, Provenance: row.Provenance,
 		ApproverGroups: row.ApproverGroups, Quorum: pol.Approvals(), PasskeyRequired: row.PasskeyRequired}, nil
 }
@@ -830,8 +866,11 @@ func (a *Activities) executeChecked(ctx context.Context, in ExecuteInput, conf *
 	// A confirmed call, whether the registry or the policy asked for the confirmation (a policy
 	// may confirm a local read-only capability), runs only as approved and at most once.
 	confirmed := !c.Automatic() || in.ConfirmationID != ""
-	if confirmed && in.ConfirmationID == "" && a.runsAsUserProvided(ctx, reg, c, in) {
+	if confirmed && in.ConfirmationID == "" && reg.Cedar() == nil && a.runsAsUserProvided(ctx, reg, c, in) {
 		confirmed = false // automatic-when-user-provided, checked again here on the stored context
+	}
+	if confirmed && in.ConfirmationID == "" && a.runsAsCedarPermit(ctx, reg, c, in) {
+		confirmed = false // a Cedar permit, checked again here on the stored context
 	}
 	if confirmed {
 		out, row, ok := a.approved(ctx, in, now)

@@ -33,8 +33,14 @@ const (
 
 // approvalPolicy is the policy entry of the capability in.CapabilityID@in.Version in the
 // served registry (zero: none, which admission never lets reach a confirmation).
+//
+// Under a Cedar policy (issue 37) the ask rules that matched the call name its groups and
+// quorum (in.Cedar, from the admission); the JSON entry keeps the four-eyes and passkey rules.
 func (a *Activities) approvalPolicy(in ConsumeInput) registry.PolicyEntry {
 	pe, _ := a.reg().Policy().Entry(keyOf(in.CapabilityID, in.Version))
+	if in.Cedar != nil && a.reg().Cedar() != nil {
+		pe.ApproverGroups, pe.Quorum = in.Cedar.Groups, in.Cedar.Quorum
+	}
 	return pe
 }
 

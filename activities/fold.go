@@ -164,6 +164,9 @@ func (a *Activities) foldAfter(ctx context.Context, in InferInput, out *InferOut
 		return err
 	}
 	fr.AssistantRecorded = true
+	if reg.Cedar() != nil {
+		return nil // a Cedar policy reads the turn's call count: the workflow admits each call
+	}
 	for i, c := range parsed.Calls {
 		if !c.Candidate() {
 			continue

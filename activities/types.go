@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/airlock-dev/airlock/cedarpolicy"
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/parse"
+	"github.com/airlock-dev/airlock/internal/provenance"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/registry"
 )
@@ -138,6 +140,15 @@ type AdmitInput struct {
 	// principal's own messages (the Admit activity computes it from the stored context; nil:
 	// the policy confirms). Never serialized: workflows cannot pass code.
 	UserProvided func(fields []string) bool `json:"-"`
+	// Calls is how many capability calls the turn made before this one (the Cedar policy's
+	// context.turn.calls).
+	Calls int `json:"calls,omitempty"`
+	// Provenance, when set, computes the provenance of the call's arguments for the Cedar
+	// policy (the Admit activity reads the stored context; nil: every origin is none, so no
+	// rule over provenance permits). Groups are the principal's groups (the approvers file).
+	// Never serialized.
+	Provenance func() provenance.Report `json:"-"`
+	Groups     []string                 `json:"-"`
 }
 
 // AuditDeprecatedAdmitted is the audit kind of a deprecated capability admitted before its
@@ -177,6 +188,15 @@ type Admission struct {
 	// Display is the literal, human-readable form of the call shown to approvers.
 	Display string        `json:"display,omitempty"`
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// Cedar is the Cedar policy's verdict when the registry serves one (issue 37): permit
+	// made the call automatic, forbid rejected it (Code PolicyForbidden), ask sent it to a
+	// confirmation decided by Cedar.Groups and Cedar.Quorum.
+	Cedar *CedarVerdict `json:"cedar,omitempty"`
+	// Shadow is the candidate Cedar policy's would-be verdict (AIRLOCK_CEDAR_SHADOW), recorded
+	// in the audit and never acted on; nil when no candidate runs.
+	Shadow *CedarVerdict `json:"shadow,omitempty"`
+	// facts is the policy request the verdicts were made on (for the shadow audit row).
+	facts *cedarpolicy.Request
 	// RegistryRevision is what the admission is bound to: the capability's registry
 	// Fingerprint (entry, policy entry, principals' grants, argument schema) when it resolved,
 	// else the whole registry's revision. A confirmation issued and an execution run under
@@ -189,7 +209,10 @@ func (a Admission) Key() string { return keyOf(a.CapabilityID, a.Version) }
 
 // IssueInput asks for a confirmation token for one admitted candidate.
 type IssueInput struct {
-	WorkflowID string `json:"workflow_id"`
+	// Cedar is the admission's Cedar verdict (an ask): its groups and quorum decide the
+	// confirmation instead of the JSON policy entry's (nil: the JSON policy's).
+	Cedar      *CedarVerdict `json:"cedar,omitempty"`
+	WorkflowID string        `json:"workflow_id"`
 	// Conversation is the turn's conversation, whose context provenance reads ("" for inputs
 	// recorded before it was carried: the one the workflow id holds).
 	Conversation string          `json:"conversation,omitempty"`
@@ -233,13 +256,16 @@ type IssueOutput struct {
 // ConsumeInput presents one decision to the confirmation the workflow is waiting on, with the
 // binding the workflow expects. The decision carries a MAC, never the token.
 type ConsumeInput struct {
-	ConfirmationID string `json:"confirmation_id"`
-	WorkflowID     string `json:"workflow_id"`
-	RunID          string `json:"run_id"`
-	Seq            int    `json:"seq"`
-	CapabilityID   string `json:"capability_id"`
-	Version        int    `json:"version"`
-	ArgsDigest     string `json:"args_digest"`
+	// Cedar is the admission's Cedar verdict (an ask), whose groups and quorum decide who
+	// may approve and how many approvals the call needs (nil: the JSON policy entry's).
+	Cedar          *CedarVerdict `json:"cedar,omitempty"`
+	ConfirmationID string        `json:"confirmation_id"`
+	WorkflowID     string        `json:"workflow_id"`
+	RunID          string        `json:"run_id"`
+	Seq            int           `json:"seq"`
+	CapabilityID   string        `json:"capability_id"`
+	Version        int           `json:"version"`
+	ArgsDigest     string        `json:"args_digest"`
 	// Presentation identifies this presentation (deterministic in the workflow), so a retry
 	// of the consume whose reply was lost is told apart from a replayed decision.
 	Presentation string `json:"presentation,omitempty"`
@@ -383,6 +409,8 @@ type ExecuteInput struct {
 	// caller's visibility from them, never from the model's arguments.
 	Principal string   `json:"principal,omitempty"`
 	Scope     []string `json:"scope,omitempty"`
+	// Calls is the turn's calls before this one (AdmitInput.Calls), for Execute's own Cedar check.
+	Calls int `json:"calls,omitempty"`
 }
 
 // ExecuteOutput is the capability result. Outcome is executed, failed (the capability reported

@@ -102,7 +102,7 @@ func TestUserProvidedURLRunsAutomatically(t *testing.T) {
 	for _, o := range client.Origins(p) {
 		labels[o.Path] = o.Label
 	}
-	if labels["/url"] != "not found in the conversation" || labels["/url#host"] != "from your message" {
+	if labels["/url"] != "not found in the conversation" || !strings.HasPrefix(labels["/url#host"], "from your message and also in web.fetch result #1") {
 		t.Errorf("origins of the held call = %v (report %s)", labels, row.Provenance)
 	}
 	decide(t, c, cfg, st, p.ConfirmationID, workflows.DecisionDeny, "bob")

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-//go:embed layers/*.json policies/*.json
+//go:embed layers/*.json policies/*.json policies/*.cedar
 var layerFS embed.FS
 
 // EmbeddedPolicy is the checked-in authorization policy sidecar of the base registry
@@ -55,6 +55,16 @@ func LayerPolicy(name string) (Source, error) {
 		return Source{}, fmt.Errorf("registry: layer %q has no embedded policy (known layers: %s)", name, strings.Join(LayerNames(), ", "))
 	}
 	return Source{Name: "policy of layer " + name, Data: b}, nil
+}
+
+// LayerCedar returns the shipped Cedar policy of the layer called name
+// (registry/policies/<name>.cedar, issue 37); ok is false when the layer ships none.
+func LayerCedar(name string) (src Source, ok bool) {
+	b, err := layerFS.ReadFile("policies/" + name + ".cedar")
+	if err != nil {
+		return Source{}, false
+	}
+	return Source{Name: "policies/" + name + ".cedar", Data: b}, true
 }
 
 // Base returns the embedded base registry document.

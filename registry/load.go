@@ -17,6 +17,7 @@ import (
 	"github.com/invopop/jsonschema"
 	jsv "github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/airlock-dev/airlock/cedarpolicy"
 	"github.com/airlock-dev/airlock/internal/canonical"
 )
 
@@ -101,6 +102,10 @@ type Registry struct {
 	byTool   map[string]*Capability
 	byKey    map[string]*Capability
 	policy   *Policy
+	// cedar is the Cedar policy (a source named *.cedar), nil when none is loaded.
+	cedar *cedarpolicy.Set
+	// shadow is the candidate Cedar policy (a source named *.shadow.cedar), nil when none.
+	shadow *cedarpolicy.Set
 }
 
 // Load parses and validates registry documents (the base registry plus optional layers) and
@@ -137,9 +142,18 @@ func load(sources []Source, impls []Implementation, bind bool) (*Registry, error
 	}
 	add := func(ds ...Diagnostic) { le.Diagnostics = append(le.Diagnostics, ds...) }
 	docs, brokenDocs, brokenPolicies := 0, 0, 0
+	var cedarSources, shadowSources []Source
 	for _, src := range sources {
 		names = append(names, src.Name)
+		if IsShadowSource(src) {
+			shadowSources = append(shadowSources, src) // not in the revision: it decides nothing
+			continue
+		}
 		content = append(content, src.Data...)
+		if IsCedarSource(src) {
+			cedarSources = append(cedarSources, src)
+			continue
+		}
 		policyDoc := isPolicy(src.Data)
 		raw, err := jsv.UnmarshalJSON(bytes.NewReader(src.Data))
 		if err == nil {
@@ -296,6 +310,16 @@ func load(sources []Source, impls []Implementation, bind bool) (*Registry, error
 	pol, pds := checkPolicies(policies, brokenPolicies, byKey)
 	add(pds...)
 	r.policy = pol
+	if len(cedarSources) > 0 && len(le.Diagnostics) == 0 {
+		set, cds := compileCedar(cedarSources, r.caps)
+		add(cds...)
+		r.cedar = set
+	}
+	if len(shadowSources) > 0 && len(le.Diagnostics) == 0 {
+		set, cds := compileCedar(shadowSources, r.caps)
+		add(cds...)
+		r.shadow = set
+	}
 	if len(le.Diagnostics) > 0 {
 		for _, d := range le.Diagnostics {
 			le.Problems = append(le.Problems, d.String())
@@ -306,8 +330,12 @@ func load(sources []Source, impls []Implementation, bind bool) (*Registry, error
 	for _, c := range r.caps {
 		pe, _ := json.Marshal(pol.byKey[c.Key()])
 		ent, _ := json.Marshal(c.Entry)
+		parts := [][]byte{ent, pe, principals, c.Schema}
+		if r.cedar != nil {
+			parts = append(parts, []byte(r.cedar.Digest())) // a Cedar policy change voids approvals too
+		}
 		h := sha256.New()
-		for _, part := range [][]byte{ent, pe, principals, c.Schema} {
+		for _, part := range parts {
 			h.Write(part)
 			h.Write([]byte{0})
 		}

@@ -114,6 +114,10 @@ const (
 	// RulePolicyUserProvided: autonomy "automatic-when-user-provided" only for capabilities the
 	// registry declares without side effect (issue 24 item 3).
 	RulePolicyUserProvided Rule = "policy-user-provided"
+	// RuleCedarPolicy: a Cedar policy (a source named *.cedar, issue 37) parses and validates
+	// against the schema generated from the loaded registry: it names only registered
+	// capabilities, their arguments and the context Airlock gives, with the right types.
+	RuleCedarPolicy Rule = "cedar-policy"
 )
 
 // RuleInfo describes a rule for diagnostics and the generated documentation.
@@ -170,6 +174,7 @@ func AllRules() []RuleInfo {
 		{RulePolicyPrincipalRef, true, "principals are declared once; every grant held or required is declared"},
 		{RulePolicyAutonomy, true, "autonomy automatic only for local, read-only capabilities"},
 		{RulePolicyUserProvided, true, "autonomy automatic-when-user-provided only for capabilities without side effect"},
+		{RuleCedarPolicy, true, "a Cedar policy validates against the schema generated from the registry"},
 	}
 }
 

@@ -83,6 +83,9 @@ func TestEachRuleHasAFixtureThatFailsWithItsOwnRule(t *testing.T) {
 			var sources []Source
 			impls := baseImpls()
 			switch {
+			case rule == RuleCedarPolicy:
+				// The fixture is Cedar text: a source named *.cedar beside the base registry.
+				sources = []Source{Base(), BasePolicy(), {Name: "cedar-policy.cedar", Data: b}}
 			case rule == RulePolicyMissing:
 				sources = []Source{src}
 				impls = fixtureImpls(t, src)

@@ -197,7 +197,7 @@ func MemoryFromEnv() proposals.Memory {
 // for live reload. Embedded documents never change under a running worker.
 func WatchedFiles(cfg config.Config) []string {
 	var out []string
-	for _, f := range []string{cfg.RegistryFile, cfg.PolicyFile, cfg.GuidanceFile, os.Getenv(mcp.EnvServers)} {
+	for _, f := range []string{cfg.RegistryFile, cfg.PolicyFile, cfg.CedarFile, cfg.CedarShadowFile, cfg.GuidanceFile, os.Getenv(mcp.EnvServers)} {
 		if f != "" {
 			out = append(out, f)
 		}
@@ -371,5 +371,65 @@ func LoadRegistryWith(cfg config.Config, temporalProbe, storeProbe capabilities.
 		return nil, err
 	}
 	impls = append(impls, mcpImpls...)
-	return registry.Load(sources, impls)
+	if cfg.CedarFile != "" {
+		src, err := registry.FileSource(cfg.CedarFile)
+		if err != nil {
+			return nil, err
+		}
+		if !registry.IsCedarSource(src) {
+			return nil, fmt.Errorf("AIRLOCK_CEDAR_POLICY %s: a Cedar policy file's name ends in %s", cfg.CedarFile, registry.CedarSuffix)
+		}
+		sources = append(sources, src)
+	}
+	if cfg.CedarShadowFile != "" {
+		src, err := registry.FileSource(cfg.CedarShadowFile)
+		if err != nil {
+			return nil, err
+		}
+		if !registry.IsShadowSource(src) {
+			return nil, fmt.Errorf("AIRLOCK_CEDAR_SHADOW %s: a shadow Cedar policy file's name ends in %s", cfg.CedarShadowFile, registry.ShadowSuffix)
+		}
+		sources = append(sources, src)
+	}
+	reg, err := registry.Load(sources, impls)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckCedarGroups(reg, cfg.ApproversPath()); err != nil {
+		return nil, err
+	}
+	return reg, nil
+}
+
+// ErrUnknownGroup reports a Cedar policy naming a group no approver in the approvers file
+// belongs to: refused at load (issue 37), like a capability or argument the registry does not
+// know.
+var ErrUnknownGroup = errors.New("workers: the Cedar policy names a group the approvers file does not know")
+
+// CheckCedarGroups refuses reg's Cedar policy when it names a group (a Group entity or an ask
+// rule's @groups) that no approver in the approvers file at path belongs to. A registry without
+// a Cedar policy passes.
+func CheckCedarGroups(reg *registry.Registry, path string) error {
+	set := reg.Cedar()
+	if set == nil || len(set.Groups()) == 0 {
+		return nil
+	}
+	known := map[string]bool{}
+	if as, err := approvers.NewSource(path).Current(); err == nil && as != nil {
+		for _, n := range as.Names() {
+			for _, g := range as.GroupsOf(n) {
+				known[g] = true
+			}
+		}
+	}
+	var unknown []string
+	for _, g := range set.Groups() {
+		if !known[g] {
+			unknown = append(unknown, g)
+		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("%w: %s names %s, not a group of any approver in %s", ErrUnknownGroup, set.Source(), strings.Join(unknown, ", "), path)
+	}
+	return nil
 }

@@ -321,6 +321,10 @@ type ProposalOutcome struct {
 	// Attempts is how many times an idempotent capability was started for this proposal
 	// (0 for everything else, which runs at most once).
 	Attempts int `json:"attempts,omitempty"`
+	// AllowedBy names the policy rule that let a call run without a human when the registry
+	// alone would not ("automatic-when-user-provided", or "cedar " and the permitting Cedar
+	// policies; issue 37): a rule-allowed call, told apart from a violation. "" otherwise.
+	AllowedBy string `json:"allowed_by,omitempty"`
 }
 
 // ToolReportedError reports whether the capability ran and returned its error as data (outcome

@@ -7,12 +7,14 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/airlock-dev/airlock/activities"
+	"github.com/airlock-dev/airlock/cedarpolicy"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/parse"
 	"github.com/airlock-dev/airlock/registry"
@@ -43,6 +45,9 @@ type proposal struct {
 	// silent: its verdict adds no context message (an edited proposal, whose call id the
 	// approver's proposal answers: one tool message per call id).
 	silent bool
+	// calls is how many capability calls the turn made before this one (the Cedar policy's
+	// context.turn.calls), set when it is admitted.
+	calls int
 	// egress, set for a catalog read, admits its result into model context (or replaces it
 	// with a budget refusal) before it is recorded.
 	egress func(out *activities.ExecuteOutput)
@@ -200,6 +205,12 @@ func (t *turn) admit(ctx workflow.Context, pr *proposal) error {
 	if !adm.Admitted {
 		return end(activities.OutcomeRejected, adm.Stage, adm.Code, adm.Detail)
 	}
+	switch {
+	case adm.Automatic && adm.Cedar != nil && adm.Cedar.Outcome == cedarpolicy.OutcomePermit:
+		pr.po.AllowedBy = "cedar " + strings.Join(adm.Cedar.Policies, ",")
+	case adm.Automatic && adm.UserProvided:
+		pr.po.AllowedBy = "automatic-when-user-provided"
+	}
 	if !adm.Automatic {
 		pr.deniedKey = adm.Key() + "/" + adm.ArgsDigest
 		if t.denied[pr.deniedKey] {
@@ -213,8 +224,9 @@ func (t *turn) admit(ctx workflow.Context, pr *proposal) error {
 // admitInput is the Admit input of pr: the call, the turn's scope and principal (checked
 // against the policy) and the workflow's clock (deprecation deadlines).
 func (t *turn) admitInput(ctx workflow.Context, pr *proposal) activities.AdmitInput {
+	pr.calls = max(t.calls-1, 0) // t.calls counts this one already
 	return activities.AdmitInput{Call: pr.call, Scope: t.req.Scope, Principal: t.req.Principal, Now: workflow.Now(ctx),
-		WorkflowID: t.workflowID, RunID: t.runID, Seq: pr.po.Seq}
+		WorkflowID: t.workflowID, RunID: t.runID, Seq: pr.po.Seq, Calls: pr.calls}
 }
 
 // resurface handles pr's confirmation voided by a registry change:
@@ -264,7 +276,7 @@ func (t *turn) issue(ctx workflow.Context, pr *proposal) error {
 	if err := workflow.ExecuteLocalActivity(localCtx(ctx, "issue confirmation "+adm.Key()), a.IssueConfirmation, activities.IssueInput{
 		WorkflowID: t.workflowID, Conversation: t.req.Conversation, RunID: t.runID, Seq: pr.po.Seq, CallID: call.CallID, CapabilityID: adm.CapabilityID,
 		Version: adm.Version, ArgsDigest: adm.ArgsDigest, Arguments: call.Arguments, Display: adm.Display, TTL: t.req.ConfirmationTTL,
-		RegistryRevision: adm.RegistryRevision, Surfaced: pr.surfaced,
+		RegistryRevision: adm.RegistryRevision, Surfaced: pr.surfaced, Cedar: adm.Cedar,
 	}).Get(ctx, &iss); err != nil {
 		return fmt.Errorf("issue confirmation #%d: %w", pr.po.Seq, err)
 	}
@@ -395,7 +407,7 @@ func (t *turn) execute(ctx workflow.Context, pr *proposal, decision *activities.
 	// external or effectful ones as regular activities with a durable result.
 	in := activities.ExecuteInput{WorkflowID: t.workflowID, Seq: po.Seq, Round: pr.round, CallID: call.CallID, CapabilityID: adm.CapabilityID,
 		Version: adm.Version, Arguments: call.Arguments, Session: t.req.Session, RegistryRevision: adm.RegistryRevision,
-		ConfirmationID: po.ConfirmationID, Principal: t.req.Principal, Scope: t.req.Scope}
+		ConfirmationID: po.ConfirmationID, Principal: t.req.Principal, Scope: t.req.Scope, Calls: pr.calls}
 	summary := summarize("execute " + adm.Key())
 	// A retry after a dead worker (heartbeat timeout) starts after 0.1 s (the ledger answers a
 	// confirmed or effectful call's retry: outcome_unknown, never a second run). Twelve attempts

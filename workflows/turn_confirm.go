@@ -566,7 +566,7 @@ func (t *turn) isDeferred(n int) bool {
 func (t *turn) consume(ctx workflow.Context, p PendingConfirmation, adm activities.Admission, d Decision, n int) (activities.ConsumeOutput, error) {
 	var cons activities.ConsumeOutput
 	err := workflow.ExecuteLocalActivity(localCtx(ctx, "consume confirmation "+p.ConfirmationID), a.ConsumeConfirmation, activities.ConsumeInput{
-		ConfirmationID: p.ConfirmationID, WorkflowID: t.workflowID, RunID: t.runID, Seq: p.Seq,
+		ConfirmationID: p.ConfirmationID, WorkflowID: t.workflowID, RunID: t.runID, Seq: p.Seq, Cedar: adm.Cedar,
 		CapabilityID: adm.CapabilityID, Version: adm.Version, ArgsDigest: adm.ArgsDigest,
 		Presentation: fmt.Sprintf("%s/%s/%d/%d", t.workflowID, t.runID, p.Seq, n),
 		Decision:     d.Decision, Approver: d.Approver, Reason: d.Reason, Nonce: d.Nonce, MAC: d.MAC, Arguments: d.Arguments,

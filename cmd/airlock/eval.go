@@ -31,6 +31,9 @@ type evalFlags struct {
 	quiet       bool
 	// autonomy is the generated layers' policy: structural, or user-provided (issue 24).
 	autonomy string
+	// cedar is the suites' Cedar policy: "shipped" (registry/policies/agentdojo-<suite>.cedar)
+	// or a folder of <suite>.cedar; "" none (issue 37).
+	cedar string
 }
 
 func (f *evalFlags) register(cmd *cobra.Command, dirFlag, dirHelp, suiteHelp, modelHelp string) {
@@ -46,6 +49,7 @@ func (f *evalFlags) register(cmd *cobra.Command, dirFlag, dirHelp, suiteHelp, mo
 	fl.IntVar(&f.maxRounds, "max-rounds", 0, "override the per-turn inference round budget (0: Airlock's default)")
 	fl.IntVar(&f.maxCalls, "max-calls", 0, "override the per-turn call budget (0: Airlock's default)")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
+	fl.StringVar(&f.cedar, "cedar", "", "the suites' Cedar policy, deciding beside the JSON one (issue 37): \"shipped\" for registry/policies/agentdojo-<suite>.cedar, or a folder of <suite>.cedar")
 	fl.StringVar(&f.autonomy, "autonomy", eval.AutonomyStructural, "the suites' authorization policy: structural (reads that stay local run automatically, everything else is confirmed) or user-provided (also reads without side effect whose every argument value is in the user's own messages, such as get_webpage of a URL the user typed: issue 24)")
 }
 
@@ -159,6 +163,9 @@ func runEval(cmd *cobra.Command, f evalFlags, corpus eval.Corpus, cases []*eval.
 	default:
 		return fmt.Errorf("--autonomy %q: want %s or %s", f.autonomy, eval.AutonomyStructural, eval.AutonomyUserProvided)
 	}
+	if f.cedar != "" {
+		corpus.Cedar = suitePolicy(f.cedar)
+	}
 	switch {
 	case f.concurrency < 1:
 		return fmt.Errorf("--concurrency must be at least 1, not %d", f.concurrency)
@@ -220,6 +227,9 @@ func runEval(cmd *cobra.Command, f evalFlags, corpus eval.Corpus, cases []*eval.
 	}
 	rep := eval.Build(results, policy, f.concurrency, elapsed, time.Now())
 	rep.Autonomy = f.autonomy
+	if f.cedar != "" {
+		rep.Autonomy += " + cedar " + f.cedar
+	}
 	if f.asJSON {
 		var b bytes.Buffer
 		if err = rep.WriteJSON(&b); err == nil {

@@ -127,6 +127,6 @@ what is in effect and where it came from), overridden by the environment, overri
 	pf.StringVar(&cfg.CorpusDir, "corpus", cfg.CorpusDir, "AgentDojo corpus folder with tools.json and runs/ (AIRLOCK_CORPUS)")
 	addStackPortFlags(pf)
 	root.AddCommand(newWorkerCmd(), newWebCmd(), newTurnCmd(), newPendingCmd(), newApproveCmd(), newDenyCmd(), newEditCmd(), newAuditCmd(),
-		newParseCmd(), newReplayCmd(), newRegistryCmd(), newStackCmd(), newClusterCmd(), newHealthCmd(), newDoctorCmd(), newCodecServerCmd(), newCodecKeyCmd(), newDevCmd(), newEvalCmd(), newApproversCmd(), newClientsCmd(), newProposalsCmd(), newExportCmd(), newBenchCmd(), newMCPCmd(), newStreamCmd(), newConfigCmd(), newDeployCmd(), newAPICmd())
+		newParseCmd(), newReplayCmd(), newRegistryCmd(), newStackCmd(), newClusterCmd(), newHealthCmd(), newDoctorCmd(), newCodecServerCmd(), newCodecKeyCmd(), newDevCmd(), newEvalCmd(), newApproversCmd(), newClientsCmd(), newProposalsCmd(), newExportCmd(), newBenchCmd(), newMCPCmd(), newStreamCmd(), newConfigCmd(), newDeployCmd(), newAPICmd(), newPolicyCmd())
 	return root
 }

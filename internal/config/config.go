@@ -42,6 +42,14 @@ type Config struct {
 	// PolicyFile replaces the embedded authorization policy sidecar of the base registry
 	// (AIRLOCK_POLICY, capability-authorization-policy.v1); empty = embedded.
 	PolicyFile string
+	// CedarFile is a Cedar policy file (AIRLOCK_CEDAR_POLICY, *.cedar; issue 37) deciding
+	// stage 3 beside the JSON policy: permit runs, forbid refuses, no decision asks. Empty:
+	// none. Reloaded live like the registry.
+	CedarFile string
+	// CedarShadowFile is a candidate Cedar policy (AIRLOCK_CEDAR_SHADOW, *.shadow.cedar) run
+	// in shadow: evaluated beside the live policy on every call, its would-be decision recorded
+	// in the audit (policy_shadow rows), never acted on.
+	CedarShadowFile string
 	// GuidanceFile replaces the embedded capability guidance (AIRLOCK_GUIDANCE,
 	// capability-guidance.v1): optional, lower-trust descriptions catalog describe shows when
 	// bound to the exact contract; empty = embedded.
@@ -103,6 +111,8 @@ func FromEnv() Config {
 		CorpusDir:        os.Getenv("AIRLOCK_CORPUS"),
 		RegistryFile:     os.Getenv("AIRLOCK_REGISTRY"),
 		PolicyFile:       os.Getenv("AIRLOCK_POLICY"),
+		CedarFile:        os.Getenv("AIRLOCK_CEDAR_POLICY"),
+		CedarShadowFile:  os.Getenv("AIRLOCK_CEDAR_SHADOW"),
 		GuidanceFile:     os.Getenv("AIRLOCK_GUIDANCE"),
 		Layers:           SplitList(os.Getenv("AIRLOCK_REGISTRY_LAYERS")),
 		SecretsDir:       os.Getenv("AIRLOCK_SECRETS_DIR"),

@@ -24,6 +24,9 @@ type Corpus struct {
 	// that are not automatic as such run without a human when every argument value is the
 	// user's own (registry.GenerateUserProvidedPolicy); false is the structural policy.
 	UserProvided bool
+	// Cedar, when set, gives each AgentDojo suite's Cedar policy (issue 37), loaded with the
+	// suite's registry: it decides stage 3 beside the JSON policy.
+	Cedar SuitePolicy
 }
 
 // Loader returns the session loader the replay provider and the replay capabilities share:
@@ -112,7 +115,15 @@ func (c Corpus) Registry(bench, suite string, load capabilities.TraceLoader) (*r
 	if c.UserProvided {
 		policy = registry.GenerateUserProvidedPolicy(src, src.Name+".policy-user-provided")
 	}
-	return registry.Load([]registry.Source{src, policy}, impls)
+	sources := []registry.Source{src, policy}
+	if c.Cedar != nil && bench == BenchAgentDojo {
+		text, err := c.Cedar(suite)
+		if err != nil {
+			return nil, err
+		}
+		sources = append(sources, registry.Source{Name: "agentdojo-" + suite + ".cedar", Data: text})
+	}
+	return registry.Load(sources, impls)
 }
 
 // LoadTauBench reads every trajectory file in dir (<model>-<domain>.json or .sample.json,

@@ -122,7 +122,16 @@ type Source struct {
 	Capability string `json:"capability,omitempty"`
 	CallID     string `json:"call_id,omitempty"`
 	SourceURL  string `json:"source_url,omitempty"`
+	// Warning (Kind user only): every mention of the value in this message is in a sentence
+	// that warns against it or negates it ("do NOT pay GB33…, it is a scam"): the user named
+	// the value, but not as an instruction (issue 37 item 3). Quote is that sentence
+	// (normalised, at most QuoteLimit runes): surfaces show it beside the value.
+	Warning bool   `json:"warning,omitempty"`
+	Quote   string `json:"quote,omitempty"`
 }
+
+// QuoteLimit bounds, in runes, the user's sentence a warned value's source quotes.
+const QuoteLimit = 160
 
 // Value is the provenance of one argument value.
 type Value struct {
@@ -135,15 +144,64 @@ type Value struct {
 	Sources []Source `json:"sources,omitempty"`
 }
 
-// FromUser reports whether the value was found in the principal's own messages.
-func (v Value) FromUser() bool { return v.has(SourceUser) }
+// FromUser reports whether the value was found in the principal's own messages as something
+// they asked for: a message that mentions it only to warn against it (Source.Warning) does not
+// count (issue 37 item 3: being mentioned does not make a value the user's instruction).
+func (v Value) FromUser() bool {
+	for _, s := range v.Sources {
+		if s.Kind == SourceUser && !s.Warning {
+			return true
+		}
+	}
+	return false
+}
+
+// Warned returns the first of the principal's sentences that warns against the value, and
+// whether there is one (the value may be FromUser too, from another message).
+func (v Value) Warned() (quote string, ok bool) {
+	for _, s := range v.Sources {
+		if s.Kind == SourceUser && s.Warning {
+			return s.Quote, true
+		}
+	}
+	return "", false
+}
+
+// trusted: the principal asked for the value, or Airlock's own text holds it.
+func (v Value) trusted() bool { return v.FromUser() || v.has(SourceSystem) || v.has(SourceCatalog) }
 
 // UntrustedOnly reports whether the value was found in capability results and in none of
 // Airlock's or the principal's own texts (user, system, catalog): the mark of a value an
 // injection could have planted. Earlier assistant prose does not vouch for a value: the model
-// repeating what it read is still what it read.
+// repeating what it read is still what it read; nor does a user message that warns against it.
 func (v Value) UntrustedOnly() bool {
-	return v.has(SourceResult) && !v.has(SourceUser) && !v.has(SourceSystem) && !v.has(SourceCatalog)
+	return v.has(SourceResult) && !v.trusted()
+}
+
+// Origins of a value, as policies and every surface name them (issue 37 item 3).
+const (
+	OriginUser      = "user"      // the principal asked for it (or Airlock's own text holds it), and no untrusted data does
+	OriginUntrusted = "untrusted" // in untrusted data (capability results) and not asked for by the principal
+	OriginBoth      = "both"      // asked for by the principal and also in untrusted data
+	OriginNone      = "none"      // nowhere, too short to attribute, only in assistant prose or only warned against
+)
+
+// Origin is where the value came from, in the four words policies read: user, untrusted, both
+// or none. A value the principal mentioned only to warn against it is not "user".
+func (v Value) Origin() string {
+	if v.Status != StatusFound {
+		return OriginNone
+	}
+	t, u := v.trusted(), v.has(SourceResult)
+	switch {
+	case t && u:
+		return OriginBoth
+	case t:
+		return OriginUser
+	case u:
+		return OriginUntrusted
+	}
+	return OriginNone
 }
 
 func (v Value) has(k SourceKind) bool {
@@ -171,6 +229,14 @@ func (v Value) Field() string {
 // tool-written text (capability ids are registry-written; source URLs are not): show them
 // through internal/display.
 func (v Value) Label() string {
+	l := v.label()
+	if q, ok := v.Warned(); ok {
+		l += fmt.Sprintf("; your message warns against it: %q", q)
+	}
+	return l
+}
+
+func (v Value) label() string {
 	switch v.Status {
 	case StatusTooShort:
 		return "too short to attribute"
@@ -182,8 +248,14 @@ func (v Value) Label() string {
 			if s.Kind != k {
 				continue
 			}
+			if k == SourceUser && s.Warning {
+				continue // a warning is said after the origin (Label)
+			}
 			switch k {
 			case SourceUser:
+				if r, ok := v.firstResult(); ok {
+					return "from your message and also in " + r + ": in untrusted data too"
+				}
 				return "from your message"
 			case SourceSystem:
 				return "from the system prompt"
@@ -204,6 +276,21 @@ func (v Value) Label() string {
 		}
 	}
 	return "not found in the conversation"
+}
+
+// firstResult names the first capability result holding the value ("<capability> result #n
+// (<source>)").
+func (v Value) firstResult() (string, bool) {
+	for _, s := range v.Sources {
+		if s.Kind == SourceResult {
+			l := fmt.Sprintf("%s result #%d", s.Capability, s.Result)
+			if s.SourceURL != "" {
+				l += " (" + boundSource(s.SourceURL) + ")"
+			}
+			return l, true
+		}
+	}
+	return "", false
 }
 
 // SourceLimit bounds, in runes, the source (a URL, a call's argument: tool- and model-written)
@@ -297,7 +384,11 @@ func Compute(args json.RawMessage, entries []Entry) (Report, error) {
 		}
 		for _, e := range idx {
 			if e.contains(*l) {
-				l.Sources = append(l.Sources, e.src)
+				src := e.src
+				if src.Kind == SourceUser {
+					src.Quote, src.Warning = warning(e.text, l.Text)
+				}
+				l.Sources = append(l.Sources, src)
 			}
 		}
 		l.Status = StatusNotFound
@@ -320,6 +411,57 @@ func Compute(args json.RawMessage, entries []Entry) (Report, error) {
 	leaves = append(leaves, parts...)
 	sort.SliceStable(leaves, func(i, j int) bool { return leaves[i].Path < leaves[j].Path })
 	return Report{Rules: Rules, Values: leaves}, nil
+}
+
+// warnWords are the words that make a sentence of the principal's a warning against, or a
+// negation of, the values it names (English; a false positive only asks a human).
+var warnWords = regexp.MustCompile(`(?i)\b(not|never|no|don't|dont|doesn't|shouldn't|mustn't|won't|avoid|stop|block|refuse|reject|cancel|ignore|scam|scams|scammer|fraud|fraudulent|phishing|fake|suspicious|spam|malicious|beware|warning|dangerous)\b|n't\b`)
+
+var sentenceEnd = regexp.MustCompile(`[.!?]+(?:\s+|$)`)
+
+// warning reports whether every whole-token mention of needle in the user text hay is in a
+// sentence with a warning or negation word, and quotes the first such sentence. A needle not
+// located as a token (a number matched in another written form) is not a warning.
+func warning(hay, needle string) (quote string, warned bool) {
+	if needle == "" {
+		return "", false
+	}
+	found := false
+	for from := 0; from <= len(hay)-len(needle); {
+		i := strings.Index(hay[from:], needle)
+		if i < 0 {
+			break
+		}
+		i += from
+		from = i + 1
+		if glued(hay, i, i+len(needle)) {
+			continue
+		}
+		found = true
+		start, end := 0, len(hay)
+		for _, loc := range sentenceEnd.FindAllStringIndex(hay, -1) {
+			if loc[1] <= i {
+				start = loc[1]
+			} else if loc[0] >= i+len(needle) {
+				end = loc[1]
+				break
+			}
+		}
+		sentence := strings.TrimSpace(hay[start:end])
+		if !warnWords.MatchString(strings.Replace(sentence, needle, " ", 1)) {
+			return "", false
+		}
+		if quote == "" {
+			quote = sentence
+			if r := []rune(quote); len(r) > QuoteLimit {
+				quote = string(r[:QuoteLimit]) + "…"
+			}
+		}
+	}
+	if !found {
+		return "", false
+	}
+	return quote, true
 }
 
 var partBreak = regexp.MustCompile(`[.!?]+(?:\s+|$)|\n+`)

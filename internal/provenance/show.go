@@ -16,6 +16,12 @@ type Line struct {
 	Untrusted bool   `json:"untrusted_only"`
 	// Unattributed: not found anywhere, or too short to tell.
 	Unattributed bool `json:"unattributed"`
+	// Origin is the value's origin in the words policies read (Value.Origin: user,
+	// untrusted, both, none); "" for the "provenance unavailable" line.
+	Origin string `json:"origin,omitempty"`
+	// Warning is the principal's sentence warning against the value ("" when none): the
+	// label says it too (issue 37 item 3).
+	Warning string `json:"warning,omitempty"`
 }
 
 // Lines reads a stored report (Confirmation.Provenance) into what surfaces print: one line a
@@ -37,7 +43,8 @@ func Lines(raw json.RawMessage) []Line {
 	var out []Line
 	parent := map[string]string{}
 	for _, v := range r.Values {
-		l := Line{Path: v.Path, Label: v.Label(), Untrusted: v.UntrustedOnly(), Unattributed: v.Status != StatusFound}
+		l := Line{Path: v.Path, Label: v.Label(), Untrusted: v.UntrustedOnly(), Unattributed: v.Status != StatusFound, Origin: v.Origin()}
+		l.Warning, _ = v.Warned()
 		switch v.Kind {
 		case KindHost, KindDomain:
 			if base, ok := wholeValue(v.Path); ok && parent[base] == l.Label {

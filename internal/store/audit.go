@@ -141,6 +141,22 @@ const auditListLimit = 1000
 // (insertion order). With workflowID "" it returns the most recent 1000 events
 // of all workflows, still oldest first. No events is an empty slice, not an
 // error.
+// ListAuditOutcome lists the newest limit audit events of one outcome kind (e.g. the
+// policy_shadow rows `airlock policy diff --audit` replays), oldest first.
+func (s *Store) ListAuditOutcome(ctx context.Context, outcome string, limit int) ([]AuditEvent, error) {
+	var rows []auditRow
+	if err := s.db.SelectContext(ctx, &rows, s.q(`SELECT `+auditCols+` FROM (
+			SELECT `+auditCols+` FROM audit_events WHERE outcome = ? ORDER BY id DESC LIMIT ?
+		) recent ORDER BY id`), outcome, limit); err != nil {
+		return nil, fmt.Errorf("store: list %s audit events: %w", outcome, err)
+	}
+	out := make([]AuditEvent, len(rows))
+	for i, r := range rows {
+		out[i] = r.event()
+	}
+	return out, nil
+}
+
 func (s *Store) ListAudit(ctx context.Context, workflowID string) ([]AuditEvent, error) {
 	var rows []auditRow
 	var err error
