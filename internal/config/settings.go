@@ -46,6 +46,8 @@ var Settings = []Setting{
 	{Key: "registry", Env: "AIRLOCK_REGISTRY", Default: "embedded", Group: "registry", Doc: "replace the embedded base registry with this file (watched)"},
 	{Key: "policy", Env: "AIRLOCK_POLICY", Default: "embedded", Group: "registry", Doc: "replace the embedded authorization policy of the base registry (watched)"},
 	{Key: "guidance", Env: "AIRLOCK_GUIDANCE", Default: "embedded", Group: "registry", Doc: "capability guidance for catalog describe (watched)"},
+	{Key: "cedar_policy", Env: "AIRLOCK_CEDAR_POLICY", Group: "registry", Doc: "Cedar policy deciding how granted calls run: permit runs, forbid refuses, no decision asks (watched)"},
+	{Key: "cedar_shadow", Env: "AIRLOCK_CEDAR_SHADOW", Group: "registry", Doc: "candidate Cedar policy evaluated beside the live one: its verdicts audited, nothing decided"},
 	{Key: "registry_layers", Env: "AIRLOCK_REGISTRY_LAYERS", List: true, Group: "registry", Doc: "registry layers on top: embedded names (agentdojo-banking) or layer files"},
 	{Key: "mcp_servers", Env: "AIRLOCK_MCP_SERVERS", Group: "registry", Doc: "MCP servers bridged as capabilities (airlock mcp --help)"},
 	{Key: "fetch_allow", Env: "AIRLOCK_FETCH_ALLOW", List: true, Group: "registry", Doc: "private addresses web.fetch and HTTP capabilities may reach: CIDRs and IP:port (Airlock's own listeners never)"},
