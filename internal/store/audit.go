@@ -42,6 +42,8 @@ type AuditEvent struct {
 	// provenance.Report of its arguments (issue 24); nil otherwise.
 	Provenance json.RawMessage
 	At         time.Time
+	// Facts feed the row's receipts records (receipts.go); they are not stored in the row.
+	Facts *ReceiptFacts
 }
 
 type auditRow struct {
@@ -78,7 +80,8 @@ const auditCols = `id, event_key, workflow_id, run_id, seq, call_id, capability_
 	outcome, stage, reason, detail, args_digest, original_digest, approver, at, provenance`
 
 // AppendAudit appends e to the audit log unless a row with e.Key already
-// exists (INSERT … ON CONFLICT (event_key) DO NOTHING). inserted reports
+// exists (INSERT … ON CONFLICT (event_key) DO NOTHING), and with a new row its records to
+// the receipts log, in one transaction. inserted reports
 // whether this call wrote the row; false means the event was already recorded
 // (by an earlier attempt or a replay) and the existing row is left unchanged.
 // e.Key and e.Outcome are required; e.ID is ignored.
@@ -92,7 +95,7 @@ func (s *Store) AppendAudit(ctx context.Context, e AuditEvent) (inserted bool, e
 	if len(e.Provenance) > 0 && !json.Valid(e.Provenance) {
 		return false, fmt.Errorf("store: audit event %q: provenance is not valid JSON", e.Key)
 	}
-	return s.appendAudit(ctx, s.db, e)
+	return s.appendAuditTx(ctx, e)
 }
 
 // appendAudit inserts e through x (the store or a transaction); see AppendAudit.
@@ -109,7 +112,7 @@ func (s *Store) appendAudit(ctx context.Context, x sqlx.ExecerContext, e AuditEv
 	return n == 1, nil
 }
 
-// auditInsertInto is the head of an audit row's insert (auditInsert, auditInsertWhere).
+// auditInsertInto is the head of an audit row's insert (auditInsert).
 const auditInsertInto = `INSERT INTO audit_events
 		(event_key, workflow_id, run_id, seq, call_id, capability_id, version,
 		 outcome, stage, reason, detail, args_digest, original_digest, approver, at, provenance)
@@ -122,15 +125,6 @@ func auditInsert(e AuditEvent) (string, []any) {
 		ON CONFLICT (event_key) DO NOTHING`,
 		[]any{e.Key, e.WorkflowID, e.RunID, e.Seq, e.CallID, e.CapabilityID, e.Version,
 			e.Outcome, e.Stage, e.Reason, e.Detail, e.ArgsDigest, e.OriginalDigest, e.Approver, tsArg(orNow(e.At)), string(e.Provenance)}
-}
-
-// auditInsertWhere is auditInsert made only when the SQL condition cond holds (a data-modifying
-// WITH's condition on PostgreSQL: the parameters take the columns' types).
-func auditInsertWhere(e AuditEvent, cond string) (string, []any) {
-	_, args := auditInsert(e)
-	return auditInsertInto + `SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
-		WHERE ` + cond + `
-		ON CONFLICT (event_key) DO NOTHING`, args
 }
 
 // auditListLimit bounds ListAudit("").

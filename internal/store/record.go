@@ -56,18 +56,7 @@ func (s *Store) Record(ctx context.Context, r Recording) error {
 		// without the two round trips of a transaction.
 		return s.insertContext(ctx, s.db, r.Context, args, r.ReplaceContext)
 	}
-	if s.driver == DriverPostgres && r.Audit != nil && r.Decision == nil && len(r.Context) > 0 && oneStatement(r.Context) {
-		// An outcome's audit row and its messages (an automatic call's record): on PostgreSQL
-		// one statement, a data-modifying WITH, atomic by itself, instead of a transaction of
-		// four round trips. SQLite has no data-modifying WITH and takes the transaction.
-		aq, aargs := auditInsert(*r.Audit)
-		cq, cargs := contextInsert(args, contextConflict(r.ReplaceContext))
-		if _, err := s.db.ExecContext(ctx, s.q(`WITH audit AS (`+aq+`) `+cq), append(aargs, cargs...)...); err != nil {
-			return fmt.Errorf("store: record %q: %w", r.Audit.Key, err)
-		}
-		return nil
-	}
-	if s.driver == DriverPostgres && r.Decision != nil && len(r.Context) <= 1 {
+	if s.driver == DriverPostgres && r.Audit == nil && r.Decision != nil && len(r.Context) <= 1 {
 		// A decision recorded already (a confirmed call's outcome: the decision was recorded
 		// when the turn judged it): one statement instead of a transaction of five round trips.
 		if done, err := s.recordDecidedPG(ctx, r, args); done || err != nil {
@@ -79,11 +68,6 @@ func (s *Store) Record(ctx context.Context, r Recording) error {
 		return fmt.Errorf("store: record: begin: %w", err)
 	}
 	defer tx.Rollback()
-	if r.Audit != nil {
-		if _, err := s.appendAudit(ctx, tx, *r.Audit); err != nil {
-			return err
-		}
-	}
 	if d := r.Decision; d != nil {
 		if err := s.decideConfirmation(ctx, tx, d.ConfirmationID, d.Decision, d.Approver, d.Reason, "", d.At); err != nil {
 			return err
@@ -92,15 +76,27 @@ func (s *Store) Record(ctx context.Context, r Recording) error {
 	if err := s.insertContext(ctx, tx, r.Context, args, r.ReplaceContext); err != nil {
 		return err
 	}
+	if r.Audit != nil {
+		// The audit row and its receipts last: the receipts log's lock is held from here to
+		// the commit only.
+		if inserted, err := s.appendAudit(ctx, tx, *r.Audit); err != nil {
+			return err
+		} else if inserted {
+			if err := s.appendReceipts(ctx, tx, *r.Audit); err != nil {
+				return err
+			}
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store: record: commit: %w", err)
 	}
 	return nil
 }
 
-// recordDecidedPG records r (its Decision set, at most one context entry; args from
-// contextArgs) in one PostgreSQL statement when the confirmation holds r's decision already:
-// its audit row and message are inserted only if it does, in the snapshot that read it (a
+// recordDecidedPG records r (its Decision set, no audit row: an audit row takes the
+// transaction, which appends its receipts; at most one context entry; args from contextArgs)
+// in one PostgreSQL statement when the confirmation holds r's decision already: its message
+// is inserted only if it does, in the snapshot that read it (a
 // decision, once recorded, never changes). It reports done false, having written nothing, when
 // the confirmation is undecided, decided otherwise or unknown: Record's transaction then
 // decides it or reports the conflict, as for any decision.
@@ -109,11 +105,6 @@ func (s *Store) recordDecidedPG(ctx context.Context, r Recording, args [][]any) 
 	q := `WITH cur AS (SELECT decision FROM confirmations WHERE id = ?),
 		ok AS (SELECT 1 FROM cur WHERE decision = ?)`
 	qargs := []any{r.Decision.ConfirmationID, r.Decision.Decision}
-	if r.Audit != nil {
-		aq, aargs := auditInsertWhere(*r.Audit, decided)
-		q += `, audit AS (` + aq + `)`
-		qargs = append(qargs, aargs...)
-	}
 	if len(args) == 1 {
 		q += `, message AS (` + contextInsertInto + `SELECT ?, ?, ?, ?, ? WHERE ` + decided + ` ON CONFLICT (conversation, entry_key) ` + contextConflict(r.ReplaceContext) + `)`
 		qargs = append(qargs, args[0]...)

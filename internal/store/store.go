@@ -40,12 +40,14 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq"  // registers driver "postgres"
 	_ "modernc.org/sqlite" // registers driver "sqlite"
 
+	"github.com/airlock-dev/airlock/internal/receipts"
 	"github.com/airlock-dev/airlock/internal/redact"
 )
 
@@ -111,6 +113,8 @@ type Store struct {
 	db     *preparedDB
 	driver string
 	dsn    string // the driver's connection string, for a PostgreSQL LISTEN connection (changes.go)
+	// receiptKey signs the receipts log's checkpoints as records are appended (receipts.go).
+	receiptKey atomic.Pointer[receipts.Signer]
 }
 
 // Open connects to the database named by url, creating it when it does not exist, applies

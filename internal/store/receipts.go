@@ -1,0 +1,339 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/airlock-dev/airlock/internal/receipts"
+)
+
+// The receipts log (issue 36): every audit row appends its records (internal/receipts) in the
+// transaction that writes the row, so a record exists exactly when its row does: a retried
+// activity, a replayed workflow or a crash between the two writes neither a second record nor
+// a gap. Appends take the one receipt_head row's lock (SELECT … FOR UPDATE on PostgreSQL; a
+// SQLite transaction holds the database's write lock already), advance the tree by the records'
+// leaves, sign each new tree's checkpoint when the store has a log key (UseReceiptKey) and
+// write the records with their proofs and checkpoints.
+
+// ReceiptFacts is what the writer of an audit row knows of the call beyond the row itself,
+// for its authorization and settlement records. Every member is optional.
+type ReceiptFacts struct {
+	// Rule is why an automatic call ran without a person (receipts.Authorization.Rule):
+	// "local_read_only" or "user_provided".
+	Rule string
+	// RegistryRevision is the served registry's revision; Fingerprint the capability's
+	// registry fingerprint; MCPPin the pinned MCP definition's digest (MCP tools).
+	RegistryRevision, Fingerprint, MCPPin string
+	// Quorum is how many approvals the capability's policy asks for.
+	Quorum int
+	// ResultDigest is receipts.Digest of the result as recorded for the model.
+	ResultDigest string
+}
+
+// callOutcomes are the audit outcomes of a call: each leaves an authorization and a
+// settlement record. Any other audit row leaves one event record.
+var callOutcomes = map[string]string{
+	"executed": receipts.SettlementExecuted, "failed": receipts.SettlementFailed,
+	"outcome_unknown": receipts.SettlementOutcomeUnknown, "denied": receipts.SettlementDenied,
+	"expired": receipts.SettlementExpired, "rejected": receipts.SettlementRefused,
+	"parse_failed": receipts.SettlementRefused, "budget_exhausted": receipts.SettlementRefused,
+	"captured": receipts.SettlementCaptured,
+}
+
+// ErrNoReceiptKey: signing a checkpoint needs the log key, and the store has none
+// (UseReceiptKey).
+var ErrNoReceiptKey = errors.New("store: no receipts log key")
+
+// UseReceiptKey makes every later append sign its tree's checkpoint with sg (nil: append
+// unsigned; a later signed checkpoint covers those records).
+func (s *Store) UseReceiptKey(sg *receipts.Signer) { s.receiptKey.Store(sg) }
+
+// ReceiptKey is the key UseReceiptKey set (nil: none).
+func (s *Store) ReceiptKey() *receipts.Signer { return s.receiptKey.Load() }
+
+// appendAuditTx appends e and, when this call inserted it, its receipts, in one transaction.
+func (s *Store) appendAuditTx(ctx context.Context, e AuditEvent) (bool, error) {
+	var inserted bool
+	err := s.inTx(ctx, "append audit event "+e.Key, func(tx *sqlx.Tx) error {
+		var err error
+		if inserted, err = s.appendAudit(ctx, tx, e); err != nil || !inserted {
+			return err
+		}
+		return s.appendReceipts(ctx, tx, e)
+	})
+	return inserted, err
+}
+
+// appendReceipts appends the records of audit row e, which this transaction inserted.
+func (s *Store) appendReceipts(ctx context.Context, tx *sqlx.Tx, e AuditEvent) error {
+	recs, err := s.receiptRecords(ctx, tx, e)
+	if err != nil {
+		return err
+	}
+	return s.appendRecords(ctx, tx, e.Key, recs)
+}
+
+// appendRecords adds recs (records of the event key) to the log through tx.
+func (s *Store) appendRecords(ctx context.Context, tx *sqlx.Tx, key string, recs []receipts.Record) error {
+	lock := `SELECT size, frontier FROM receipt_head WHERE id = 1`
+	if s.driver == DriverPostgres {
+		lock += ` FOR UPDATE`
+	}
+	var head struct {
+		Size     int64  `db:"size"`
+		Frontier []byte `db:"frontier"`
+	}
+	if err := tx.GetContext(ctx, &head, lock); err != nil {
+		return fmt.Errorf("receipts of %q: lock the log: %w", key, err)
+	}
+	frontier, err := receipts.SplitHashes(head.Frontier)
+	if err != nil {
+		return fmt.Errorf("receipts of %q: %w", key, err)
+	}
+	h := receipts.Head{Size: uint64(head.Size), Frontier: frontier}
+	sg := s.receiptKey.Load()
+	var q strings.Builder
+	q.WriteString(`INSERT INTO receipts (idx, event_key, part, record, proof, checkpoint, at) VALUES `)
+	args := make([]any, 0, 7*len(recs))
+	for i, r := range recs {
+		leaf, err := r.Leaf()
+		if err != nil {
+			return err
+		}
+		var ap receipts.Appended
+		if h, ap, err = h.Append(receipts.LeafHash(leaf)); err != nil {
+			return fmt.Errorf("receipts of %q: %w", key, err)
+		}
+		cp := ""
+		if sg != nil {
+			b, err := sg.Sign(ap.Index+1, ap.Root)
+			if err != nil {
+				return err
+			}
+			cp = string(b)
+		}
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, ?, ?, ?, ?)")
+		args = append(args, int64(ap.Index), key, r.Type, leaf, bytesArg(receipts.JoinHashes(ap.Proof)), cp, tsArg(r.At))
+	}
+	const advance = `UPDATE receipt_head SET size = ?, frontier = ? WHERE id = 1 AND size = ?`
+	headArgs := []any{int64(h.Size), bytesArg(receipts.JoinHashes(h.Frontier)), head.Size}
+	var res sql.Result
+	if s.driver == DriverPostgres {
+		// The records and the head in one statement (a data-modifying WITH): one round trip
+		// less while the head's lock is held.
+		res, err = tx.ExecContext(ctx, s.q(`WITH appended AS (`+q.String()+`) `+advance), append(args, headArgs...)...)
+	} else if _, err = tx.ExecContext(ctx, s.q(q.String()), args...); err == nil {
+		res, err = tx.ExecContext(ctx, s.q(advance), headArgs...)
+	}
+	if err != nil {
+		return fmt.Errorf("receipts of %q: append: %w", key, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("receipts of %q: the head moved under its lock (%d rows, %v)", key, n, err)
+	}
+	return nil
+}
+
+// receiptConfirmation is what the records of a call held for people read of its confirmation.
+type receiptConfirmation struct {
+	ID               string `db:"id"`
+	Created          dbTime `db:"created_at"`
+	Expires          dbTime `db:"expires_at"`
+	Decided          dbTime `db:"decided_at"`
+	Decision         string `db:"decision"`
+	Approver         string `db:"approver"`
+	Reason           string `db:"reason"`
+	Proof            string `db:"approver_proof"`
+	RegistryRevision string `db:"registry_revision"`
+	Provenance       string `db:"provenance"`
+}
+
+// receiptRecords builds the records of audit row e from the row, its facts and what the
+// transaction reads of its confirmation, approvals and requester.
+func (s *Store) receiptRecords(ctx context.Context, tx *sqlx.Tx, e AuditEvent) ([]receipts.Record, error) {
+	at := orNow(e.At).UTC().Truncate(time.Microsecond)
+	base := receipts.Record{V: receipts.Version, Event: e.Key, Turn: e.WorkflowID, Run: e.RunID, Seq: e.Seq, CallID: e.CallID,
+		Capability: e.CapabilityID, Version: e.Version, ArgsDigest: e.ArgsDigest, At: at}
+	settled, isCall := callOutcomes[e.Outcome]
+	if !isCall {
+		ev := base
+		ev.Type = receipts.TypeEvent
+		ev.Audit = &receipts.Audit{Outcome: e.Outcome, Stage: e.Stage, Reason: e.Reason, Detail: e.Detail, Approver: e.Approver, OriginalDigest: e.OriginalDigest}
+		return []receipts.Record{ev}, nil
+	}
+	var f ReceiptFacts
+	if e.Facts != nil {
+		f = *e.Facts
+	}
+	auth := &receipts.Authorization{RegistryRevision: f.RegistryRevision, Fingerprint: f.Fingerprint, MCPPin: f.MCPPin, Quorum: f.Quorum}
+	if e.WorkflowID != "" {
+		var rq struct {
+			Principal string `db:"principal"`
+			Client    string `db:"client"`
+			Signature string `db:"signature"`
+			At        dbTime `db:"at"`
+		}
+		err := tx.GetContext(ctx, &rq, s.q(`SELECT principal, client, signature, at FROM turn_requesters WHERE workflow_id = ? AND run_id = ?`), e.WorkflowID, e.RunID)
+		switch {
+		case err == nil:
+			auth.Requester = &receipts.Requester{Principal: rq.Principal, Client: rq.Client, Attestation: receipts.Digest([]byte(rq.Signature)), At: rq.At.Time}
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, fmt.Errorf("receipts of %q: requester: %w", e.Key, err)
+		}
+	}
+	provenance := e.Provenance
+	switch e.Outcome {
+	case "rejected", "parse_failed", "budget_exhausted":
+		auth.Mode, auth.Rule = receipts.ModeRefused, e.Stage+":"+e.Reason
+	case "captured":
+		auth.Mode, auth.Rule = receipts.ModeAutomatic, "agent_proposal"
+	default:
+		var c receiptConfirmation
+		err := tx.GetContext(ctx, &c, s.q(`SELECT id, created_at, expires_at, decided_at, decision, approver, reason, approver_proof, registry_revision, provenance
+			FROM confirmations WHERE workflow_id = ? AND run_id = ? AND seq = ?`), e.WorkflowID, e.RunID, e.Seq)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			auth.Mode, auth.Rule = receipts.ModeAutomatic, f.Rule
+			if auth.Rule == "" {
+				auth.Rule = "local_read_only"
+			}
+		case err != nil:
+			return nil, fmt.Errorf("receipts of %q: confirmation: %w", e.Key, err)
+		default:
+			if err := s.humanAuthorization(ctx, tx, auth, c); err != nil {
+				return nil, fmt.Errorf("receipts of %q: %w", e.Key, err)
+			}
+			if len(provenance) == 0 && c.Provenance != "" {
+				provenance = json.RawMessage(c.Provenance)
+			}
+		}
+	}
+	auth.Provenance = provenanceSummary(provenance)
+	if auth.Mode != receipts.ModeHuman {
+		auth.Quorum = 0 // no one was asked
+	}
+	a := base
+	a.Type, a.Authorization = receipts.TypeAuthorization, auth
+	if auth.DecidedAt != nil {
+		a.At = *auth.DecidedAt
+	}
+	st := base
+	st.Type = receipts.TypeSettlement
+	st.Settlement = &receipts.Settlement{Outcome: settled, Stage: e.Stage, Reason: e.Reason, ResultDigest: f.ResultDigest, Approver: e.Approver}
+	if settled != e.Outcome {
+		st.Settlement.AuditOutcome = e.Outcome
+	}
+	return []receipts.Record{a, st}, nil
+}
+
+// humanAuthorization fills auth from the confirmation c of a call put to people.
+func (s *Store) humanAuthorization(ctx context.Context, tx *sqlx.Tx, auth *receipts.Authorization, c receiptConfirmation) error {
+	auth.Mode, auth.Rule = receipts.ModeHuman, "confirmation"
+	auth.AskedAt, auth.ExpiresAt, auth.DecidedAt, auth.Decision = c.Created.ptr(), c.Expires.ptr(), c.Decided.ptr(), c.Decision
+	if c.Reason == ReasonEditedByApprover {
+		auth.Decision = "edited"
+	}
+	if auth.Fingerprint == "" {
+		auth.Fingerprint = c.RegistryRevision
+	}
+	var approvals []struct {
+		Approver string `db:"approver"`
+		Proof    string `db:"proof"`
+		At       dbTime `db:"at"`
+	}
+	if err := tx.SelectContext(ctx, &approvals, s.q(`SELECT approver, proof, at FROM confirmation_approvals WHERE confirmation_id = ? ORDER BY at, approver`), c.ID); err != nil {
+		return fmt.Errorf("approvals: %w", err)
+	}
+	proof, _, _ := strings.Cut(c.Proof, "; quorum of ")
+	if orig, ok := strings.CutPrefix(c.Reason, "edit of "); ok && proof == "" {
+		// An approver's edit is its own confirmation: the proof is the edit decision's.
+		var p string
+		if err := tx.GetContext(ctx, &p, s.q(`SELECT approver_proof FROM confirmations WHERE id = ?`), orig); err == nil {
+			proof, _, _ = strings.Cut(p, "; quorum of ")
+		}
+	}
+	for _, ap := range approvals {
+		if ap.Approver == c.Approver {
+			continue // the deciding approver comes last, with the decision's proof
+		}
+		auth.Approvers = append(auth.Approvers, receipts.Approver{Name: ap.Approver, ProofKind: ProofKind(ap.Proof), Proof: ap.Proof, At: ap.At.ptr()})
+	}
+	if c.Approver != "" && c.Decision != DecisionExpired {
+		auth.Approvers = append(auth.Approvers, receipts.Approver{Name: c.Approver, ProofKind: ProofKind(proof), Proof: proof, At: c.Decided.ptr()})
+	}
+	if auth.Quorum == 0 && len(approvals) > 1 {
+		auth.Quorum = len(approvals)
+	}
+	return nil
+}
+
+// ProofKind maps Airlock's wording of an approver's proof (activities.ProofOf) to its
+// receipts.Proof* kind.
+func ProofKind(proof string) string {
+	p := strings.ToLower(proof)
+	switch {
+	case strings.HasPrefix(p, "passkey"):
+		return receipts.ProofPasskey
+	case strings.Contains(p, "slack"):
+		return receipts.ProofSlackUser
+	case strings.Contains(p, "session on approver page"):
+		return receipts.ProofPageSession
+	case strings.Contains(p, "cli credential"):
+		return receipts.ProofCLICredential
+	case p == "":
+		return receipts.ProofNotRecorded
+	}
+	return receipts.ProofUnattested
+}
+
+// provenanceSummary reads a provenance.Report's values as (path, source kinds): where each
+// argument value was found, without the value.
+func provenanceSummary(raw json.RawMessage) []receipts.ProvenanceValue {
+	if len(raw) == 0 {
+		return nil
+	}
+	var rep struct {
+		Values []struct {
+			Path    string `json:"path"`
+			Status  string `json:"status"`
+			Sources []struct {
+				Kind string `json:"kind"`
+			} `json:"sources"`
+		} `json:"values"`
+	}
+	if json.Unmarshal(raw, &rep) != nil {
+		return nil
+	}
+	var out []receipts.ProvenanceValue
+	for _, v := range rep.Values {
+		var kinds []string
+		for _, s := range v.Sources {
+			if !slices.Contains(kinds, s.Kind) {
+				kinds = append(kinds, s.Kind)
+			}
+		}
+		slices.Sort(kinds)
+		out = append(out, receipts.ProvenanceValue{Path: v.Path, Status: v.Status, Sources: kinds})
+	}
+	return out
+}
+
+// ReceiptTypes are the types of the records an audit row of outcome leaves in the log: an
+// authorization and a settlement for a call's outcome, one event for any other row.
+func ReceiptTypes(outcome string) []string {
+	if _, ok := callOutcomes[outcome]; ok {
+		return []string{receipts.TypeAuthorization, receipts.TypeSettlement}
+	}
+	return []string{receipts.TypeEvent}
+}
