@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/attribute"
+	otellog "go.opentelemetry.io/otel/log"
 
 	"github.com/airlock-dev/airlock/internal/privfile"
 	"github.com/airlock-dev/airlock/internal/receipts"
@@ -43,7 +46,7 @@ func storeWithKey(cmd *cobra.Command) (*store.Store, error) {
 
 func newAuditExportCmd() *cobra.Command {
 	var out string
-	var sign, siem, follow bool
+	var sign, siem, follow, otlp bool
 	var from uint64
 	cmd := &cobra.Command{
 		Use:   "export [--out FILE] | --siem [--from N] [--follow]",
@@ -58,7 +61,9 @@ airlock audit verify FILE --key receipts.pub.
 With --siem it writes, to standard output, one JSON object a record for a SIEM (time,
 source "airlock.receipts", index, event, type, signed, and the record unchanged), from record
 --from on, and with --follow keeps writing new records as they are appended (polled every
-second) until interrupted.`,
+second) until interrupted. With --otlp each goes as an OTLP log record (body: the record;
+attributes airlock.receipt.index, .event, .type, .signed; time: the record's) to the
+OpenTelemetry exporter the standard OTEL_EXPORTER_OTLP_* variables configure.`,
 		Example: "  airlock audit export --out receipts.jsonl",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -67,8 +72,11 @@ second) until interrupted.`,
 				return err
 			}
 			defer st.Close()
+			if otlp && !siem {
+				return errors.New("audit export: --otlp ships the --siem form: pass both")
+			}
 			if siem {
-				return siemExport(cmd, st, from, follow)
+				return siemExport(cmd, st, from, follow, otlp)
 			}
 			if sign && st.ReceiptKey() != nil {
 				if _, err := st.SignReceiptHead(cmd.Context()); err != nil {
@@ -99,6 +107,7 @@ second) until interrupted.`,
 	cmd.Flags().BoolVar(&siem, "siem", false, "write one line a record for a SIEM to standard output (time, index, event, type, the record), no proofs")
 	cmd.Flags().Uint64Var(&from, "from", 0, "with --siem: start at this record index (the next one a shipper has not sent)")
 	cmd.Flags().BoolVar(&follow, "follow", false, "with --siem: keep writing records as they are appended, until interrupted")
+	cmd.Flags().BoolVar(&otlp, "otlp", false, "with --siem: send each record as an OTLP log record to the exporter OTEL_EXPORTER_OTLP_(LOGS_)ENDPOINT configures, instead of standard output")
 	return cmd
 }
 
@@ -243,21 +252,30 @@ next. Restart the workers afterwards so they sign with the new key.`,
 	}
 }
 
-// siemExport writes records from index from on as SIEM lines; with follow it polls for new
-// ones every second until the command's context ends.
-func siemExport(cmd *cobra.Command, st *store.Store, from uint64, follow bool) error {
+// siemExport writes records from index from on as SIEM lines (or, with otlp, OTLP log
+// records); with follow it polls for new ones every second until the command's context ends.
+func siemExport(cmd *cobra.Command, st *store.Store, from uint64, follow, otlp bool) error {
 	ctx := cmd.Context()
 	w := receipts.NewWriter(cmd.OutOrStdout())
+	emit, flush := w.SIEM, w.Flush
+	if otlp {
+		logger, flushLogs, err := otlpLogs(ctx, "airlock", receipts.SIEMSource)
+		if err != nil {
+			return err
+		}
+		emit = func(r receipts.Receipt) error { return emitOTLP(ctx, logger, r) }
+		flush = func() error { return flushLogs(context.WithoutCancel(ctx)) }
+	}
 	next := from
 	for {
 		err := st.EachReceipt(ctx, next, func(r receipts.Receipt) error {
 			next = r.Index + 1
-			return w.SIEM(r)
+			return emit(r)
 		})
 		if err != nil {
 			return err
 		}
-		if err := w.Flush(); err != nil {
+		if err := flush(); err != nil {
 			return err
 		}
 		if !follow {
@@ -269,4 +287,24 @@ func siemExport(cmd *cobra.Command, st *store.Store, from uint64, follow bool) e
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// emitOTLP sends one record as an OTLP log record: its time, INFO, the record as the body,
+// and its index, event, type and whether it is signed as attributes.
+func emitOTLP(ctx context.Context, logger otellog.Logger, r receipts.Receipt) error {
+	rec, err := receipts.ParseRecord(r.Leaf)
+	if err != nil {
+		return fmt.Errorf("audit export: record %d: %w", r.Index, err)
+	}
+	var lr otellog.Record
+	lr.SetTimestamp(rec.At)
+	lr.SetObservedTimestamp(time.Now())
+	lr.SetSeverity(otellog.SeverityInfo)
+	lr.SetSeverityText("INFO")
+	lr.SetEventName("airlock.receipt." + rec.Type)
+	lr.SetBody(attribute.StringValue(string(r.Leaf)))
+	lr.AddAttributes(attribute.Int64("airlock.receipt.index", int64(r.Index)), attribute.String("airlock.receipt.event", r.Event),
+		attribute.String("airlock.receipt.type", rec.Type), attribute.Bool("airlock.receipt.signed", len(r.Checkpoint) > 0))
+	logger.Emit(ctx, lr)
+	return nil
 }

@@ -284,3 +284,16 @@ func TestVerifyExport(t *testing.T) {
 }
 
 func readFile(p string) ([]byte, error) { return os.ReadFile(p) }
+
+// Removing the first records is named as such.
+func TestVerifyNamesRemovedFirstRecords(t *testing.T) {
+	s, vkey := newKey(t, "airlock.test/v")
+	kr, _ := ParseKeyring([]byte(vkey))
+	lines := bytes.Split(buildExport(t, s, 5), []byte("\n"))
+	cut := append(append([][]byte{}, lines[:2]...), lines[4:]...) // head, checkpoint, records 2..4
+	_, err := Verify(bytes.NewReader(bytes.Join(cut, []byte("\n"))), kr, VerifyOptions{})
+	var te *TamperError
+	if !errors.As(err, &te) || te.Problems[0].Index != 0 || !strings.Contains(te.Problems[0].What, "records 0 to 1 are missing (removed): the export starts with record 2") {
+		t.Fatalf("first records removed: %v", err)
+	}
+}

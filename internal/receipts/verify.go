@@ -364,6 +364,9 @@ func (v *verifier) receipt(l Line) {
 	case idx < next:
 		v.problem(int64(idx), event, "out of order: it comes after record %d (%s); a record was moved or inserted", next-1, v.lastEvent)
 		return
+	case idx > next && next == 0:
+		v.problem(0, "", "records 0 to %d are missing (removed): the export starts with record %d (%s)", idx-1, idx, event)
+		v.run, v.unsigned = nil, -1
 	case idx > next:
 		if next == idx-1 {
 			v.problem(int64(next), "", "missing (removed): the export goes from record %d (%s) to record %d (%s)", int64(next)-1, v.lastEvent, idx, event)

@@ -74,26 +74,43 @@ func (s *Store) appendAuditTx(ctx context.Context, e AuditEvent) (bool, error) {
 
 // appendReceipts appends the records of audit row e, which this transaction inserted.
 func (s *Store) appendReceipts(ctx context.Context, tx *sqlx.Tx, e AuditEvent) error {
-	recs, err := s.receiptRecords(ctx, tx, e)
+	in, err := s.receiptInputs(ctx, tx, e)
 	if err != nil {
-		return err
+		return fmt.Errorf("receipts of %q: %w", e.Key, err)
 	}
-	return s.appendRecords(ctx, tx, e.Key, recs)
+	if in.conf != nil && in.conf.Proof == "" {
+		if orig, ok := strings.CutPrefix(in.conf.Reason, "edit of "); ok {
+			// An approver's edit is its own confirmation: the proof is the edit decision's.
+			if err := tx.GetContext(ctx, &in.conf.Proof, s.q(`SELECT approver_proof FROM confirmations WHERE id = ?`), orig); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("receipts of %q: proof of the edit %s: %w", e.Key, orig, err)
+			}
+		}
+	}
+	return s.appendLocked(ctx, tx, e.Key, in.head, receiptRecords(e, in))
 }
 
-// appendRecords adds recs (records of the event key) to the log through tx.
+// appendRecords adds recs (records of the event key) to the log through tx, locking the head.
 func (s *Store) appendRecords(ctx context.Context, tx *sqlx.Tx, key string, recs []receipts.Record) error {
 	lock := `SELECT size, frontier FROM receipt_head WHERE id = 1`
 	if s.driver == DriverPostgres {
 		lock += ` FOR UPDATE`
 	}
-	var head struct {
-		Size     int64  `db:"size"`
-		Frontier []byte `db:"frontier"`
-	}
+	var head receiptHead
 	if err := tx.GetContext(ctx, &head, lock); err != nil {
 		return fmt.Errorf("receipts of %q: lock the log: %w", key, err)
 	}
+	return s.appendLocked(ctx, tx, key, head, recs)
+}
+
+// receiptHead is the receipt_head row as read under its lock.
+type receiptHead struct {
+	Size     int64  `db:"size" json:"size"`
+	Frontier []byte `db:"frontier" json:"frontier"`
+}
+
+// appendLocked adds recs (records of the event key) to the log through tx, whose head this
+// transaction holds locked.
+func (s *Store) appendLocked(ctx context.Context, tx *sqlx.Tx, key string, head receiptHead, recs []receipts.Record) error {
 	frontier, err := receipts.SplitHashes(head.Frontier)
 	if err != nil {
 		return fmt.Errorf("receipts of %q: %w", key, err)
@@ -147,21 +164,114 @@ func (s *Store) appendRecords(ctx context.Context, tx *sqlx.Tx, key string, recs
 
 // receiptConfirmation is what the records of a call held for people read of its confirmation.
 type receiptConfirmation struct {
-	ID               string `db:"id"`
-	Created          dbTime `db:"created_at"`
-	Expires          dbTime `db:"expires_at"`
-	Decided          dbTime `db:"decided_at"`
-	Decision         string `db:"decision"`
-	Approver         string `db:"approver"`
-	Reason           string `db:"reason"`
-	Proof            string `db:"approver_proof"`
-	RegistryRevision string `db:"registry_revision"`
-	Provenance       string `db:"provenance"`
+	ID               string `db:"id" json:"id"`
+	Created          dbTime `db:"created_at" json:"created_at"`
+	Expires          dbTime `db:"expires_at" json:"expires_at"`
+	Decided          dbTime `db:"decided_at" json:"decided_at"`
+	Decision         string `db:"decision" json:"decision"`
+	Approver         string `db:"approver" json:"approver"`
+	Reason           string `db:"reason" json:"reason"`
+	Proof            string `db:"approver_proof" json:"approver_proof"`
+	RegistryRevision string `db:"registry_revision" json:"registry_revision"`
+	Provenance       string `db:"provenance" json:"provenance"`
 }
 
-// receiptRecords builds the records of audit row e from the row, its facts and what the
-// transaction reads of its confirmation, approvals and requester.
-func (s *Store) receiptRecords(ctx context.Context, tx *sqlx.Tx, e AuditEvent) ([]receipts.Record, error) {
+// receiptRequester is the proven requester of the row's run.
+type receiptRequester struct {
+	Principal string `db:"principal" json:"principal"`
+	Client    string `db:"client" json:"client"`
+	Signature string `db:"signature" json:"signature"`
+	At        dbTime `db:"at" json:"at"`
+}
+
+// receiptApproval is one approval of the row's confirmation.
+type receiptApproval struct {
+	Approver string `db:"approver" json:"approver"`
+	Proof    string `db:"proof" json:"proof"`
+	At       dbTime `db:"at" json:"at"`
+}
+
+// receiptInput is what the records of an audit row read in its transaction: the head (locked),
+// the run's requester, the proposal's confirmation and its approvals (nil and empty when none).
+type receiptInput struct {
+	head      receiptHead
+	requester *receiptRequester
+	conf      *receiptConfirmation
+	approvals []receiptApproval
+}
+
+// receiptInputsPG reads a receiptInput in one round trip, locking the head: PostgreSQL's JSON
+// functions carry the requester, the confirmation and its approvals beside the head's row.
+const receiptInputsPG = `SELECT h.size, h.frontier,
+	(SELECT row_to_json(r) FROM (SELECT principal, client, signature, at FROM turn_requesters
+		WHERE workflow_id = $1 AND run_id = $2) r) AS requester,
+	(SELECT row_to_json(c) FROM (SELECT id, created_at, expires_at, decided_at, decision, approver, reason, approver_proof,
+		registry_revision, provenance FROM confirmations WHERE workflow_id = $1 AND run_id = $2 AND seq = $3) c) AS confirmation,
+	(SELECT json_agg(a ORDER BY a.at, a.approver) FROM (SELECT ca.approver, ca.proof, ca.at FROM confirmation_approvals ca
+		JOIN confirmations cc ON cc.id = ca.confirmation_id WHERE cc.workflow_id = $1 AND cc.run_id = $2 AND cc.seq = $3) a) AS approvals
+	FROM receipt_head h WHERE h.id = 1 FOR UPDATE OF h`
+
+// receiptInputs reads what the records of audit row e need and locks the log's head: one
+// statement on PostgreSQL, a few in-process reads on SQLite (whose transaction holds the
+// database's write lock already).
+func (s *Store) receiptInputs(ctx context.Context, tx *sqlx.Tx, e AuditEvent) (receiptInput, error) {
+	var in receiptInput
+	if s.driver == DriverPostgres {
+		var row struct {
+			receiptHead
+			Requester, Confirmation, Approvals []byte
+		}
+		if err := tx.QueryRowxContext(ctx, receiptInputsPG, e.WorkflowID, e.RunID, e.Seq).Scan(&row.Size, &row.Frontier, &row.Requester, &row.Confirmation, &row.Approvals); err != nil {
+			return in, fmt.Errorf("lock the log: %w", err)
+		}
+		in.head = row.receiptHead
+		if row.Requester != nil {
+			in.requester = &receiptRequester{}
+			if err := json.Unmarshal(row.Requester, in.requester); err != nil {
+				return in, fmt.Errorf("requester: %w", err)
+			}
+		}
+		if row.Confirmation != nil {
+			in.conf = &receiptConfirmation{}
+			if err := json.Unmarshal(row.Confirmation, in.conf); err != nil {
+				return in, fmt.Errorf("confirmation: %w", err)
+			}
+		}
+		if row.Approvals != nil {
+			if err := json.Unmarshal(row.Approvals, &in.approvals); err != nil {
+				return in, fmt.Errorf("approvals: %w", err)
+			}
+		}
+		return in, nil
+	}
+	if err := tx.GetContext(ctx, &in.head, `SELECT size, frontier FROM receipt_head WHERE id = 1`); err != nil {
+		return in, fmt.Errorf("lock the log: %w", err)
+	}
+	var rq receiptRequester
+	switch err := tx.GetContext(ctx, &rq, `SELECT principal, client, signature, at FROM turn_requesters WHERE workflow_id = ? AND run_id = ?`, e.WorkflowID, e.RunID); {
+	case err == nil:
+		in.requester = &rq
+	case !errors.Is(err, sql.ErrNoRows):
+		return in, fmt.Errorf("requester: %w", err)
+	}
+	var c receiptConfirmation
+	switch err := tx.GetContext(ctx, &c, `SELECT id, created_at, expires_at, decided_at, decision, approver, reason, approver_proof, registry_revision, provenance
+		FROM confirmations WHERE workflow_id = ? AND run_id = ? AND seq = ?`, e.WorkflowID, e.RunID, e.Seq); {
+	case err == nil:
+		in.conf = &c
+	case !errors.Is(err, sql.ErrNoRows):
+		return in, fmt.Errorf("confirmation: %w", err)
+	}
+	if in.conf != nil {
+		if err := tx.SelectContext(ctx, &in.approvals, `SELECT approver, proof, at FROM confirmation_approvals WHERE confirmation_id = ? ORDER BY at, approver`, c.ID); err != nil {
+			return in, fmt.Errorf("approvals: %w", err)
+		}
+	}
+	return in, nil
+}
+
+// receiptRecords builds the records of audit row e from the row, its facts and in.
+func receiptRecords(e AuditEvent, in receiptInput) []receipts.Record {
 	at := orNow(e.At).UTC().Truncate(time.Microsecond)
 	base := receipts.Record{V: receipts.Version, Event: e.Key, Turn: e.WorkflowID, Run: e.RunID, Seq: e.Seq, CallID: e.CallID,
 		Capability: e.CapabilityID, Version: e.Version, ArgsDigest: e.ArgsDigest, At: at}
@@ -170,53 +280,31 @@ func (s *Store) receiptRecords(ctx context.Context, tx *sqlx.Tx, e AuditEvent) (
 		ev := base
 		ev.Type = receipts.TypeEvent
 		ev.Audit = &receipts.Audit{Outcome: e.Outcome, Stage: e.Stage, Reason: e.Reason, Detail: e.Detail, Approver: e.Approver, OriginalDigest: e.OriginalDigest}
-		return []receipts.Record{ev}, nil
+		return []receipts.Record{ev}
 	}
 	var f ReceiptFacts
 	if e.Facts != nil {
 		f = *e.Facts
 	}
 	auth := &receipts.Authorization{RegistryRevision: f.RegistryRevision, Fingerprint: f.Fingerprint, MCPPin: f.MCPPin, Quorum: f.Quorum}
-	if e.WorkflowID != "" {
-		var rq struct {
-			Principal string `db:"principal"`
-			Client    string `db:"client"`
-			Signature string `db:"signature"`
-			At        dbTime `db:"at"`
-		}
-		err := tx.GetContext(ctx, &rq, s.q(`SELECT principal, client, signature, at FROM turn_requesters WHERE workflow_id = ? AND run_id = ?`), e.WorkflowID, e.RunID)
-		switch {
-		case err == nil:
-			auth.Requester = &receipts.Requester{Principal: rq.Principal, Client: rq.Client, Attestation: receipts.Digest([]byte(rq.Signature)), At: rq.At.Time}
-		case !errors.Is(err, sql.ErrNoRows):
-			return nil, fmt.Errorf("receipts of %q: requester: %w", e.Key, err)
-		}
+	if rq := in.requester; rq != nil {
+		auth.Requester = &receipts.Requester{Principal: rq.Principal, Client: rq.Client, Attestation: receipts.Digest([]byte(rq.Signature)), At: rq.At.Time}
 	}
 	provenance := e.Provenance
-	switch e.Outcome {
-	case "rejected", "parse_failed", "budget_exhausted":
+	switch {
+	case e.Outcome == "rejected" || e.Outcome == "parse_failed" || e.Outcome == "budget_exhausted":
 		auth.Mode, auth.Rule = receipts.ModeRefused, e.Stage+":"+e.Reason
-	case "captured":
+	case e.Outcome == "captured":
 		auth.Mode, auth.Rule = receipts.ModeAutomatic, "agent_proposal"
+	case in.conf == nil:
+		auth.Mode, auth.Rule = receipts.ModeAutomatic, f.Rule
+		if auth.Rule == "" {
+			auth.Rule = "local_read_only"
+		}
 	default:
-		var c receiptConfirmation
-		err := tx.GetContext(ctx, &c, s.q(`SELECT id, created_at, expires_at, decided_at, decision, approver, reason, approver_proof, registry_revision, provenance
-			FROM confirmations WHERE workflow_id = ? AND run_id = ? AND seq = ?`), e.WorkflowID, e.RunID, e.Seq)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			auth.Mode, auth.Rule = receipts.ModeAutomatic, f.Rule
-			if auth.Rule == "" {
-				auth.Rule = "local_read_only"
-			}
-		case err != nil:
-			return nil, fmt.Errorf("receipts of %q: confirmation: %w", e.Key, err)
-		default:
-			if err := s.humanAuthorization(ctx, tx, auth, c); err != nil {
-				return nil, fmt.Errorf("receipts of %q: %w", e.Key, err)
-			}
-			if len(provenance) == 0 && c.Provenance != "" {
-				provenance = json.RawMessage(c.Provenance)
-			}
+		humanAuthorization(auth, *in.conf, in.approvals)
+		if len(provenance) == 0 && in.conf.Provenance != "" {
+			provenance = json.RawMessage(in.conf.Provenance)
 		}
 	}
 	auth.Provenance = provenanceSummary(provenance)
@@ -234,11 +322,12 @@ func (s *Store) receiptRecords(ctx context.Context, tx *sqlx.Tx, e AuditEvent) (
 	if settled != e.Outcome {
 		st.Settlement.AuditOutcome = e.Outcome
 	}
-	return []receipts.Record{a, st}, nil
+	return []receipts.Record{a, st}
 }
 
-// humanAuthorization fills auth from the confirmation c of a call put to people.
-func (s *Store) humanAuthorization(ctx context.Context, tx *sqlx.Tx, auth *receipts.Authorization, c receiptConfirmation) error {
+// humanAuthorization fills auth from the confirmation c of a call put to people and its
+// approvals (a quorum's).
+func humanAuthorization(auth *receipts.Authorization, c receiptConfirmation, approvals []receiptApproval) {
 	auth.Mode, auth.Rule = receipts.ModeHuman, "confirmation"
 	auth.AskedAt, auth.ExpiresAt, auth.DecidedAt, auth.Decision = c.Created.ptr(), c.Expires.ptr(), c.Decided.ptr(), c.Decision
 	if c.Reason == ReasonEditedByApprover {
@@ -247,22 +336,7 @@ func (s *Store) humanAuthorization(ctx context.Context, tx *sqlx.Tx, auth *recei
 	if auth.Fingerprint == "" {
 		auth.Fingerprint = c.RegistryRevision
 	}
-	var approvals []struct {
-		Approver string `db:"approver"`
-		Proof    string `db:"proof"`
-		At       dbTime `db:"at"`
-	}
-	if err := tx.SelectContext(ctx, &approvals, s.q(`SELECT approver, proof, at FROM confirmation_approvals WHERE confirmation_id = ? ORDER BY at, approver`), c.ID); err != nil {
-		return fmt.Errorf("approvals: %w", err)
-	}
 	proof, _, _ := strings.Cut(c.Proof, "; quorum of ")
-	if orig, ok := strings.CutPrefix(c.Reason, "edit of "); ok && proof == "" {
-		// An approver's edit is its own confirmation: the proof is the edit decision's.
-		var p string
-		if err := tx.GetContext(ctx, &p, s.q(`SELECT approver_proof FROM confirmations WHERE id = ?`), orig); err == nil {
-			proof, _, _ = strings.Cut(p, "; quorum of ")
-		}
-	}
 	for _, ap := range approvals {
 		if ap.Approver == c.Approver {
 			continue // the deciding approver comes last, with the decision's proof
@@ -275,7 +349,6 @@ func (s *Store) humanAuthorization(ctx context.Context, tx *sqlx.Tx, auth *recei
 	if auth.Quorum == 0 && len(approvals) > 1 {
 		auth.Quorum = len(approvals)
 	}
-	return nil
 }
 
 // ProofKind maps Airlock's wording of an approver's proof (activities.ProofOf) to its

@@ -704,6 +704,20 @@ func (d *dbTime) Scan(src any) error {
 	}
 }
 
+// UnmarshalJSON reads a timestamp from JSON (PostgreSQL's row_to_json of a TIMESTAMPTZ: RFC
+// 3339 text; null leaves Valid false).
+func (d *dbTime) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*d = dbTime{}
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("store: timestamp %s is not a JSON string", b)
+	}
+	return d.parse(s)
+}
+
 func (d *dbTime) parse(s string) error {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
