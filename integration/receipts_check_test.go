@@ -31,9 +31,21 @@ type receiptCheck struct {
 // export of it with the public keys in home.
 func checkReceipts(ctx context.Context, st *store.Store, home string, rows []store.AuditEvent) receiptCheck {
 	var rc receiptCheck
+	// The worker sequences in the background; whatever it has not placed yet is placed here,
+	// signed with the worker's key, as an export would.
+	key, err := receipts.LoadKey(home)
+	if err != nil {
+		rc.Verify = err.Error()
+		return rc
+	}
+	st.UseReceiptKey(key)
+	if _, err := st.SequenceReceipts(ctx); err != nil {
+		rc.Verify = err.Error()
+		return rc
+	}
 	seen := map[string]int{}
 	next := uint64(0)
-	err := st.EachReceipt(ctx, 0, func(r receipts.Receipt) error {
+	err = st.EachReceipt(ctx, 0, func(r receipts.Receipt) error {
 		rc.Records++
 		if r.Index != next {
 			rc.Gaps++

@@ -97,6 +97,9 @@ func RunReceipts(ctx context.Context, st *store.Store, cfg ReceiptsConfig, log *
 // tick publishes a checkpoint when the log grew since the last one published, then prunes.
 func (k *receiptsKeeper) tick(ctx context.Context, now time.Time) error {
 	if len(k.cfg.Publish) > 0 && k.st.ReceiptKey() != nil {
+		if _, err := k.st.SequenceReceipts(ctx); err != nil {
+			return err
+		}
 		h, err := k.st.ReceiptHead(ctx)
 		if err != nil {
 			return err

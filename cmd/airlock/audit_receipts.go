@@ -268,6 +268,11 @@ func siemExport(cmd *cobra.Command, st *store.Store, from uint64, follow, otlp b
 	}
 	next := from
 	for {
+		// Records written but not yet placed in the tree are placed first (signed when the
+		// log key is in AIRLOCK_HOME), so a shipper never waits for a worker's sequencer.
+		if _, err := st.SequenceReceipts(ctx); err != nil {
+			return err
+		}
 		err := st.EachReceipt(ctx, next, func(r receipts.Receipt) error {
 			next = r.Index + 1
 			return emit(r)

@@ -98,6 +98,7 @@ func (s *Store) Settle(ctx context.Context, st Settlement) error {
 	}
 	stAt := orNow(st.At)
 	at := tsArg(stAt)
+	defer s.kickSequencer()
 	return s.inTx(ctx, "settle "+st.WorkflowID, func(tx *sqlx.Tx) error {
 		for _, p := range st.Proposals {
 			payload, err := jsonArg("proposal payload", p.Payload)
@@ -257,6 +258,9 @@ func (s *Store) AppendProposalDecision(ctx context.Context, d ProposalDecision) 
 	})
 	if err != nil {
 		return ProposalDecision{}, false, err
+	}
+	if n == 1 {
+		s.kickSequencer()
 	}
 	stored, err := s.GetProposalDecision(ctx, d.ProposalID)
 	if err != nil {

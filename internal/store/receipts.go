@@ -16,12 +16,16 @@ import (
 )
 
 // The receipts log (issue 36): every audit row appends its records (internal/receipts) in the
-// transaction that writes the row, so a record exists exactly when its row does: a retried
-// activity, a replayed workflow or a crash between the two writes neither a second record nor
-// a gap. Appends take the one receipt_head row's lock (SELECT … FOR UPDATE on PostgreSQL; a
-// SQLite transaction holds the database's write lock already), advance the tree by the records'
-// leaves, sign each new tree's checkpoint when the store has a log key (UseReceiptKey) and
-// write the records with their proofs and checkpoints.
+// statement or transaction that writes the row, so a record exists exactly when its row does: a
+// retried activity, a replayed workflow or a crash between the two writes neither a second
+// record nor a gap. A record is written whole (its leaf bytes are final) but without its place
+// in the tree; SequenceReceipts gives the records their places in the order they were written,
+// in batches: it takes the one receipt_head row's lock (SELECT … FOR UPDATE on PostgreSQL; a
+// SQLite transaction holds the database's write lock already), advances the tree by each
+// record's leaf, signs each new tree's checkpoint when the store has a log key (UseReceiptKey)
+// and stores the records' indices, proofs and checkpoints. A store with a key sequences in the
+// background (a few milliseconds after each append), so the audit row's write never waits for
+// the log's lock.
 
 // ReceiptFacts is what the writer of an audit row knows of the call beyond the row itself,
 // for its authorization and settlement records. Every member is optional.
@@ -52,9 +56,16 @@ var callOutcomes = map[string]string{
 // (UseReceiptKey).
 var ErrNoReceiptKey = errors.New("store: no receipts log key")
 
-// UseReceiptKey makes every later append sign its tree's checkpoint with sg (nil: append
-// unsigned; a later signed checkpoint covers those records).
-func (s *Store) UseReceiptKey(sg *receipts.Signer) { s.receiptKey.Store(sg) }
+// UseReceiptKey makes sequencing sign each tree's checkpoint with sg (nil: sequence unsigned;
+// a later signed checkpoint covers those records), and starts the store's background
+// sequencer (SequenceReceipts after each append, and every half second), which Close stops.
+func (s *Store) UseReceiptKey(sg *receipts.Signer) {
+	s.receiptKey.Store(sg)
+	s.seqOnce.Do(func() {
+		s.seqRunning.Store(true)
+		go s.runSequencer()
+	})
+}
 
 // ReceiptKey is the key UseReceiptKey set (nil: none).
 func (s *Store) ReceiptKey() *receipts.Signer { return s.receiptKey.Load() }
@@ -69,6 +80,9 @@ func (s *Store) appendAuditTx(ctx context.Context, e AuditEvent) (bool, error) {
 		}
 		return s.appendReceipts(ctx, tx, e)
 	})
+	if inserted && err == nil {
+		s.kickSequencer()
+	}
 	return inserted, err
 }
 
@@ -78,88 +92,200 @@ func (s *Store) appendReceipts(ctx context.Context, tx *sqlx.Tx, e AuditEvent) e
 	if err != nil {
 		return fmt.Errorf("receipts of %q: %w", e.Key, err)
 	}
-	if in.conf != nil && in.conf.Proof == "" {
-		if orig, ok := strings.CutPrefix(in.conf.Reason, "edit of "); ok {
-			// An approver's edit is its own confirmation: the proof is the edit decision's.
-			if err := tx.GetContext(ctx, &in.conf.Proof, s.q(`SELECT approver_proof FROM confirmations WHERE id = ?`), orig); err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("receipts of %q: proof of the edit %s: %w", e.Key, orig, err)
-			}
-		}
+	if err := s.editProof(ctx, tx, &in); err != nil {
+		return fmt.Errorf("receipts of %q: %w", e.Key, err)
 	}
-	return s.appendLocked(ctx, tx, e.Key, in.head, receiptRecords(e, in))
+	return s.appendRecords(ctx, tx, e.Key, receiptRecords(e, in))
 }
 
-// appendRecords adds recs (records of the event key) to the log through tx, locking the head.
-func (s *Store) appendRecords(ctx context.Context, tx *sqlx.Tx, key string, recs []receipts.Record) error {
-	lock := `SELECT size, frontier FROM receipt_head WHERE id = 1`
-	if s.driver == DriverPostgres {
-		lock += ` FOR UPDATE`
+// editProof gives the confirmation of an approver's edit the edit decision's proof: the edit
+// is its own confirmation.
+func (s *Store) editProof(ctx context.Context, x sqlx.QueryerContext, in *receiptInput) error {
+	if in.conf == nil || in.conf.Proof != "" {
+		return nil
 	}
-	var head receiptHead
-	if err := tx.GetContext(ctx, &head, lock); err != nil {
-		return fmt.Errorf("receipts of %q: lock the log: %w", key, err)
+	orig, ok := strings.CutPrefix(in.conf.Reason, "edit of ")
+	if !ok {
+		return nil
 	}
-	return s.appendLocked(ctx, tx, key, head, recs)
+	if err := sqlx.GetContext(ctx, x, &in.conf.Proof, s.q(`SELECT approver_proof FROM confirmations WHERE id = ?`), orig); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("proof of the edit %s: %w", orig, err)
+	}
+	return nil
+}
+
+// appendRecords writes recs (records of the event key, in order) through x, to be sequenced.
+func (s *Store) appendRecords(ctx context.Context, x sqlx.ExecerContext, key string, recs []receipts.Record) error {
+	q, args, err := pendingInsert(key, recs, "")
+	if err != nil {
+		return err
+	}
+	if _, err := x.ExecContext(ctx, s.q(q), args...); err != nil {
+		return fmt.Errorf("receipts of %q: append: %w", key, err)
+	}
+	return nil
+}
+
+// pendingInsert is the statement and arguments that write recs unsequenced; with cond (a SQL
+// condition, PostgreSQL's data-modifying WITH) only when it holds.
+func pendingInsert(key string, recs []receipts.Record, cond string) (string, []any, error) {
+	var q strings.Builder
+	q.WriteString(`INSERT INTO receipts (event_key, part, record, at) `)
+	args := make([]any, 0, 4*len(recs))
+	for i, r := range recs {
+		leaf, err := r.Leaf()
+		if err != nil {
+			return "", nil, err
+		}
+		switch {
+		case cond != "" && i > 0:
+			q.WriteString(` UNION ALL `)
+			fallthrough
+		case cond != "":
+			q.WriteString(`SELECT ?::text, ?::text, ?::bytea, ?::timestamptz WHERE ` + cond)
+		case i == 0:
+			q.WriteString(`VALUES (?, ?, ?, ?)`)
+		default:
+			q.WriteString(`, (?, ?, ?, ?)`)
+		}
+		args = append(args, key, r.Type, leaf, tsArg(r.At))
+	}
+	return q.String(), args, nil
+}
+
+// SequenceReceipts gives every record written but not yet sequenced its place in the tree, in
+// the order they were written, in batches of at most receiptBatch: one transaction each that
+// locks the head, appends the leaves, signs each new tree's checkpoint (with the store's key,
+// when it has one) and stores indices, proofs and checkpoints. It returns how many it
+// sequenced. Safe to run from several processes at once: the head's lock orders them.
+func (s *Store) SequenceReceipts(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, err := s.sequenceBatch(ctx)
+		total += n
+		if err != nil || n < receiptBatch {
+			return total, err
+		}
+	}
+}
+
+// receiptBatch bounds one sequencing transaction.
+const receiptBatch = 500
+
+func (s *Store) sequenceBatch(ctx context.Context) (int, error) {
+	n := 0
+	err := s.inTx(ctx, "sequence receipts", func(tx *sqlx.Tx) error {
+		lock := `SELECT size, frontier FROM receipt_head WHERE id = 1`
+		if s.driver == DriverPostgres {
+			lock += ` FOR UPDATE`
+		}
+		var head receiptHead
+		if err := tx.GetContext(ctx, &head, lock); err != nil {
+			return fmt.Errorf("lock the log: %w", err)
+		}
+		var pending []struct {
+			SeqID  int64  `db:"seq_id"`
+			Key    string `db:"event_key"`
+			Record []byte `db:"record"`
+		}
+		if err := tx.SelectContext(ctx, &pending, s.q(`SELECT seq_id, event_key, record FROM receipts WHERE idx IS NULL ORDER BY seq_id LIMIT ?`), receiptBatch); err != nil {
+			return fmt.Errorf("read the records to sequence: %w", err)
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+		frontier, err := receipts.SplitHashes(head.Frontier)
+		if err != nil {
+			return err
+		}
+		h := receipts.Head{Size: uint64(head.Size), Frontier: frontier}
+		sg := s.receiptKey.Load()
+		var q strings.Builder
+		args := make([]any, 0, 4*len(pending))
+		for i, p := range pending {
+			var ap receipts.Appended
+			if h, ap, err = h.Append(receipts.LeafHash(p.Record)); err != nil {
+				return err
+			}
+			cp := ""
+			if sg != nil {
+				b, err := sg.Sign(ap.Index+1, ap.Root)
+				if err != nil {
+					return err
+				}
+				cp = string(b)
+			}
+			proof := bytesArg(receipts.JoinHashes(ap.Proof))
+			if s.driver != DriverPostgres {
+				if _, err := tx.ExecContext(ctx, `UPDATE receipts SET idx = ?, proof = ?, checkpoint = ? WHERE seq_id = ?`, int64(ap.Index), proof, cp, p.SeqID); err != nil {
+					return fmt.Errorf("sequence %q: %w", p.Key, err)
+				}
+				continue
+			}
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString("(?::bigint, ?::bigint, ?::bytea, ?::text)")
+			args = append(args, p.SeqID, int64(ap.Index), proof, cp)
+		}
+		if s.driver == DriverPostgres {
+			if _, err := tx.ExecContext(ctx, s.q(`UPDATE receipts AS r SET idx = v.idx, proof = v.proof, checkpoint = v.cp
+				FROM (VALUES `+q.String()+`) AS v (seq_id, idx, proof, cp) WHERE r.seq_id = v.seq_id`), args...); err != nil {
+				return fmt.Errorf("sequence: %w", err)
+			}
+		}
+		res, err := tx.ExecContext(ctx, s.q(`UPDATE receipt_head SET size = ?, frontier = ? WHERE id = 1 AND size = ?`),
+			int64(h.Size), bytesArg(receipts.JoinHashes(h.Frontier)), head.Size)
+		if err != nil {
+			return fmt.Errorf("advance the head: %w", err)
+		}
+		if k, err := res.RowsAffected(); err != nil || k != 1 {
+			return fmt.Errorf("the head moved under its lock (%d rows, %v)", k, err)
+		}
+		n = len(pending)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// kickSequencer wakes the background sequencer (UseReceiptKey), if any; it never blocks.
+func (s *Store) kickSequencer() {
+	select {
+	case s.seqKick <- struct{}{}:
+	default:
+	}
+}
+
+// sequenceEvery is how often the background sequencer looks for records when nothing woke it
+// (records another process wrote).
+const sequenceEvery = 500 * time.Millisecond
+
+// runSequencer sequences records whenever an append of this store wakes it, and every
+// sequenceEvery, until the store closes. Errors are retried at the next wake.
+func (s *Store) runSequencer() {
+	defer close(s.seqDone)
+	t := time.NewTicker(sequenceEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.seqStop:
+			return
+		case <-s.seqKick:
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, _ = s.SequenceReceipts(ctx)
+		cancel()
+	}
 }
 
 // receiptHead is the receipt_head row as read under its lock.
 type receiptHead struct {
 	Size     int64  `db:"size" json:"size"`
 	Frontier []byte `db:"frontier" json:"frontier"`
-}
-
-// appendLocked adds recs (records of the event key) to the log through tx, whose head this
-// transaction holds locked.
-func (s *Store) appendLocked(ctx context.Context, tx *sqlx.Tx, key string, head receiptHead, recs []receipts.Record) error {
-	frontier, err := receipts.SplitHashes(head.Frontier)
-	if err != nil {
-		return fmt.Errorf("receipts of %q: %w", key, err)
-	}
-	h := receipts.Head{Size: uint64(head.Size), Frontier: frontier}
-	sg := s.receiptKey.Load()
-	var q strings.Builder
-	q.WriteString(`INSERT INTO receipts (idx, event_key, part, record, proof, checkpoint, at) VALUES `)
-	args := make([]any, 0, 7*len(recs))
-	for i, r := range recs {
-		leaf, err := r.Leaf()
-		if err != nil {
-			return err
-		}
-		var ap receipts.Appended
-		if h, ap, err = h.Append(receipts.LeafHash(leaf)); err != nil {
-			return fmt.Errorf("receipts of %q: %w", key, err)
-		}
-		cp := ""
-		if sg != nil {
-			b, err := sg.Sign(ap.Index+1, ap.Root)
-			if err != nil {
-				return err
-			}
-			cp = string(b)
-		}
-		if i > 0 {
-			q.WriteString(", ")
-		}
-		q.WriteString("(?, ?, ?, ?, ?, ?, ?)")
-		args = append(args, int64(ap.Index), key, r.Type, leaf, bytesArg(receipts.JoinHashes(ap.Proof)), cp, tsArg(r.At))
-	}
-	const advance = `UPDATE receipt_head SET size = ?, frontier = ? WHERE id = 1 AND size = ?`
-	headArgs := []any{int64(h.Size), bytesArg(receipts.JoinHashes(h.Frontier)), head.Size}
-	var res sql.Result
-	if s.driver == DriverPostgres {
-		// The records and the head in one statement (a data-modifying WITH): one round trip
-		// less while the head's lock is held.
-		res, err = tx.ExecContext(ctx, s.q(`WITH appended AS (`+q.String()+`) `+advance), append(args, headArgs...)...)
-	} else if _, err = tx.ExecContext(ctx, s.q(q.String()), args...); err == nil {
-		res, err = tx.ExecContext(ctx, s.q(advance), headArgs...)
-	}
-	if err != nil {
-		return fmt.Errorf("receipts of %q: append: %w", key, err)
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return fmt.Errorf("receipts of %q: the head moved under its lock (%d rows, %v)", key, n, err)
-	}
-	return nil
 }
 
 // receiptConfirmation is what the records of a call held for people read of its confirmation.
@@ -191,71 +317,61 @@ type receiptApproval struct {
 	At       dbTime `db:"at" json:"at"`
 }
 
-// receiptInput is what the records of an audit row read in its transaction: the head (locked),
-// the run's requester, the proposal's confirmation and its approvals (nil and empty when none).
+// receiptInput is what the records of an audit row read: the run's requester, the proposal's
+// confirmation and its approvals (nil and empty when none).
 type receiptInput struct {
-	head      receiptHead
 	requester *receiptRequester
 	conf      *receiptConfirmation
 	approvals []receiptApproval
 }
 
-// receiptInputsPG reads a receiptInput in one round trip, locking the head: PostgreSQL's JSON
-// functions carry the requester, the confirmation and its approvals beside the head's row.
-const receiptInputsPG = `SELECT h.size, h.frontier,
+// receiptInputsPG reads a receiptInput in one round trip: PostgreSQL's JSON functions carry
+// the requester, the confirmation and its approvals in one row.
+const receiptInputsPG = `SELECT
 	(SELECT row_to_json(r) FROM (SELECT principal, client, signature, at FROM turn_requesters
 		WHERE workflow_id = $1 AND run_id = $2) r) AS requester,
 	(SELECT row_to_json(c) FROM (SELECT id, created_at, expires_at, decided_at, decision, approver, reason, approver_proof,
 		registry_revision, provenance FROM confirmations WHERE workflow_id = $1 AND run_id = $2 AND seq = $3) c) AS confirmation,
 	(SELECT json_agg(a ORDER BY a.at, a.approver) FROM (SELECT ca.approver, ca.proof, ca.at FROM confirmation_approvals ca
-		JOIN confirmations cc ON cc.id = ca.confirmation_id WHERE cc.workflow_id = $1 AND cc.run_id = $2 AND cc.seq = $3) a) AS approvals
-	FROM receipt_head h WHERE h.id = 1 FOR UPDATE OF h`
+		JOIN confirmations cc ON cc.id = ca.confirmation_id WHERE cc.workflow_id = $1 AND cc.run_id = $2 AND cc.seq = $3) a) AS approvals`
 
-// receiptInputs reads what the records of audit row e need and locks the log's head: one
-// statement on PostgreSQL, a few in-process reads on SQLite (whose transaction holds the
-// database's write lock already).
-func (s *Store) receiptInputs(ctx context.Context, tx *sqlx.Tx, e AuditEvent) (receiptInput, error) {
+// receiptInputs reads what the records of audit row e need through x (the store or a
+// transaction): one statement on PostgreSQL, a few in-process reads on SQLite.
+func (s *Store) receiptInputs(ctx context.Context, x sqlx.QueryerContext, e AuditEvent) (receiptInput, error) {
 	var in receiptInput
 	if s.driver == DriverPostgres {
-		var row struct {
-			receiptHead
-			Requester, Confirmation, Approvals []byte
+		var requester, confirmation, approvals []byte
+		if err := x.QueryRowxContext(ctx, receiptInputsPG, e.WorkflowID, e.RunID, e.Seq).Scan(&requester, &confirmation, &approvals); err != nil {
+			return in, fmt.Errorf("read the call's confirmation and requester: %w", err)
 		}
-		if err := tx.QueryRowxContext(ctx, receiptInputsPG, e.WorkflowID, e.RunID, e.Seq).Scan(&row.Size, &row.Frontier, &row.Requester, &row.Confirmation, &row.Approvals); err != nil {
-			return in, fmt.Errorf("lock the log: %w", err)
-		}
-		in.head = row.receiptHead
-		if row.Requester != nil {
+		if requester != nil {
 			in.requester = &receiptRequester{}
-			if err := json.Unmarshal(row.Requester, in.requester); err != nil {
+			if err := json.Unmarshal(requester, in.requester); err != nil {
 				return in, fmt.Errorf("requester: %w", err)
 			}
 		}
-		if row.Confirmation != nil {
+		if confirmation != nil {
 			in.conf = &receiptConfirmation{}
-			if err := json.Unmarshal(row.Confirmation, in.conf); err != nil {
+			if err := json.Unmarshal(confirmation, in.conf); err != nil {
 				return in, fmt.Errorf("confirmation: %w", err)
 			}
 		}
-		if row.Approvals != nil {
-			if err := json.Unmarshal(row.Approvals, &in.approvals); err != nil {
+		if approvals != nil {
+			if err := json.Unmarshal(approvals, &in.approvals); err != nil {
 				return in, fmt.Errorf("approvals: %w", err)
 			}
 		}
 		return in, nil
 	}
-	if err := tx.GetContext(ctx, &in.head, `SELECT size, frontier FROM receipt_head WHERE id = 1`); err != nil {
-		return in, fmt.Errorf("lock the log: %w", err)
-	}
 	var rq receiptRequester
-	switch err := tx.GetContext(ctx, &rq, `SELECT principal, client, signature, at FROM turn_requesters WHERE workflow_id = ? AND run_id = ?`, e.WorkflowID, e.RunID); {
+	switch err := sqlx.GetContext(ctx, x, &rq, `SELECT principal, client, signature, at FROM turn_requesters WHERE workflow_id = ? AND run_id = ?`, e.WorkflowID, e.RunID); {
 	case err == nil:
 		in.requester = &rq
 	case !errors.Is(err, sql.ErrNoRows):
 		return in, fmt.Errorf("requester: %w", err)
 	}
 	var c receiptConfirmation
-	switch err := tx.GetContext(ctx, &c, `SELECT id, created_at, expires_at, decided_at, decision, approver, reason, approver_proof, registry_revision, provenance
+	switch err := sqlx.GetContext(ctx, x, &c, `SELECT id, created_at, expires_at, decided_at, decision, approver, reason, approver_proof, registry_revision, provenance
 		FROM confirmations WHERE workflow_id = ? AND run_id = ? AND seq = ?`, e.WorkflowID, e.RunID, e.Seq); {
 	case err == nil:
 		in.conf = &c
@@ -263,7 +379,7 @@ func (s *Store) receiptInputs(ctx context.Context, tx *sqlx.Tx, e AuditEvent) (r
 		return in, fmt.Errorf("confirmation: %w", err)
 	}
 	if in.conf != nil {
-		if err := tx.SelectContext(ctx, &in.approvals, `SELECT approver, proof, at FROM confirmation_approvals WHERE confirmation_id = ? ORDER BY at, approver`, c.ID); err != nil {
+		if err := sqlx.SelectContext(ctx, x, &in.approvals, `SELECT approver, proof, at FROM confirmation_approvals WHERE confirmation_id = ? ORDER BY at, approver`, c.ID); err != nil {
 			return in, fmt.Errorf("approvals: %w", err)
 		}
 	}

@@ -66,13 +66,16 @@ func (s *Store) EachReceipt(ctx context.Context, from uint64, fn func(receipts.R
 	}
 }
 
-// SignReceiptHead signs the checkpoint of the log as it stands with the store's key (and
-// extra signers: a rotation's), keeps it in receipt_checkpoints and returns it. ErrNoReceiptKey
+// SignReceiptHead sequences the records written so far (SequenceReceipts) and signs the
+// checkpoint of the log with the store's key (and extra signers: a rotation's), keeps it in receipt_checkpoints and returns it. ErrNoReceiptKey
 // when the store has no key.
 func (s *Store) SignReceiptHead(ctx context.Context, extra ...*receipts.Signer) ([]byte, error) {
 	sg := s.receiptKey.Load()
 	if sg == nil {
 		return nil, ErrNoReceiptKey
+	}
+	if _, err := s.SequenceReceipts(ctx); err != nil {
+		return nil, err
 	}
 	h, err := s.ReceiptHead(ctx)
 	if err != nil {
@@ -114,9 +117,13 @@ func (s *Store) ReceiptCheckpoints(ctx context.Context) ([][]byte, error) {
 	return out, nil
 }
 
-// ExportReceipts writes the log as an export (receipts.Writer): the head, the kept
+// ExportReceipts sequences the records written so far (SequenceReceipts: signed when the
+// store has a key) and writes the log as an export (receipts.Writer): the head, the kept
 // checkpoints, then every record with its receipt.
 func (s *Store) ExportReceipts(ctx context.Context, w *receipts.Writer) error {
+	if _, err := s.SequenceReceipts(ctx); err != nil {
+		return err
+	}
 	h, err := s.ReceiptHead(ctx)
 	if err != nil {
 		return err

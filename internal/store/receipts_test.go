@@ -6,8 +6,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,6 +70,9 @@ func buildLog(t *testing.T, s *Store) {
 	}
 	if _, err := s.AppendAudit(ctx, AuditEvent{Key: "turn/c/1/run-1/2/confirmation_refused/1", WorkflowID: "turn/c/1", RunID: "run-1", Seq: 2,
 		Outcome: "confirmation_refused", Stage: "confirm", Reason: "decision_mac_invalid", Detail: "<b>forged</b>", At: base.Add(90 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SequenceReceipts(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -411,6 +416,9 @@ func TestReceiptsNameEveryApproverOfAQuorum(t *testing.T) {
 			CapabilityID: "files.write", Version: 1, Outcome: "executed", Approver: "bob", At: base.Add(3 * time.Minute), Facts: &ReceiptFacts{Quorum: 2}}}); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := s.SequenceReceipts(ctx); err != nil {
+			t.Fatal(err)
+		}
 		var auth *receipts.Authorization
 		if err := s.EachReceipt(ctx, 0, func(r receipts.Receipt) error {
 			rec, err := receipts.ParseRecord(r.Leaf)
@@ -425,6 +433,84 @@ func TestReceiptsNameEveryApproverOfAQuorum(t *testing.T) {
 			auth.Approvers[0].Name != "alice" || auth.Approvers[0].ProofKind != receipts.ProofCLICredential ||
 			auth.Approvers[1].Name != "bob" || auth.Approvers[1].ProofKind != receipts.ProofPasskey || auth.Approvers[1].Proof != "passkey on approver page web" {
 			t.Fatalf("authorization %+v", auth)
+		}
+	})
+}
+
+// Records are written with their audit rows and placed in the tree by the sequencer: rows
+// written by many writers at once, sequenced by several sequencers at once (two processes'
+// worth), end as one dense log with each row's records exactly once, and nothing written
+// before a crash of the sequencer is lost.
+func TestReceiptsSequencedOnceUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, s *Store, u string) {
+		ctx := testCtx(t)
+		sg, kr := receiptKeys(t)
+		// Written without a sequencer: all pending, the tree still empty.
+		for i := 0; i < 5; i++ {
+			if _, err := s.AppendAudit(ctx, AuditEvent{Key: fmt.Sprintf("pre/%d", i), Outcome: "executed", At: base}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if h, _ := s.ReceiptHead(ctx); h.Size != 0 {
+			t.Fatalf("head %d before any sequencing", h.Size)
+		}
+		other := openStore(t, u) // a second process's store on the same database
+		s.UseReceiptKey(sg)
+		other.UseReceiptKey(sg)
+		var wg sync.WaitGroup
+		errs := make(chan error, 64)
+		for w := 0; w < 4; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				st := s
+				if w%2 == 1 {
+					st = other
+				}
+				for i := 0; i < 10; i++ {
+					if _, err := st.AppendAudit(ctx, AuditEvent{Key: fmt.Sprintf("w%d/%d", w, i), Outcome: "executed", At: base}); err != nil {
+						errs <- err
+						return
+					}
+					if _, err := st.SequenceReceipts(ctx); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}(w)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		if _, err := s.SequenceReceipts(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h, _ := s.ReceiptHead(ctx)
+		if h.Size != 90 { // 45 rows × 2 records
+			t.Fatalf("head %d, want 90", h.Size)
+		}
+		seen := map[string]int{}
+		next := uint64(0)
+		if err := s.EachReceipt(ctx, 0, func(r receipts.Receipt) error {
+			if r.Index != next {
+				return fmt.Errorf("index %d after %d", r.Index, next)
+			}
+			next++
+			rec, err := receipts.ParseRecord(r.Leaf)
+			seen[rec.Event+" "+rec.Type]++
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(seen) != 90 {
+			t.Fatalf("%d distinct records, want 90", len(seen))
+		}
+		rep, err := receipts.Verify(bytes.NewReader(exportOf(t, s)), kr, receipts.VerifyOptions{EachRecord: true})
+		if err != nil || rep.Signed != 90 {
+			t.Fatalf("verify: %+v %v", rep, err)
 		}
 	})
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 )
 
 // Recording is one stage-6 write of a turn (DESIGN "Executor stage 6: record"): an outcome's
@@ -65,14 +63,18 @@ func (s *Store) Record(ctx context.Context, r Recording) error {
 			return err
 		}
 	}
+	if s.driver == DriverPostgres && r.Audit != nil && oneStatement(r.Context) {
+		// An outcome's audit row, its records and its messages: one read and one statement
+		// when its decision, if any, is recorded already (the usual case).
+		if done, err := s.recordAuditPG(ctx, r, args); done || err != nil {
+			return err
+		}
+	}
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: record: begin: %w", err)
 	}
 	defer tx.Rollback()
-	if s.driver == DriverPostgres && r.Audit != nil && oneStatement(r.Context) {
-		return s.recordAuditPG(ctx, tx, r, args)
-	}
 	if d := r.Decision; d != nil {
 		if err := s.decideConfirmation(ctx, tx, d.ConfirmationID, d.Decision, d.Approver, d.Reason, "", d.At); err != nil {
 			return err
@@ -94,6 +96,9 @@ func (s *Store) Record(ctx context.Context, r Recording) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store: record: commit: %w", err)
+	}
+	if r.Audit != nil {
+		s.kickSequencer()
 	}
 	return nil
 }
@@ -121,45 +126,42 @@ func (s *Store) recordDecidedPG(ctx context.Context, r Recording, args [][]any) 
 	return got == r.Decision.Decision, nil
 }
 
-// recordAuditPG is Record's transaction on PostgreSQL for a recording with an audit row and at
-// most one statement of context (tx begun, rolled back on return unless committed): the audit
-// row, the messages and a read of the confirmation's decision in one statement; the decision
-// only when it is not recorded yet (usually it is: the turn recorded it when it judged it);
-// the row's receipts (one locked read, one write) when the row is new; the commit. Five round
-// trips where the generic transaction takes eight or more.
-func (s *Store) recordAuditPG(ctx context.Context, tx *sqlx.Tx, r Recording, args [][]any) error {
-	aq, qargs := auditInsert(*r.Audit)
-	q := `WITH audit AS (` + aq + ` RETURNING 1)`
-	decided := `''`
-	if d := r.Decision; d != nil {
-		q = `WITH cur AS (SELECT decision FROM confirmations WHERE id = ?), audit AS (` + aq + ` RETURNING 1)`
-		qargs = append([]any{d.ConfirmationID}, qargs...)
-		decided = `COALESCE((SELECT decision FROM cur), '')`
+// recordAuditPG records r (an audit row, at most one statement of context, perhaps a decision)
+// on PostgreSQL without a transaction when r's decision, if any, is recorded already: it reads
+// what the row's receipts records need (one round trip), then writes the audit row, its
+// messages and its records in one statement (a data-modifying WITH, atomic by itself; the
+// records only with a new row). The background sequencer places the records in the tree. It reports done false, having written nothing,
+// when the decision is not recorded yet: Record's transaction records it, with the rest.
+func (s *Store) recordAuditPG(ctx context.Context, r Recording, args [][]any) (done bool, err error) {
+	e := *r.Audit
+	in, err := s.receiptInputs(ctx, s.db, e)
+	if err != nil {
+		return false, fmt.Errorf("store: record %q: %w", e.Key, err)
 	}
+	if d := r.Decision; d != nil && (in.conf == nil || in.conf.ID != d.ConfirmationID || in.conf.Decision != d.Decision) {
+		return false, nil
+	}
+	if err := s.editProof(ctx, s.db, &in); err != nil {
+		return false, fmt.Errorf("store: record %q: %w", e.Key, err)
+	}
+	aq, qargs := auditInsert(e)
+	q := `WITH audit AS (` + aq + ` RETURNING 1)`
 	if len(args) > 0 {
 		cq, cargs := contextInsert(args, contextConflict(r.ReplaceContext))
 		q += `, message AS (` + cq + `)`
 		qargs = append(qargs, cargs...)
 	}
-	var got struct {
-		Inserted int64  `db:"inserted"`
-		Decision string `db:"decision"`
+	pq, pargs, err := pendingInsert(e.Key, receiptRecords(e, in), `EXISTS (SELECT 1 FROM audit)`)
+	if err != nil {
+		return false, err
 	}
-	if err := tx.GetContext(ctx, &got, s.q(q+` SELECT (SELECT count(*) FROM audit) AS inserted, `+decided+` AS decision`), qargs...); err != nil {
-		return fmt.Errorf("store: record %q: %w", r.Audit.Key, err)
+	q += `, appended AS (` + pq + `) SELECT count(*) FROM audit`
+	var inserted int64
+	if err := s.db.GetContext(ctx, &inserted, s.q(q), append(qargs, pargs...)...); err != nil {
+		return false, fmt.Errorf("store: record %q: %w", e.Key, err)
 	}
-	if d := r.Decision; d != nil && got.Decision != d.Decision {
-		if err := s.decideConfirmation(ctx, tx, d.ConfirmationID, d.Decision, d.Approver, d.Reason, "", d.At); err != nil {
-			return err
-		}
+	if inserted == 1 {
+		s.kickSequencer()
 	}
-	if got.Inserted == 1 {
-		if err := s.appendReceipts(ctx, tx, *r.Audit); err != nil {
-			return err
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("store: record: commit: %w", err)
-	}
-	return nil
+	return true, nil
 }

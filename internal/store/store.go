@@ -40,6 +40,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -113,8 +114,16 @@ type Store struct {
 	db     *preparedDB
 	driver string
 	dsn    string // the driver's connection string, for a PostgreSQL LISTEN connection (changes.go)
-	// receiptKey signs the receipts log's checkpoints as records are appended (receipts.go).
+	// receiptKey signs the receipts log's checkpoints as records are sequenced (receipts.go);
+	// the background sequencer runs once UseReceiptKey started it (seqOnce), woken by seqKick,
+	// until Close closes seqStop and waits for seqDone.
 	receiptKey atomic.Pointer[receipts.Signer]
+	seqOnce    sync.Once
+	stopOnce   sync.Once
+	seqRunning atomic.Bool
+	seqKick    chan struct{}
+	seqStop    chan struct{}
+	seqDone    chan struct{}
 }
 
 // Open connects to the database named by url, creating it when it does not exist, applies
@@ -224,7 +233,8 @@ func open(ctx context.Context, rawURL string, create bool) (*Store, error) {
 		db.Close()
 		return nil, redact.Error(fmt.Errorf("store: connect to %s %s: %w", driver, where, err), secrets...)
 	}
-	s := &Store{db: newPreparedDB(db, prepare), driver: driver, dsn: dsn}
+	s := &Store{db: newPreparedDB(db, prepare), driver: driver, dsn: dsn,
+		seqKick: make(chan struct{}, 1), seqStop: make(chan struct{}), seqDone: make(chan struct{})}
 	if create {
 		err = s.migrate(ctx)
 	} else {
@@ -472,7 +482,14 @@ func checkPostgresURL(raw string) error {
 }
 
 // Close closes the database. The Store must not be used afterwards.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.seqOnce.Do(func() {}) // no sequencer starts after Close
+	s.stopOnce.Do(func() { close(s.seqStop) })
+	if s.seqRunning.Load() {
+		<-s.seqDone
+	}
+	return s.db.Close()
+}
 
 // Ping checks that the database is reachable (one round trip).
 func (s *Store) Ping(ctx context.Context) error {
