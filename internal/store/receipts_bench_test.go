@@ -7,8 +7,9 @@ import (
 )
 
 // BenchmarkAuditAppend is one audit row of a call's outcome on each driver: "row" is the row
-// alone (the statement before issue 36), "row+receipts" the row with its two records appended
-// and signed in one transaction (AppendAudit now).
+// alone (the statement before issue 36), "row+receipts" the row with its two records written
+// in one transaction (AppendAudit now), the store's background sequencer placing and signing
+// them meanwhile.
 func BenchmarkAuditAppend(b *testing.B) {
 	for _, d := range []string{DriverSQLite, DriverPostgres} {
 		for _, mode := range []string{"row", "row+receipts"} {
