@@ -44,6 +44,11 @@ type AuditEvent struct {
 	At         time.Time
 	// Facts feed the row's receipts records (receipts.go); they are not stored in the row.
 	Facts *ReceiptFacts
+	// ConfirmationID, when the writer knows it (Record sets it from its Decision), is the
+	// confirmation whose decision the authorization record of a call's outcome names; ""
+	// lets the store choose among the proposal's confirmations (receiptInputs). Not stored
+	// in the row.
+	ConfirmationID string
 }
 
 type auditRow struct {

@@ -127,7 +127,10 @@ func (s *Store) appendRecords(ctx context.Context, x sqlx.ExecerContext, key str
 }
 
 // pendingInsert is the statement and arguments that write recs unsequenced; with cond (a SQL
-// condition, PostgreSQL's data-modifying WITH) only when it holds.
+// condition, PostgreSQL's data-modifying WITH) only when it holds. A record already stored
+// under its (event key, type) is kept as it is: the records of one audit row are written once,
+// even when the row itself is written again (a row retention removed, then recorded again by
+// a very late retry), and that never makes the row's own write fail.
 func pendingInsert(key string, recs []receipts.Record, cond string) (string, []any, error) {
 	var q strings.Builder
 	q.WriteString(`INSERT INTO receipts (event_key, part, record, at) `)
@@ -150,6 +153,7 @@ func pendingInsert(key string, recs []receipts.Record, cond string) (string, []a
 		}
 		args = append(args, key, r.Type, leaf, tsArg(r.At))
 	}
+	q.WriteString(` ON CONFLICT (event_key, part) DO NOTHING`)
 	return q.String(), args, nil
 }
 
@@ -325,23 +329,60 @@ type receiptInput struct {
 	approvals []receiptApproval
 }
 
-// receiptInputsPG reads a receiptInput in one round trip: PostgreSQL's JSON functions carry
-// the requester, the confirmation and its approvals in one row.
-const receiptInputsPG = `SELECT
-	(SELECT row_to_json(r) FROM (SELECT principal, client, signature, at FROM turn_requesters
+// receiptConfirmationCols are the columns of a confirmation a call's records read.
+const receiptConfirmationCols = `id, created_at, expires_at, decided_at, decision, approver, reason, approver_proof, registry_revision, provenance`
+
+// receiptConfirmationOrder chooses, among the confirmations of one proposal, the one whose
+// decision settled it: a proposal can have several (a registry change voids one and surfaces
+// the call again under a new one; a stale approver page's), so the decided ones come first,
+// the latest decision first, then the newest asked; the id breaks a tie, so the choice never
+// depends on the order the database returns rows in.
+const receiptConfirmationOrder = ` ORDER BY decision <> '' DESC, decided_at DESC NULLS LAST, created_at DESC, id DESC LIMIT 1`
+
+// receiptInputsPG is receiptInputs' one PostgreSQL round trip: JSON functions carry the
+// requester, the one confirmation chosen (in the CTE c, by where) and its approvals in one
+// row. $1, $2 are the row's workflow and run; where reads $3.
+func receiptInputsPG(where string) string {
+	return `WITH c AS (SELECT ` + receiptConfirmationCols + ` FROM confirmations WHERE ` + where + receiptConfirmationOrder + `)
+	SELECT (SELECT row_to_json(r) FROM (SELECT principal, client, signature, at FROM turn_requesters
 		WHERE workflow_id = $1 AND run_id = $2) r) AS requester,
-	(SELECT row_to_json(c) FROM (SELECT id, created_at, expires_at, decided_at, decision, approver, reason, approver_proof,
-		registry_revision, provenance FROM confirmations WHERE workflow_id = $1 AND run_id = $2 AND seq = $3) c) AS confirmation,
+	(SELECT row_to_json(c) FROM c) AS confirmation,
 	(SELECT json_agg(a ORDER BY a.at, a.approver) FROM (SELECT ca.approver, ca.proof, ca.at FROM confirmation_approvals ca
-		JOIN confirmations cc ON cc.id = ca.confirmation_id WHERE cc.workflow_id = $1 AND cc.run_id = $2 AND cc.seq = $3) a) AS approvals`
+		JOIN c ON c.id = ca.confirmation_id) a) AS approvals`
+}
+
+var (
+	// receiptInputsBySeqPG reads the proposal's confirmation by ($1, $2, $3 = seq).
+	receiptInputsBySeqPG = receiptInputsPG(`workflow_id = $1 AND run_id = $2 AND seq = $3`)
+	// receiptInputsByIDPG reads the confirmation $3 (an id).
+	receiptInputsByIDPG = receiptInputsPG(`id = $3`)
+)
+
+// receiptNeedsInputs reports whether the records of audit row e read anything beyond the
+// row: a call's outcome (its authorization names the requester, the confirmation and its
+// approvals) or a row recorded with a decision (Record checks it is on record). Any other
+// row's one event record is the row itself, so writing it reads nothing.
+func receiptNeedsInputs(e AuditEvent) bool {
+	_, isCall := callOutcomes[e.Outcome]
+	return isCall || e.ConfirmationID != ""
+}
 
 // receiptInputs reads what the records of audit row e need through x (the store or a
-// transaction): one statement on PostgreSQL, a few in-process reads on SQLite.
+// transaction): one statement on PostgreSQL, a few in-process reads on SQLite; nothing for a
+// row that needs nothing (receiptNeedsInputs). The confirmation is e.ConfirmationID when set,
+// else the one receiptConfirmationOrder chooses among the proposal's; its approvals only.
 func (s *Store) receiptInputs(ctx context.Context, x sqlx.QueryerContext, e AuditEvent) (receiptInput, error) {
 	var in receiptInput
+	if !receiptNeedsInputs(e) {
+		return in, nil
+	}
 	if s.driver == DriverPostgres {
+		q, third := receiptInputsBySeqPG, any(e.Seq)
+		if e.ConfirmationID != "" {
+			q, third = receiptInputsByIDPG, e.ConfirmationID
+		}
 		var requester, confirmation, approvals []byte
-		if err := x.QueryRowxContext(ctx, receiptInputsPG, e.WorkflowID, e.RunID, e.Seq).Scan(&requester, &confirmation, &approvals); err != nil {
+		if err := x.QueryRowxContext(ctx, q, e.WorkflowID, e.RunID, third).Scan(&requester, &confirmation, &approvals); err != nil {
 			return in, fmt.Errorf("read the call's confirmation and requester: %w", err)
 		}
 		if requester != nil {
@@ -370,9 +411,13 @@ func (s *Store) receiptInputs(ctx context.Context, x sqlx.QueryerContext, e Audi
 	case !errors.Is(err, sql.ErrNoRows):
 		return in, fmt.Errorf("requester: %w", err)
 	}
+	cq, cargs := `SELECT `+receiptConfirmationCols+` FROM confirmations WHERE workflow_id = ? AND run_id = ? AND seq = ?`+receiptConfirmationOrder,
+		[]any{e.WorkflowID, e.RunID, e.Seq}
+	if e.ConfirmationID != "" {
+		cq, cargs = `SELECT `+receiptConfirmationCols+` FROM confirmations WHERE id = ?`, []any{e.ConfirmationID}
+	}
 	var c receiptConfirmation
-	switch err := sqlx.GetContext(ctx, x, &c, `SELECT id, created_at, expires_at, decided_at, decision, approver, reason, approver_proof, registry_revision, provenance
-		FROM confirmations WHERE workflow_id = ? AND run_id = ? AND seq = ?`, e.WorkflowID, e.RunID, e.Seq); {
+	switch err := sqlx.GetContext(ctx, x, &c, cq, cargs...); {
 	case err == nil:
 		in.conf = &c
 	case !errors.Is(err, sql.ErrNoRows):

@@ -514,3 +514,172 @@ func TestReceiptsSequencedOnceUnderConcurrency(t *testing.T) {
 		}
 	})
 }
+
+// Every kind of audit row, written through every path that writes one (Record in one
+// statement or in a transaction, AppendAudit, Settle), lands exactly once with exactly its
+// records, whatever else the store holds about its call: a proposal whose confirmation a
+// registry change voided and reissued, a stale confirmation for the same proposal (what a
+// stale approver page holds), confirmations of no turn at all. Each row is written twice, as
+// a retried activity does with the same key, and one call gets rows of several kinds (three
+// refused decisions, a counted approval, a reissued token, its outcome). This is the fault
+// that kept B25's confirmation_refused rows from ever being written on PostgreSQL: reading
+// the call's confirmation by (turn, run, seq) found two rows.
+func TestReceiptsEveryAuditRowOnce(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, s *Store, _ string) {
+		ctx := testCtx(t)
+		sg, kr := receiptKeys(t)
+		s.UseReceiptKey(sg)
+		const wf, run = "turn/e/1", "run-1"
+		if _, err := s.RecordRequester(ctx, TurnRequester{WorkflowID: wf, RunID: run, FirstRunID: run,
+			Principal: "alice", Client: "laptop", Signature: "sig", At: base}); err != nil {
+			t.Fatal(err)
+		}
+		conf := func(id string, hash byte, wfID, runID string, seq int, at time.Time) {
+			t.Helper()
+			c := newConfirmation(id, hash)
+			c.WorkflowID, c.RunID, c.Seq, c.CreatedAt, c.ExpiresAt = wfID, runID, seq, at, at.Add(time.Hour)
+			if _, err := s.CreateConfirmation(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Seq 2: voided by a registry change, surfaced again and approved, then a stale
+		// page's confirmation for the same proposal, never decided.
+		conf("cf-2-voided", 0xE1, wf, run, 2, base)
+		if err := s.DecideConfirmation(ctx, "cf-2-voided", DecisionExpired, "", "registry_changed", base.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		conf("cf-2-surfaced", 0xE2, wf, run, 2, base.Add(time.Minute))
+		if err := s.DecideProved(ctx, "cf-2-surfaced", DecisionApproved, "bob", "", "passkey on approver page web", base.Add(2*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		conf("cf-2-stale", 0xE3, wf, run, 2, base.Add(3*time.Minute))
+		// Seq 4: undecided until its outcome's recording decides it (Record's transaction).
+		conf("cf-4", 0xE4, wf, run, 4, base)
+		// Confirmations of no turn, as rows with no workflow (MCP pins, notices) would match.
+		conf("cf-none-1", 0xE5, "", "", 0, base)
+		conf("cf-none-2", 0xE6, "", "", 0, base.Add(time.Second))
+
+		type write struct {
+			key, outcome, how string
+			seq               int
+			wf                string
+		}
+		var writes []write
+		n := 0
+		for _, k := range []string{"executed", "failed", "outcome_unknown", "denied", "expired", "rejected", "parse_failed", "budget_exhausted", "captured"} {
+			how := []string{"record", "record-tx", "append"}[n%3]
+			n++
+			writes = append(writes, write{key: fmt.Sprintf("%s/%s/2/%s", wf, run, k), outcome: k, how: how, seq: 2, wf: wf})
+		}
+		for i, k := range []string{"confirmation_refused/1", "confirmation_refused/2", "confirmation_refused/3", "approval_counted/4",
+			"token_reissued/1", "proposal_edited", "deprecated_admitted"} {
+			outcome, _, _ := strings.Cut(k, "/")
+			writes = append(writes, write{key: fmt.Sprintf("%s/%s/2/%s", wf, run, k), outcome: outcome, how: []string{"record", "append", "record-tx"}[i%3], seq: 2, wf: wf})
+		}
+		writes = append(writes,
+			write{key: wf + "/" + run + "/4/denied", outcome: "denied", how: "record-decide", seq: 4, wf: wf},
+			write{key: wf + "/" + run + "/turn_failed", outcome: "turn_failed", how: "append", wf: wf},
+			write{key: wf + "/" + run + "/r1/message_incomplete", outcome: "message_incomplete", how: "append", wf: wf},
+			write{key: "caller/x/call_refused", outcome: "call_refused", how: "append"},
+			write{key: "mcp/srv/tool/a/b", outcome: "mcp_definition_changed", how: "record"},
+			write{key: "notice/1/sent", outcome: "notice_sent", how: "append"},
+			write{key: wf + "/" + run + "/6/captured", outcome: "captured", how: "settle", seq: 6, wf: wf},
+			write{key: wf + "/" + run + "/6/proposal_captured", outcome: "proposal_captured", how: "settle", seq: 6, wf: wf},
+		)
+		for attempt := 0; attempt < 2; attempt++ { // the second round is every activity retried with the same keys
+			for i, w := range writes {
+				e := AuditEvent{Key: w.key, WorkflowID: w.wf, RunID: run, Seq: w.seq, CallID: "call", CapabilityID: "files.write", Version: 1,
+					Outcome: w.outcome, Stage: "confirm", Reason: "r", ArgsDigest: "sha256:0123", At: base.Add(time.Duration(10+i) * time.Minute),
+					Facts: &ReceiptFacts{RegistryRevision: "reg:1", Quorum: 1}}
+				if w.wf == "" {
+					e.RunID = ""
+				}
+				msg := []ContextEntry{{Conversation: "e", Key: w.key + "/0", Payload: []byte(`{"role":"tool"}`), CreatedAt: base}}
+				var err error
+				switch w.how {
+				case "record":
+					err = s.Record(ctx, Recording{Audit: &e, Context: msg})
+				case "record-tx": // more messages than one statement takes: Record's transaction
+					many := make([]ContextEntry, contextRowsPerStatement+1)
+					for j := range many {
+						many[j] = ContextEntry{Conversation: "e", Key: fmt.Sprintf("%s/%d", w.key, j), Payload: []byte(`{}`), CreatedAt: base}
+					}
+					err = s.Record(ctx, Recording{Audit: &e, Context: many})
+				case "record-decide":
+					err = s.Record(ctx, Recording{Audit: &e, Context: msg,
+						Decision: &RecordedDecision{ConfirmationID: "cf-4", Decision: DecisionDenied, Approver: "carol", At: base.Add(5 * time.Minute)}})
+				case "append":
+					var inserted bool
+					inserted, err = s.AppendAudit(ctx, e)
+					if err == nil && inserted != (attempt == 0) {
+						t.Errorf("%s attempt %d: inserted %v", w.key, attempt, inserted)
+					}
+				case "settle":
+					err = s.Settle(ctx, Settlement{WorkflowID: wf + "/settled", Conversation: "e", Audit: []AuditEvent{e}, Result: json.RawMessage(`{}`), At: e.At})
+				}
+				if err != nil {
+					t.Fatalf("write %s (%s) attempt %d: %v", w.key, w.how, attempt, err)
+				}
+			}
+		}
+		if _, err := s.SequenceReceipts(ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		rows, err := s.ListAudit(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]int{}
+		byKey := map[string]int{}
+		for _, r := range rows {
+			byKey[r.Key]++
+			for _, typ := range ReceiptTypes(r.Outcome) {
+				want[typ+" "+r.Key]++
+			}
+		}
+		for _, w := range writes {
+			if byKey[w.key] != 1 {
+				t.Errorf("audit row %s (%s, %s) stored %d times, want once", w.key, w.outcome, w.how, byKey[w.key])
+			}
+		}
+		if len(rows) != len(writes) {
+			t.Errorf("%d audit rows, want %d", len(rows), len(writes))
+		}
+		got := map[string]int{}
+		records := map[string]receipts.Record{}
+		if err := s.EachReceipt(ctx, 0, func(r receipts.Receipt) error {
+			rec, err := receipts.ParseRecord(r.Leaf)
+			got[rec.Type+" "+rec.Event]++
+			records[rec.Type+" "+rec.Event] = rec
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for k, c := range want {
+			if got[k] != c {
+				t.Errorf("record %q: %d in the log, want %d", k, got[k], c)
+			}
+		}
+		for k, c := range got {
+			if want[k] == 0 {
+				t.Errorf("record %q (%d) belongs to no audit row", k, c)
+			}
+		}
+		// The outcome of seq 2 names the confirmation that decided it: the surfaced one.
+		auth := records["authorization "+wf+"/"+run+"/2/executed"].Authorization
+		if auth == nil || auth.Mode != receipts.ModeHuman || auth.Decision != DecisionApproved || len(auth.Approvers) != 1 ||
+			auth.Approvers[0].Name != "bob" || auth.Approvers[0].ProofKind != receipts.ProofPasskey || auth.DecidedAt == nil || !auth.DecidedAt.Equal(norm(base.Add(2*time.Minute))) {
+			t.Errorf("seq 2's authorization must name the surfaced confirmation bob approved: %+v", auth)
+		}
+		auth4 := records["authorization "+wf+"/"+run+"/4/denied"].Authorization
+		if auth4 == nil || auth4.Decision != DecisionDenied || len(auth4.Approvers) != 1 || auth4.Approvers[0].Name != "carol" {
+			t.Errorf("seq 4's authorization must name the decision its recording made: %+v", auth4)
+		}
+		rep, err := receipts.Verify(bytes.NewReader(exportOf(t, s)), kr, receipts.VerifyOptions{EachRecord: true})
+		if err != nil || rep.Records != uint64(len(got)) {
+			t.Fatalf("verify: %+v %v", rep, err)
+		}
+	})
+}

@@ -51,6 +51,13 @@ func (s *Store) Record(ctx context.Context, r Recording) error {
 	if err != nil {
 		return err
 	}
+	if r.Audit != nil && r.Decision != nil && r.Audit.ConfirmationID == "" {
+		// The row's records name the confirmation this recording decides, not another of
+		// the proposal's.
+		a := *r.Audit
+		a.ConfirmationID = r.Decision.ConfirmationID
+		r.Audit = &a
+	}
 	if r.Audit == nil && r.Decision == nil && oneStatement(r.Context) {
 		// Context messages alone (an inference round's): one statement, atomic by itself,
 		// without the two round trips of a transaction.
@@ -128,10 +135,12 @@ func (s *Store) recordDecidedPG(ctx context.Context, r Recording, args [][]any) 
 
 // recordAuditPG records r (an audit row, at most one statement of context, perhaps a decision)
 // on PostgreSQL without a transaction when r's decision, if any, is recorded already: it reads
-// what the row's receipts records need (one round trip), then writes the audit row, its
-// messages and its records in one statement (a data-modifying WITH, atomic by itself; the
-// records only with a new row). The background sequencer places the records in the tree. It reports done false, having written nothing,
-// when the decision is not recorded yet: Record's transaction records it, with the rest.
+// what the row's receipts records need (one round trip for a call's outcome or a row with a
+// decision, none for any other row: receiptInputs), then writes the audit row, its messages
+// and its records in one statement (a data-modifying WITH, atomic by itself; the records only
+// with a new row). The background sequencer places the records in the tree. It reports done
+// false, having written nothing, when the decision is not recorded yet: Record's transaction
+// records it, with the rest.
 func (s *Store) recordAuditPG(ctx context.Context, r Recording, args [][]any) (done bool, err error) {
 	e := *r.Audit
 	in, err := s.receiptInputs(ctx, s.db, e)
