@@ -117,7 +117,7 @@ func (s *Store) appendAudit(ctx context.Context, x sqlx.ExecerContext, e AuditEv
 	return n == 1, nil
 }
 
-// auditInsertInto is the head of an audit row's insert (auditInsert).
+// auditInsertInto is the head of an audit row's insert (auditInsert, auditInsertWhere).
 const auditInsertInto = `INSERT INTO audit_events
 		(event_key, workflow_id, run_id, seq, call_id, capability_id, version,
 		 outcome, stage, reason, detail, args_digest, original_digest, approver, at, provenance)
@@ -130,6 +130,15 @@ func auditInsert(e AuditEvent) (string, []any) {
 		ON CONFLICT (event_key) DO NOTHING`,
 		[]any{e.Key, e.WorkflowID, e.RunID, e.Seq, e.CallID, e.CapabilityID, e.Version,
 			e.Outcome, e.Stage, e.Reason, e.Detail, e.ArgsDigest, e.OriginalDigest, e.Approver, tsArg(orNow(e.At)), string(e.Provenance)}
+}
+
+// auditInsertWhere is auditInsert made only when the SQL condition cond holds (a data-modifying
+// WITH's condition on PostgreSQL: the parameters take the columns' types).
+func auditInsertWhere(e AuditEvent, cond string) (string, []any) {
+	_, args := auditInsert(e)
+	return auditInsertInto + `SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+		WHERE ` + cond + `
+		ON CONFLICT (event_key) DO NOTHING`, args
 }
 
 // auditListLimit bounds ListAudit("").

@@ -15,17 +15,18 @@ import (
 	"github.com/airlock-dev/airlock/internal/receipts"
 )
 
-// The receipts log (issue 36): every audit row appends its records (internal/receipts) in the
-// statement or transaction that writes the row, so a record exists exactly when its row does: a
-// retried activity, a replayed workflow or a crash between the two writes neither a second
-// record nor a gap. A record is written whole (its leaf bytes are final) but without its place
-// in the tree; SequenceReceipts gives the records their places in the order they were written,
-// in batches: it takes the one receipt_head row's lock (SELECT … FOR UPDATE on PostgreSQL; a
-// SQLite transaction holds the database's write lock already), advances the tree by each
-// record's leaf, signs each new tree's checkpoint when the store has a log key (UseReceiptKey)
-// and stores the records' indices, proofs and checkpoints. A store with a key sequences in the
-// background (a few milliseconds after each append), so the audit row's write never waits for
-// the log's lock.
+// The receipts log (issue 36): every audit row hands the log a draft (receipt_drafts: the row
+// and the facts its writer knew) in the statement or transaction that writes the row, so a
+// draft exists exactly when its row does: a retried activity, a replayed workflow or a crash
+// between the two writes neither a second draft nor a gap, and the row's write reads nothing
+// more and waits for no lock. SequenceReceipts turns drafts into records in the order they
+// were written, in batches: it takes the one receipt_head row's lock (SELECT … FOR UPDATE on
+// PostgreSQL; a SQLite transaction holds the database's write lock already), builds each
+// row's records (a call's read its confirmation, approvals and requester: facts a recorded
+// decision fixes), advances the tree by each record's leaf, signs each new tree's checkpoint
+// when the store has a log key (UseReceiptKey), stores the records with their indices,
+// proofs and checkpoints and deletes the drafts, all in one transaction. A store with a key
+// sequences in the background (within about sequenceGap of an append).
 
 // ReceiptFacts is what the writer of an audit row knows of the call beyond the row itself,
 // for its authorization and settlement records. Every member is optional.
@@ -70,32 +71,48 @@ func (s *Store) UseReceiptKey(sg *receipts.Signer) {
 // ReceiptKey is the key UseReceiptKey set (nil: none).
 func (s *Store) ReceiptKey() *receipts.Signer { return s.receiptKey.Load() }
 
-// appendAuditTx appends e and, when this call inserted it, its receipts, in one transaction.
+// appendAuditTx appends e and, when this call inserted it, its draft: one statement on
+// PostgreSQL (a data-modifying WITH, atomic by itself), a transaction on SQLite.
 func (s *Store) appendAuditTx(ctx context.Context, e AuditEvent) (bool, error) {
+	e.At = orNow(e.At)
 	var inserted bool
-	err := s.inTx(ctx, "append audit event "+e.Key, func(tx *sqlx.Tx) error {
+	if s.driver == DriverPostgres {
+		aq, args := auditInsert(e)
+		dq, dargs, err := auditDraftInsert(e, `EXISTS (SELECT 1 FROM audit)`)
+		if err != nil {
+			return false, err
+		}
+		var n int64
+		if err := s.db.GetContext(ctx, &n, s.q(`WITH audit AS (`+aq+` RETURNING 1), drafted AS (`+dq+`) SELECT count(*) FROM audit`),
+			append(args, dargs...)...); err != nil {
+			return false, fmt.Errorf("store: append audit event %q: %w", e.Key, err)
+		}
+		inserted = n == 1
+	} else if err := s.inTx(ctx, "append audit event "+e.Key, func(tx *sqlx.Tx) error {
 		var err error
 		if inserted, err = s.appendAudit(ctx, tx, e); err != nil || !inserted {
 			return err
 		}
 		return s.appendReceipts(ctx, tx, e)
-	})
-	if inserted && err == nil {
+	}); err != nil {
+		return false, err
+	}
+	if inserted {
 		s.kickSequencer()
 	}
-	return inserted, err
+	return inserted, nil
 }
 
-// appendReceipts appends the records of audit row e, which this transaction inserted.
+// appendReceipts writes the draft of audit row e, which this transaction inserted.
 func (s *Store) appendReceipts(ctx context.Context, tx *sqlx.Tx, e AuditEvent) error {
-	in, err := s.receiptInputs(ctx, tx, e)
+	q, args, err := auditDraftInsert(e, "")
 	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, s.q(q), args...); err != nil {
 		return fmt.Errorf("receipts of %q: %w", e.Key, err)
 	}
-	if err := s.editProof(ctx, tx, &in); err != nil {
-		return fmt.Errorf("receipts of %q: %w", e.Key, err)
-	}
-	return s.appendRecords(ctx, tx, e.Key, receiptRecords(e, in))
+	return nil
 }
 
 // editProof gives the confirmation of an approver's edit the edit decision's proof: the edit
@@ -114,71 +131,81 @@ func (s *Store) editProof(ctx context.Context, x sqlx.QueryerContext, in *receip
 	return nil
 }
 
-// appendRecords writes recs (records of the event key, in order) through x, to be sequenced.
+// appendRecords writes recs (records of the event key, built already, in order) through x as
+// one draft, to be sequenced.
 func (s *Store) appendRecords(ctx context.Context, x sqlx.ExecerContext, key string, recs []receipts.Record) error {
-	q, args, err := pendingInsert(key, recs, "")
+	at := time.Now()
+	if len(recs) > 0 {
+		at = recs[0].At
+	}
+	q, args, err := draftInsert(key, receiptDraft{Records: recs}, at, "")
 	if err != nil {
 		return err
 	}
 	if _, err := x.ExecContext(ctx, s.q(q), args...); err != nil {
-		return fmt.Errorf("receipts of %q: append: %w", key, err)
+		return fmt.Errorf("receipts of %q: %w", key, err)
 	}
 	return nil
 }
 
-// pendingInsert is the statement and arguments that write recs unsequenced; with cond (a SQL
-// condition, PostgreSQL's data-modifying WITH) only when it holds. A record already stored
-// under its (event key, type) is kept as it is: the records of one audit row are written once,
-// even when the row itself is written again (a row retention removed, then recorded again by
-// a very late retry), and that never makes the row's own write fail.
-func pendingInsert(key string, recs []receipts.Record, cond string) (string, []any, error) {
-	var q strings.Builder
-	q.WriteString(`INSERT INTO receipts (event_key, part, record, at) `)
-	args := make([]any, 0, 4*len(recs))
-	for i, r := range recs {
-		leaf, err := r.Leaf()
-		if err != nil {
-			return "", nil, err
-		}
-		switch {
-		case cond != "" && i > 0:
-			q.WriteString(` UNION ALL `)
-			fallthrough
-		case cond != "":
-			q.WriteString(`SELECT ?::text, ?::text, ?::bytea, ?::timestamptz WHERE ` + cond)
-		case i == 0:
-			q.WriteString(`VALUES (?, ?, ?, ?)`)
-		default:
-			q.WriteString(`, (?, ?, ?, ?)`)
-		}
-		args = append(args, key, r.Type, leaf, tsArg(r.At))
-	}
-	q.WriteString(` ON CONFLICT (event_key, part) DO NOTHING`)
-	return q.String(), args, nil
+// receiptDraft is what a write hands the receipts log (receipt_drafts.draft): an audit row,
+// whose records SequenceReceipts builds, or records built already (an agent proposal's
+// decision).
+type receiptDraft struct {
+	Audit   *AuditEvent       `json:"audit,omitempty"`
+	Records []receipts.Record `json:"records,omitempty"`
 }
 
-// SequenceReceipts gives every record written but not yet sequenced its place in the tree, in
-// the order they were written, in batches of at most receiptBatch: one transaction each that
-// locks the head, appends the leaves, signs each new tree's checkpoint (with the store's key,
-// when it has one) and stores indices, proofs and checkpoints. It returns how many it
-// sequenced. Safe to run from several processes at once: the head's lock orders them.
+// auditDraftInsert is draftInsert of audit row e's draft.
+func auditDraftInsert(e AuditEvent, cond string) (string, []any, error) {
+	e.ID = 0
+	if len(e.Provenance) > 0 && !json.Valid(e.Provenance) {
+		e.Provenance = nil // it only feeds the provenance summary, which reads valid JSON only
+	}
+	return draftInsert(e.Key, receiptDraft{Audit: &e}, orNow(e.At), cond)
+}
+
+// draftInsert is the statement and arguments that write draft d of key; with cond (a SQL
+// condition, PostgreSQL's data-modifying WITH) only when it holds. A draft already pending
+// under key is kept as it is.
+func draftInsert(key string, d receiptDraft, at time.Time, cond string) (string, []any, error) {
+	b, err := json.Marshal(d)
+	if err != nil {
+		return "", nil, fmt.Errorf("receipts of %q: draft: %w", key, err)
+	}
+	args := []any{key, bytesArg(b), tsArg(at)}
+	if cond != "" {
+		return `INSERT INTO receipt_drafts (event_key, draft, at) SELECT ?::text, ?::bytea, ?::timestamptz WHERE ` + cond +
+			` ON CONFLICT (event_key) DO NOTHING`, args, nil
+	}
+	return `INSERT INTO receipt_drafts (event_key, draft, at) VALUES (?, ?, ?) ON CONFLICT (event_key) DO NOTHING`, args, nil
+}
+
+// SequenceReceipts turns every draft written so far into its records and gives them their
+// places in the tree, in the order the drafts were written, in batches of at most
+// receiptBatch drafts: one transaction each that locks the head, builds the records, appends
+// the leaves, signs each new tree's checkpoint (with the store's key, when it has one),
+// stores the records with their indices, proofs and checkpoints and deletes the drafts. It
+// returns how many records it sequenced. Safe to run from several processes at once: the
+// head's lock orders them.
 func (s *Store) SequenceReceipts(ctx context.Context) (int, error) {
 	total := 0
 	for {
-		n, err := s.sequenceBatch(ctx)
+		n, drafts, err := s.sequenceBatch(ctx)
 		total += n
-		if err != nil || n < receiptBatch {
+		if err != nil || drafts < receiptBatch {
 			return total, err
 		}
 	}
 }
 
-// receiptBatch bounds one sequencing transaction.
-const receiptBatch = 500
+// receiptBatch bounds the drafts of one sequencing transaction.
+const receiptBatch = 250
 
-func (s *Store) sequenceBatch(ctx context.Context) (int, error) {
-	n := 0
-	err := s.inTx(ctx, "sequence receipts", func(tx *sqlx.Tx) error {
+// sequenceBatch sequences up to receiptBatch drafts; it returns the records sequenced and the
+// drafts it took.
+func (s *Store) sequenceBatch(ctx context.Context) (records, drafts int, err error) {
+	err = s.inTx(ctx, "sequence receipts", func(tx *sqlx.Tx) error {
 		lock := `SELECT size, frontier FROM receipt_head WHERE id = 1`
 		if s.driver == DriverPostgres {
 			lock += ` FOR UPDATE`
@@ -188,15 +215,26 @@ func (s *Store) sequenceBatch(ctx context.Context) (int, error) {
 			return fmt.Errorf("lock the log: %w", err)
 		}
 		var pending []struct {
-			SeqID  int64  `db:"seq_id"`
-			Key    string `db:"event_key"`
-			Record []byte `db:"record"`
+			SeqID int64  `db:"seq_id"`
+			Key   string `db:"event_key"`
+			Draft []byte `db:"draft"`
 		}
-		if err := tx.SelectContext(ctx, &pending, s.q(`SELECT seq_id, event_key, record FROM receipts WHERE idx IS NULL ORDER BY seq_id LIMIT ?`), receiptBatch); err != nil {
-			return fmt.Errorf("read the records to sequence: %w", err)
+		if err := tx.SelectContext(ctx, &pending, s.q(`SELECT seq_id, event_key, draft FROM receipt_drafts ORDER BY seq_id LIMIT ?`), receiptBatch); err != nil {
+			return fmt.Errorf("read the drafts: %w", err)
 		}
 		if len(pending) == 0 {
 			return nil
+		}
+		drafts = len(pending)
+		// A key whose records the log holds already (a row retention removed, written again
+		// by a very late retry) keeps the records it has.
+		keys := make([]any, len(pending))
+		for i, p := range pending {
+			keys[i] = p.Key
+		}
+		var done []string
+		if err := tx.SelectContext(ctx, &done, s.q(`SELECT DISTINCT event_key FROM receipts WHERE event_key IN (?`+strings.Repeat(", ?", len(keys)-1)+`)`), keys...); err != nil {
+			return fmt.Errorf("read the records of the drafts: %w", err)
 		}
 		frontier, err := receipts.SplitHashes(head.Frontier)
 		if err != nil {
@@ -205,38 +243,51 @@ func (s *Store) sequenceBatch(ctx context.Context) (int, error) {
 		h := receipts.Head{Size: uint64(head.Size), Frontier: frontier}
 		sg := s.receiptKey.Load()
 		var q strings.Builder
-		args := make([]any, 0, 4*len(pending))
-		for i, p := range pending {
-			var ap receipts.Appended
-			if h, ap, err = h.Append(receipts.LeafHash(p.Record)); err != nil {
-				return err
-			}
-			cp := ""
-			if sg != nil {
-				b, err := sg.Sign(ap.Index+1, ap.Root)
-				if err != nil {
-					return err
-				}
-				cp = string(b)
-			}
-			proof := bytesArg(receipts.JoinHashes(ap.Proof))
-			if s.driver != DriverPostgres {
-				if _, err := tx.ExecContext(ctx, `UPDATE receipts SET idx = ?, proof = ?, checkpoint = ? WHERE seq_id = ?`, int64(ap.Index), proof, cp, p.SeqID); err != nil {
-					return fmt.Errorf("sequence %q: %w", p.Key, err)
-				}
+		args := make([]any, 0, 14*len(pending))
+		for _, p := range pending {
+			if slices.Contains(done, p.Key) {
 				continue
 			}
-			if i > 0 {
-				q.WriteString(", ")
+			recs, err := s.draftRecords(ctx, tx, p.Key, p.Draft)
+			if err != nil {
+				return err
 			}
-			q.WriteString("(?::bigint, ?::bigint, ?::bytea, ?::text)")
-			args = append(args, p.SeqID, int64(ap.Index), proof, cp)
+			for _, r := range recs {
+				leaf, err := r.Leaf()
+				if err != nil {
+					return fmt.Errorf("receipts of %q: %w", p.Key, err)
+				}
+				var ap receipts.Appended
+				if h, ap, err = h.Append(receipts.LeafHash(leaf)); err != nil {
+					return err
+				}
+				cp := ""
+				if sg != nil {
+					b, err := sg.Sign(ap.Index+1, ap.Root)
+					if err != nil {
+						return err
+					}
+					cp = string(b)
+				}
+				if records > 0 {
+					q.WriteString(", ")
+				}
+				q.WriteString("(?, ?, ?, ?, ?, ?, ?)")
+				args = append(args, int64(ap.Index), p.Key, r.Type, bytesArg(leaf), bytesArg(receipts.JoinHashes(ap.Proof)), cp, tsArg(r.At))
+				records++
+			}
 		}
-		if s.driver == DriverPostgres {
-			if _, err := tx.ExecContext(ctx, s.q(`UPDATE receipts AS r SET idx = v.idx, proof = v.proof, checkpoint = v.cp
-				FROM (VALUES `+q.String()+`) AS v (seq_id, idx, proof, cp) WHERE r.seq_id = v.seq_id`), args...); err != nil {
-				return fmt.Errorf("sequence: %w", err)
+		if records > 0 {
+			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO receipts (idx, event_key, part, record, proof, checkpoint, at) VALUES `+q.String()), args...); err != nil {
+				return fmt.Errorf("store the records: %w", err)
 			}
+		}
+		ids := make([]any, len(pending))
+		for i, p := range pending {
+			ids[i] = p.SeqID
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM receipt_drafts WHERE seq_id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)`), ids...); err != nil {
+			return fmt.Errorf("delete the drafts: %w", err)
 		}
 		res, err := tx.ExecContext(ctx, s.q(`UPDATE receipt_head SET size = ?, frontier = ? WHERE id = 1 AND size = ?`),
 			int64(h.Size), bytesArg(receipts.JoinHashes(h.Frontier)), head.Size)
@@ -246,13 +297,32 @@ func (s *Store) sequenceBatch(ctx context.Context) (int, error) {
 		if k, err := res.RowsAffected(); err != nil || k != 1 {
 			return fmt.Errorf("the head moved under its lock (%d rows, %v)", k, err)
 		}
-		n = len(pending)
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return n, nil
+	return records, drafts, nil
+}
+
+// draftRecords builds the records of one draft (key's) through tx.
+func (s *Store) draftRecords(ctx context.Context, tx *sqlx.Tx, key string, raw []byte) ([]receipts.Record, error) {
+	var d receiptDraft
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return nil, fmt.Errorf("receipts of %q: draft: %w", key, err)
+	}
+	if d.Audit == nil {
+		return d.Records, nil
+	}
+	e := *d.Audit
+	in, err := s.receiptInputs(ctx, tx, e)
+	if err != nil {
+		return nil, fmt.Errorf("receipts of %q: %w", key, err)
+	}
+	if err := s.editProof(ctx, tx, &in); err != nil {
+		return nil, fmt.Errorf("receipts of %q: %w", key, err)
+	}
+	return receiptRecords(e, in), nil
 }
 
 // kickSequencer wakes the background sequencer (UseReceiptKey), if any; it never blocks.
@@ -263,12 +333,17 @@ func (s *Store) kickSequencer() {
 	}
 }
 
-// sequenceEvery is how often the background sequencer looks for records when nothing woke it
-// (records another process wrote).
+// sequenceEvery is how often the background sequencer looks for drafts when nothing woke it
+// (drafts another process wrote).
 const sequenceEvery = 500 * time.Millisecond
 
-// runSequencer sequences records whenever an append of this store wakes it, and every
-// sequenceEvery, until the store closes. Errors are retried at the next wake.
+// sequenceGap is the least time between two background sequencing runs: the appends of a
+// busy worker are sequenced together, one transaction for many rows, instead of one each.
+const sequenceGap = 50 * time.Millisecond
+
+// runSequencer sequences drafts whenever an append of this store wakes it (at most once a
+// sequenceGap), and every sequenceEvery, until the store closes. Errors are retried at the
+// next wake.
 func (s *Store) runSequencer() {
 	defer close(s.seqDone)
 	t := time.NewTicker(sequenceEvery)
@@ -283,6 +358,11 @@ func (s *Store) runSequencer() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		_, _ = s.SequenceReceipts(ctx)
 		cancel()
+		select {
+		case <-s.seqStop:
+			return
+		case <-time.After(sequenceGap):
+		}
 	}
 }
 
@@ -359,12 +439,11 @@ var (
 )
 
 // receiptNeedsInputs reports whether the records of audit row e read anything beyond the
-// row: a call's outcome (its authorization names the requester, the confirmation and its
-// approvals) or a row recorded with a decision (Record checks it is on record). Any other
-// row's one event record is the row itself, so writing it reads nothing.
+// row: a call's outcome does (its authorization names the requester, the confirmation and
+// its approvals); any other row's one event record is the row itself.
 func receiptNeedsInputs(e AuditEvent) bool {
 	_, isCall := callOutcomes[e.Outcome]
-	return isCall || e.ConfirmationID != ""
+	return isCall
 }
 
 // receiptInputs reads what the records of audit row e need through x (the store or a

@@ -1,21 +1,19 @@
 -- 0015_receipts: the receipts log (issue 36, internal/receipts). Every audit row appends its
--- records here in the statement or transaction that writes the row, so a record exists exactly
--- when its row does; a sequencer gives them their place in the tree in batches.
---   receipts            one leaf of the RFC 6962 tree a row, written with its audit row
---                       (seq_id in that order) and sequenced soon after: idx is the leaf index,
---                       dense from 0 (NULL until sequenced); (event_key, part) its identity (the
---                       audit row's key and the record's type), so a retried append writes
---                       nothing; record the leaf bytes; proof the inclusion proof of the leaf in
---                       the tree of size idx+1 (32-byte hashes, bottom up); checkpoint the signed
---                       note of that tree ('' when the sequencing process held no log key).
---   receipt_head        the one row sequencing locks: the tree's size and compact range.
+-- records here in the transaction that writes the row, so a record exists exactly when its
+-- row does.
+--   receipts            one leaf of the RFC 6962 tree a row: idx is the leaf index, dense from
+--                       0; (event_key, part) its identity (the audit row's key and the record's
+--                       type), so a retried append writes nothing; record the leaf bytes; proof
+--                       the inclusion proof of the leaf in the tree of size idx+1 (32-byte
+--                       hashes, bottom up); checkpoint the signed note of that tree ('' when the
+--                       appending process held no log key).
+--   receipt_head        the one row appends lock: the tree's size and compact range (frontier).
 --   receipt_checkpoints checkpoints signed besides the records' own (a key rotation's, one
 --                       signed on demand or at export), kept for export and publishing.
 -- confirmation_approvals.proof: how each approval of a quorum was proven (the wording of
 -- approver_proof), so the authorization record names every approver's kind of proof.
 CREATE TABLE receipts (
-    seq_id     {{id}},
-    idx        {{bigint}} UNIQUE,
+    idx        {{bigint}} NOT NULL PRIMARY KEY,
     event_key  TEXT       NOT NULL,
     part       TEXT       NOT NULL,
     record     {{bytes}}  NOT NULL,
@@ -24,7 +22,6 @@ CREATE TABLE receipts (
     at         {{time}}   NOT NULL,
     UNIQUE (event_key, part)
 ) {{table}};
-CREATE INDEX receipts_pending_idx ON receipts (seq_id) WHERE idx IS NULL;
 
 CREATE TABLE receipt_head (
     id       INTEGER    NOT NULL PRIMARY KEY CHECK (id = 1),
