@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/lib/pq"
 
 	"github.com/airlock-dev/airlock/internal/receipts"
 )
@@ -203,13 +202,6 @@ func (s *Store) SequenceReceipts(ctx context.Context) (int, error) {
 // receiptBatch bounds the drafts of one sequencing transaction.
 const receiptBatch = 250
 
-// pendingDraft is one receipt_drafts row.
-type pendingDraft struct {
-	SeqID int64  `db:"seq_id"`
-	Key   string `db:"event_key"`
-	Draft []byte `db:"draft"`
-}
-
 // sequenceBatch sequences up to receiptBatch drafts; it returns the records sequenced and the
 // drafts it took.
 func (s *Store) sequenceBatch(ctx context.Context) (records, drafts int, err error) {
@@ -222,7 +214,11 @@ func (s *Store) sequenceBatch(ctx context.Context) (records, drafts int, err err
 		if err := tx.GetContext(ctx, &head, lock); err != nil {
 			return fmt.Errorf("lock the log: %w", err)
 		}
-		var pending []pendingDraft
+		var pending []struct {
+			SeqID int64  `db:"seq_id"`
+			Key   string `db:"event_key"`
+			Draft []byte `db:"draft"`
+		}
 		if err := tx.SelectContext(ctx, &pending, s.q(`SELECT seq_id, event_key, draft FROM receipt_drafts ORDER BY seq_id LIMIT ?`), receiptBatch); err != nil {
 			return fmt.Errorf("read the drafts: %w", err)
 		}
@@ -248,12 +244,15 @@ func (s *Store) sequenceBatch(ctx context.Context) (records, drafts int, err err
 		sg := s.receiptKey.Load()
 		var q strings.Builder
 		args := make([]any, 0, 14*len(pending))
-		built, err := s.draftRecords(ctx, tx, pending, done)
-		if err != nil {
-			return err
-		}
-		for i, p := range pending {
-			for _, r := range built[i] {
+		for _, p := range pending {
+			if slices.Contains(done, p.Key) {
+				continue
+			}
+			recs, err := s.draftRecords(ctx, tx, p.Key, p.Draft)
+			if err != nil {
+				return err
+			}
+			for _, r := range recs {
 				leaf, err := r.Leaf()
 				if err != nil {
 					return fmt.Errorf("receipts of %q: %w", p.Key, err)
@@ -306,37 +305,24 @@ func (s *Store) sequenceBatch(ctx context.Context) (records, drafts int, err err
 	return records, drafts, nil
 }
 
-// draftRecords builds the records of each pending draft through tx, in order (none for a key
-// in done): the audit rows' inputs in one read on PostgreSQL.
-func (s *Store) draftRecords(ctx context.Context, tx *sqlx.Tx, pending []pendingDraft, done []string) ([][]receipts.Record, error) {
-	out := make([][]receipts.Record, len(pending))
-	var audits []AuditEvent
-	var at []int
-	for i, p := range pending {
-		if slices.Contains(done, p.Key) {
-			continue
-		}
-		var d receiptDraft
-		if err := json.Unmarshal(p.Draft, &d); err != nil {
-			return nil, fmt.Errorf("receipts of %q: draft: %w", p.Key, err)
-		}
-		if d.Audit == nil {
-			out[i] = d.Records
-			continue
-		}
-		audits, at = append(audits, *d.Audit), append(at, i)
+// draftRecords builds the records of one draft (key's) through tx.
+func (s *Store) draftRecords(ctx context.Context, tx *sqlx.Tx, key string, raw []byte) ([]receipts.Record, error) {
+	var d receiptDraft
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return nil, fmt.Errorf("receipts of %q: draft: %w", key, err)
 	}
-	ins, err := s.receiptInputsAll(ctx, tx, audits)
+	if d.Audit == nil {
+		return d.Records, nil
+	}
+	e := *d.Audit
+	in, err := s.receiptInputs(ctx, tx, e)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("receipts of %q: %w", key, err)
 	}
-	for j, e := range audits {
-		if err := s.editProof(ctx, tx, &ins[j]); err != nil {
-			return nil, fmt.Errorf("receipts of %q: %w", e.Key, err)
-		}
-		out[at[j]] = receiptRecords(e, ins[j])
+	if err := s.editProof(ctx, tx, &in); err != nil {
+		return nil, fmt.Errorf("receipts of %q: %w", key, err)
 	}
-	return out, nil
+	return receiptRecords(e, in), nil
 }
 
 // kickSequencer wakes the background sequencer (UseReceiptKey), if any; it never blocks.
@@ -433,21 +419,24 @@ const receiptConfirmationCols = `id, created_at, expires_at, decided_at, decisio
 // depends on the order the database returns rows in.
 const receiptConfirmationOrder = ` ORDER BY decision <> '' DESC, decided_at DESC NULLS LAST, created_at DESC, id DESC LIMIT 1`
 
-// receiptInputsPG reads the receiptInputs of several audit rows in one PostgreSQL round trip:
-// $1..$4 are arrays of their workflows, runs, seqs and chosen confirmation ids (” to choose
-// by receiptConfirmationOrder); JSON functions carry each row's requester, confirmation and
-// approvals, in the arrays' order.
-const receiptInputsPG = `SELECT
-	(SELECT row_to_json(r) FROM (SELECT principal, client, signature, at FROM turn_requesters
-		WHERE workflow_id = k.wf AND run_id = k.run) r) AS requester,
-	CASE WHEN c1.id IS NOT NULL THEN row_to_json(c1) WHEN c2.id IS NOT NULL THEN row_to_json(c2) END AS confirmation,
+// receiptInputsPG is receiptInputs' one PostgreSQL round trip: JSON functions carry the
+// requester, the one confirmation chosen (in the CTE c, by where) and its approvals in one
+// row. $1, $2 are the row's workflow and run; where reads $3.
+func receiptInputsPG(where string) string {
+	return `WITH c AS (SELECT ` + receiptConfirmationCols + ` FROM confirmations WHERE ` + where + receiptConfirmationOrder + `)
+	SELECT (SELECT row_to_json(r) FROM (SELECT principal, client, signature, at FROM turn_requesters
+		WHERE workflow_id = $1 AND run_id = $2) r) AS requester,
+	(SELECT row_to_json(c) FROM c) AS confirmation,
 	(SELECT json_agg(a ORDER BY a.at, a.approver) FROM (SELECT ca.approver, ca.proof, ca.at FROM confirmation_approvals ca
-		WHERE ca.confirmation_id = COALESCE(c1.id, c2.id)) a) AS approvals
-	FROM unnest($1::text[], $2::text[], $3::int[], $4::text[]) WITH ORDINALITY AS k (wf, run, seq, cid, ord)
-	LEFT JOIN LATERAL (SELECT ` + receiptConfirmationCols + ` FROM confirmations WHERE k.cid <> '' AND id = k.cid) c1 ON true
-	LEFT JOIN LATERAL (SELECT ` + receiptConfirmationCols + ` FROM confirmations
-		WHERE k.cid = '' AND workflow_id = k.wf AND run_id = k.run AND seq = k.seq` + receiptConfirmationOrder + `) c2 ON true
-	ORDER BY k.ord`
+		JOIN c ON c.id = ca.confirmation_id) a) AS approvals`
+}
+
+var (
+	// receiptInputsBySeqPG reads the proposal's confirmation by ($1, $2, $3 = seq).
+	receiptInputsBySeqPG = receiptInputsPG(`workflow_id = $1 AND run_id = $2 AND seq = $3`)
+	// receiptInputsByIDPG reads the confirmation $3 (an id).
+	receiptInputsByIDPG = receiptInputsPG(`id = $3`)
+)
 
 // receiptNeedsInputs reports whether the records of audit row e read anything beyond the
 // row: a call's outcome does (its authorization names the requester, the confirmation and
@@ -467,11 +456,32 @@ func (s *Store) receiptInputs(ctx context.Context, x sqlx.QueryerContext, e Audi
 		return in, nil
 	}
 	if s.driver == DriverPostgres {
-		all, err := s.receiptInputsAll(ctx, x, []AuditEvent{e})
-		if err != nil {
-			return in, err
+		q, third := receiptInputsBySeqPG, any(e.Seq)
+		if e.ConfirmationID != "" {
+			q, third = receiptInputsByIDPG, e.ConfirmationID
 		}
-		return all[0], nil
+		var requester, confirmation, approvals []byte
+		if err := x.QueryRowxContext(ctx, q, e.WorkflowID, e.RunID, third).Scan(&requester, &confirmation, &approvals); err != nil {
+			return in, fmt.Errorf("read the call's confirmation and requester: %w", err)
+		}
+		if requester != nil {
+			in.requester = &receiptRequester{}
+			if err := json.Unmarshal(requester, in.requester); err != nil {
+				return in, fmt.Errorf("requester: %w", err)
+			}
+		}
+		if confirmation != nil {
+			in.conf = &receiptConfirmation{}
+			if err := json.Unmarshal(confirmation, in.conf); err != nil {
+				return in, fmt.Errorf("confirmation: %w", err)
+			}
+		}
+		if approvals != nil {
+			if err := json.Unmarshal(approvals, &in.approvals); err != nil {
+				return in, fmt.Errorf("approvals: %w", err)
+			}
+		}
+		return in, nil
 	}
 	var rq receiptRequester
 	switch err := sqlx.GetContext(ctx, x, &rq, `SELECT principal, client, signature, at FROM turn_requesters WHERE workflow_id = ? AND run_id = ?`, e.WorkflowID, e.RunID); {
@@ -498,74 +508,6 @@ func (s *Store) receiptInputs(ctx context.Context, x sqlx.QueryerContext, e Audi
 		}
 	}
 	return in, nil
-}
-
-// receiptInputsAll is receiptInputs of each of es, in order: on PostgreSQL one round trip
-// for all of them (receiptInputsPG).
-func (s *Store) receiptInputsAll(ctx context.Context, x sqlx.QueryerContext, es []AuditEvent) ([]receiptInput, error) {
-	out := make([]receiptInput, len(es))
-	if s.driver != DriverPostgres {
-		for i, e := range es {
-			var err error
-			if out[i], err = s.receiptInputs(ctx, x, e); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
-	}
-	var at []int
-	var wfs, runs, cids []string
-	var seqs []int64
-	for i, e := range es {
-		if receiptNeedsInputs(e) {
-			at = append(at, i)
-			wfs, runs, seqs, cids = append(wfs, e.WorkflowID), append(runs, e.RunID), append(seqs, int64(e.Seq)), append(cids, e.ConfirmationID)
-		}
-	}
-	if len(at) == 0 {
-		return out, nil
-	}
-	rows, err := x.QueryxContext(ctx, receiptInputsPG, pq.Array(wfs), pq.Array(runs), pq.Array(seqs), pq.Array(cids))
-	if err != nil {
-		return nil, fmt.Errorf("read the calls' confirmations and requesters: %w", err)
-	}
-	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		if n == len(at) {
-			return nil, errors.New("read the calls' confirmations and requesters: more rows than calls")
-		}
-		var requester, confirmation, approvals []byte
-		if err := rows.Scan(&requester, &confirmation, &approvals); err != nil {
-			return nil, fmt.Errorf("read the calls' confirmations and requesters: %w", err)
-		}
-		in := &out[at[n]]
-		if requester != nil {
-			in.requester = &receiptRequester{}
-			if err := json.Unmarshal(requester, in.requester); err != nil {
-				return nil, fmt.Errorf("requester: %w", err)
-			}
-		}
-		if confirmation != nil {
-			in.conf = &receiptConfirmation{}
-			if err := json.Unmarshal(confirmation, in.conf); err != nil {
-				return nil, fmt.Errorf("confirmation: %w", err)
-			}
-		}
-		if approvals != nil {
-			if err := json.Unmarshal(approvals, &in.approvals); err != nil {
-				return nil, fmt.Errorf("approvals: %w", err)
-			}
-		}
-		n++
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read the calls' confirmations and requesters: %w", err)
-	}
-	if n != len(at) {
-		return nil, fmt.Errorf("read the calls' confirmations and requesters: %d rows for %d calls", n, len(at))
-	}
-	return out, nil
 }
 
 // receiptRecords builds the records of audit row e from the row, its facts and in.
