@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// BenchmarkAppend is one record's append as a store does it in the audit row's transaction:
+// BenchmarkAppend is one record's append as the store's sequencer does it:
 // encode the record (canonical JSON), hash the leaf, advance the compact range of a log of a
 // million records, and sign the new checkpoint (Ed25519, signed note).
 func BenchmarkAppend(b *testing.B) {

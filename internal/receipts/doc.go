@@ -7,9 +7,9 @@
 // leaf (Head.Append: the new compact range, root and inclusion proof), signs and opens
 // checkpoints (Signer, OpenCheckpoint), reads and writes the JSON-lines export and verifies an
 // export offline with nothing but the log's public keys (Verify). Where the log is kept (the
-// store's receipts table: records written in the statement or transaction that writes their
-// audit row, then placed in the tree and signed in batches by a sequencer) is internal/store's
-// job.
+// store's receipts table: each audit row's draft written in the statement or transaction that
+// writes the row, turned into records, placed in the tree and signed in batches by a
+// sequencer) is internal/store's job.
 //
 // Every record carries its own receipt: the inclusion proof of its leaf in the tree that ends
 // with it (size index+1) and, when the appending process holds the log key, the signed
