@@ -588,7 +588,8 @@ func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (
 		}
 	}
 	if countApproval && (code == "" || code == QuorumPending) {
-		if _, err := a.Store.AddApproval(ctx, store.Approval{ConfirmationID: row.ID, Approver: in.Approver, Generation: row.Generation, Nonce: in.Nonce, At: now}); err != nil {
+		if _, err := a.Store.AddApproval(ctx, store.Approval{ConfirmationID: row.ID, Approver: in.Approver, Generation: row.Generation, Nonce: in.Nonce,
+			Proof: ProofOf(in.Attestation.Signer, len(in.Passkey) > 0 && a.passkeyRequired(row, in)), At: now}); err != nil {
 			return ConsumeOutput{}, fmt.Errorf("record approval of %s: %w", in.ConfirmationID, err)
 		}
 	}
@@ -1108,6 +1109,7 @@ func (a *Activities) record(ctx context.Context, in RecordInput, read *store.Con
 		rec.Audit = &store.AuditEvent{Key: key, WorkflowID: r.WorkflowID, RunID: r.RunID, Seq: r.Seq,
 			CallID: r.CallID, CapabilityID: r.CapabilityID, Version: r.Version, Outcome: r.Kind, Stage: string(r.Stage),
 			Reason: r.Reason, Detail: r.Detail, ArgsDigest: r.ArgsDigest, OriginalDigest: r.OriginalDigest, Approver: r.Approver, At: now}
+		rec.Audit.Facts = a.receiptFacts(r, in.Messages)
 		if heldForAHuman(r) {
 			// The outcome row of a call a human was asked about carries the provenance the
 			// approver saw (issue 24): read from its confirmation (deterministic id).

@@ -256,6 +256,9 @@ func TestChaos(t *testing.T) {
 	if rep.MCPApproved > 0 && rep.MCPCalls == 0 {
 		t.Errorf("%d approved MCP calls and no run of the MCP tool", rep.MCPApproved)
 	}
+	if r := rep.Receipts; r.Gaps != 0 || r.Duplicates != 0 || r.Verify != "" || r.Records == 0 {
+		t.Errorf("receipts log: %d records, %d gaps, %d duplicates, verify: %q; %v", r.Records, r.Gaps, r.Duplicates, r.Verify, r.Details)
+	}
 	for _, p := range chaosPoints {
 		if rep.Kills[p] == 0 && h.stranded[p] {
 			t.Logf("named kill point %s did not fire: another fault got to its turn first and no later turn was left (%v)", p, rep.Rearmed)
@@ -1051,6 +1054,7 @@ type chaosReport struct {
 	Gaps               []string              `json:"gaps,omitempty"`
 	DuplicateAuditRows int                   `json:"duplicate_audit_rows"`
 	RefusedDecisions   int                   `json:"refused_decisions"`
+	Receipts           receiptCheck          `json:"receipts"` // the receipts log against the audit rows (issue 36)
 	TemporalPersisted  string                `json:"temporal_persisted,omitempty"`
 	ResumeP50          float64               `json:"resume_p50_seconds"`
 	ResumeMax          float64               `json:"resume_max_seconds"`
@@ -1099,6 +1103,7 @@ func (h *chaosHarness) report(wall time.Duration) *chaosReport {
 	}
 	sort.Strings(rep.Twice)
 
+	var allAudit []store.AuditEvent
 	for _, tr := range h.plan {
 		k := h.tracks[tr.wf]
 		rep.ConfirmedCalls += len(tr.writes)
@@ -1123,6 +1128,7 @@ func (h *chaosHarness) report(wall time.Duration) *chaosReport {
 			h.problem("audit of %s: %v", tr.wf, err)
 			continue
 		}
+		allAudit = append(allAudit, audit...)
 		rows := map[int][]store.AuditEvent{}
 		for _, r := range audit {
 			if r.Outcome == activities.AuditConfirmationRefused {
@@ -1190,6 +1196,13 @@ func (h *chaosHarness) report(wall time.Duration) *chaosReport {
 				rep.DuplicateAuditRows += len(rs) // rows for a proposal the turn never reported
 			}
 		}
+	}
+
+	if rep.TurnsLost == 0 {
+		// Every turn's audit rows were read: the log must hold exactly their records.
+		rep.Receipts = checkReceipts(ctx, h.st, filepath.Dir(h.keyFile), allAudit)
+	} else {
+		rep.Receipts.Verify = "not checked: turns were lost"
 	}
 
 	// Resume latency per event and open turn: the next WorkflowTaskCompleted (or the close) at or
@@ -1349,6 +1362,8 @@ func (r *chaosReport) table() string {
 	row("audit gaps (want 0)", r.AuditGaps)
 	row("duplicate audit rows (want 0)", r.DuplicateAuditRows)
 	row("refused decisions (audited)", r.RefusedDecisions)
+	row("receipts: records / gaps / duplicates (want 0 / 0)", fmt.Sprintf("%d / %d / %d", r.Receipts.Records, r.Receipts.Gaps, r.Receipts.Duplicates))
+	row("receipts: offline verification", orVerified(r.Receipts.Verify))
 	row("resumed turns after worker kills", r.Resumed)
 	row("resume seconds p50 / max (worker kills)", fmt.Sprintf("%.1f / %.1f", r.ResumeP50, r.ResumeMax))
 	row("resumes cut by the next fault: turns, max s", fmt.Sprintf("%d, >= %.1f (lower bounds, not in the p50 / max)", r.ResumesCut, r.ResumesCutMax))
@@ -1376,3 +1391,11 @@ func (r *chaosReport) table() string {
 }
 
 func (r *chaosReport) print(w io.Writer) { fmt.Fprint(w, r.table()) }
+
+// orVerified is "verified" for an empty verification error.
+func orVerified(verr string) string {
+	if verr == "" {
+		return "verified"
+	}
+	return verr
+}

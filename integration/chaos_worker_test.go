@@ -29,6 +29,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/mcp"
+	"github.com/airlock-dev/airlock/internal/receipts"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
 	"github.com/airlock-dev/airlock/registry"
@@ -127,6 +128,12 @@ func chaosWorkerMain() int {
 		return fail(err)
 	}
 	defer st.Close()
+	// The receipts log key beside the approver key, as a worker keeps it in its home.
+	rkey, err := receipts.LoadOrCreateKey(filepath.Dir(os.Getenv(chaosKeyEnv)), "airlock.test/chaos")
+	if err != nil {
+		return fail(err)
+	}
+	st.UseReceiptKey(rkey)
 	sources := []registry.Source{{Name: "chaos", Data: []byte(chaosRegistry)}}
 	impls := chaosImpls(os.Getenv(chaosEffectsEnv))
 	if url := os.Getenv(chaosMCPEnv); url != "" {

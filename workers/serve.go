@@ -134,6 +134,17 @@ func Serve(ctx context.Context, cfg config.Config, opts ServeOptions) error {
 		RunSweeper(wctx, c, deps.Activities, SweepInterval, log)
 	}()
 	defer func() { stopWatch(); <-swept }()
+	rcfg, err := ReceiptsConfigFromEnv()
+	if err != nil {
+		return err
+	}
+	if rcfg.Active() {
+		// Receipts checkpoints published, retention applied (issue 36): beside the worker.
+		kept := make(chan struct{})
+		go func() { defer close(kept); RunReceipts(wctx, deps.Store, rcfg, log) }()
+		defer func() { stopWatch(); <-kept }()
+		fmt.Fprintf(status, "worker: receipts checkpoints to %v every %s; retention audit %s, streams %s\n", rcfg.Publish, rcfg.Every, rcfg.AuditRetention, rcfg.StreamsRetention)
+	}
 	if deps.Notify != nil {
 		// Approver notices (issue 23): delivered beside the worker, never inside a turn.
 		nm := notify.NewMetrics(deps.Store)

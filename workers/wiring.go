@@ -22,6 +22,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/notify"
 	"github.com/airlock-dev/airlock/internal/passkey"
 	"github.com/airlock-dev/airlock/internal/proposals"
+	"github.com/airlock-dev/airlock/internal/receipts"
 	"github.com/airlock-dev/airlock/internal/recording"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/stream"
@@ -79,6 +80,14 @@ func BuildWith(ctx context.Context, cfg config.Config, temporalProbe capabilitie
 	if err != nil {
 		return nil, err
 	}
+	// The receipts log (issue 36): every audit row's records are signed with the log key in
+	// the Airlock home as they are appended (created beside the approver key on first start).
+	rkey, err := receipts.LoadOrCreateKey(cfg.Home, receipts.Origin())
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("workers: receipts log key: %w", err)
+	}
+	st.UseReceiptKey(rkey)
 	AuditMCPChanges(st) // MCP tools that leave their pin are audited (workers/mcp.go)
 	load := func() (*registry.Registry, error) { return LoadRegistryWith(cfg, temporalProbe, st.Ping, nil, extra) }
 	reg, err := load()

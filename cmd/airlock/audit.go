@@ -93,6 +93,7 @@ func newAuditCmd() *cobra.Command {
 			return nil
 		},
 	}
+	addReceiptCmds(cmd)
 	cmd.Flags().StringVar(&turn, "turn", "", "only this turn's rows (a workflow id such as turn/demo/1)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per row")
 	return cmd

@@ -31,6 +31,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/inference"
+	"github.com/airlock-dev/airlock/internal/receipts"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
 	"github.com/airlock-dev/airlock/registry"
@@ -199,6 +200,13 @@ func Run(ctx context.Context, cfg Config, spec Spec) (Row, error) {
 		return row, err
 	}
 	defer st.Close()
+	// The receipts log signs and sequences every audit row's records in the background, as a
+	// worker's store does (workers.BuildWith): its cost is part of every turn measured.
+	rkey, err := receipts.LoadOrCreateKey(tmp, receipts.Origin())
+	if err != nil {
+		return row, fmt.Errorf("bench: receipts log key: %w", err)
+	}
+	st.UseReceiptKey(rkey)
 
 	// The approver: a real credential in a real approvers file, and the approver key.
 	approversFile, credFile := filepath.Join(tmp, "approvers.json"), filepath.Join(tmp, "credential.json")

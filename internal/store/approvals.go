@@ -10,11 +10,14 @@ import (
 // Approval is one approval a confirmation gathered towards its capability's quorum (issue 21):
 // who approved, under which token generation, with which decision nonce, and when.
 type Approval struct {
-	ConfirmationID string    `db:"confirmation_id"`
-	Approver       string    `db:"approver"`
-	Generation     int       `db:"generation"`
-	Nonce          string    `db:"nonce"`
-	At             time.Time `db:"-"`
+	ConfirmationID string `db:"confirmation_id"`
+	Approver       string `db:"approver"`
+	Generation     int    `db:"generation"`
+	Nonce          string `db:"nonce"`
+	// Proof says how the approver proved who they were (the wording of
+	// Confirmation.ApproverProof); "" for approvals recorded before it was kept.
+	Proof string    `db:"proof"`
+	At    time.Time `db:"-"`
 }
 
 type approvalRow struct {
@@ -22,7 +25,7 @@ type approvalRow struct {
 	AtCol dbTime `db:"at"`
 }
 
-const approvalCols = `confirmation_id, approver, generation, nonce, at`
+const approvalCols = `confirmation_id, approver, generation, nonce, proof, at`
 
 // AddApproval records a's approval unless its approver already approved the confirmation;
 // inserted is false then (the earlier row stands).
@@ -31,7 +34,7 @@ func (s *Store) AddApproval(ctx context.Context, a Approval) (inserted bool, err
 		return false, errors.New("store: an approval needs a confirmation, an approver and a nonce")
 	}
 	res, err := s.db.ExecContext(ctx, s.q(`INSERT INTO confirmation_approvals (`+approvalCols+`)
-		VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`), a.ConfirmationID, a.Approver, a.Generation, a.Nonce, tsArg(orNow(a.At)))
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`), a.ConfirmationID, a.Approver, a.Generation, a.Nonce, a.Proof, tsArg(orNow(a.At)))
 	if err != nil {
 		return false, fmt.Errorf("store: record approval: %w", err)
 	}

@@ -43,6 +43,13 @@ type AuditEvent struct {
 	// provenance.Report of its arguments (issue 24); nil otherwise.
 	Provenance json.RawMessage `json:"provenance,omitempty"`
 	At         time.Time       `json:"at"`
+	// Facts feed the row's receipts records (receipts.go); they are not stored in the row.
+	Facts *ReceiptFacts `json:"-"`
+	// ConfirmationID, when the writer knows it (Record sets it from its Decision), is the
+	// confirmation whose decision the authorization record of a call's outcome names; ""
+	// lets the store choose among the proposal's confirmations (receiptInputs). Not stored
+	// in the row.
+	ConfirmationID string `json:"-"`
 }
 
 type auditRow struct {
@@ -79,7 +86,8 @@ const auditCols = `id, event_key, workflow_id, run_id, seq, call_id, capability_
 	outcome, stage, reason, detail, args_digest, original_digest, approver, at, provenance`
 
 // AppendAudit appends e to the audit log unless a row with e.Key already
-// exists (INSERT … ON CONFLICT (event_key) DO NOTHING). inserted reports
+// exists (INSERT … ON CONFLICT (event_key) DO NOTHING), and with a new row its records to
+// the receipts log, in one transaction. inserted reports
 // whether this call wrote the row; false means the event was already recorded
 // (by an earlier attempt or a replay) and the existing row is left unchanged.
 // e.Key and e.Outcome are required; e.ID is ignored.
@@ -93,7 +101,7 @@ func (s *Store) AppendAudit(ctx context.Context, e AuditEvent) (inserted bool, e
 	if len(e.Provenance) > 0 && !json.Valid(e.Provenance) {
 		return false, fmt.Errorf("store: audit event %q: provenance is not valid JSON", e.Key)
 	}
-	return s.appendAudit(ctx, s.db, e)
+	return s.appendAuditTx(ctx, e)
 }
 
 // appendAudit inserts e through x (the store or a transaction); see AppendAudit.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/airlock-dev/airlock/internal/receipts"
 )
 
 // ---- agent proposals (seed 2; migration 0006) ----
@@ -94,7 +96,9 @@ func (s *Store) Settle(ctx context.Context, st Settlement) error {
 	if err != nil {
 		return err
 	}
-	at := tsArg(orNow(st.At))
+	stAt := orNow(st.At)
+	at := tsArg(stAt)
+	defer s.kickSequencer()
 	return s.inTx(ctx, "settle "+st.WorkflowID, func(tx *sqlx.Tx) error {
 		for _, p := range st.Proposals {
 			payload, err := jsonArg("proposal payload", p.Payload)
@@ -124,13 +128,22 @@ func (s *Store) Settle(ctx context.Context, st Settlement) error {
 			}
 		}
 		for _, e := range st.Audit {
-			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO audit_events
+			res, err := tx.ExecContext(ctx, s.q(`INSERT INTO audit_events
 				(event_key, workflow_id, run_id, seq, call_id, capability_id, version,
 				 outcome, stage, reason, detail, args_digest, original_digest, approver, at)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (event_key) DO NOTHING`),
 				e.Key, e.WorkflowID, e.RunID, e.Seq, e.CallID, e.CapabilityID, e.Version,
-				e.Outcome, e.Stage, e.Reason, e.Detail, e.ArgsDigest, e.OriginalDigest, e.Approver, at); err != nil {
+				e.Outcome, e.Stage, e.Reason, e.Detail, e.ArgsDigest, e.OriginalDigest, e.Approver, at)
+			if err != nil {
 				return fmt.Errorf("audit %s: %w", e.Key, err)
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return fmt.Errorf("audit %s: %w", e.Key, err)
+			} else if n == 1 {
+				e.At = stAt
+				if err := s.appendReceipts(ctx, tx, e); err != nil {
+					return err
+				}
 			}
 		}
 		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO turn_results (workflow_id, conversation, result, saved_at)
@@ -224,12 +237,31 @@ func (s *Store) AppendProposalDecision(ctx context.Context, d ProposalDecision) 
 	if err != nil {
 		return ProposalDecision{}, false, err
 	}
-	res, err := s.db.ExecContext(ctx, s.q(`INSERT INTO proposal_decisions (`+decisionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT DO NOTHING`), d.ID, d.ProposalID, d.Disposition, d.Replacement, d.Actor, d.SubmissionID, d.Digest, att, tsArg(orNow(d.CreatedAt)))
+	at := orNow(d.CreatedAt)
+	var n int64
+	// The decision and its receipts record in one transaction (receipts.go).
+	err = s.inTx(ctx, "append decision on "+d.ProposalID, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, s.q(`INSERT INTO proposal_decisions (`+decisionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT DO NOTHING`), d.ID, d.ProposalID, d.Disposition, d.Replacement, d.Actor, d.SubmissionID, d.Digest, att, tsArg(at))
+		if err != nil {
+			return err
+		}
+		if n, err = res.RowsAffected(); err != nil || n != 1 {
+			return err
+		}
+		rec := receipts.Record{V: receipts.Version, Type: receipts.TypeDecision, Event: "proposal_decision/" + d.ID, At: at.UTC().Truncate(time.Microsecond),
+			Decision: &receipts.Decision{Proposal: d.ProposalID, ID: d.ID, Disposition: d.Disposition, Actor: d.Actor, Digest: d.Digest}}
+		if len(d.Attestation) > 0 {
+			rec.Decision.Attestation = receipts.Digest(d.Attestation)
+		}
+		return s.appendRecords(ctx, tx, rec.Event, []receipts.Record{rec})
+	})
 	if err != nil {
-		return ProposalDecision{}, false, fmt.Errorf("store: append decision on %s: %w", d.ProposalID, err)
+		return ProposalDecision{}, false, err
 	}
-	n, _ := res.RowsAffected()
+	if n == 1 {
+		s.kickSequencer()
+	}
 	stored, err := s.GetProposalDecision(ctx, d.ProposalID)
 	if err != nil {
 		return ProposalDecision{}, false, err

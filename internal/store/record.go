@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -51,26 +52,27 @@ func (s *Store) Record(ctx context.Context, r Recording) error {
 	if err != nil {
 		return err
 	}
+	if r.Audit != nil {
+		a := *r.Audit
+		a.At = orNow(a.At) // the row and its records carry one time
+		if r.Decision != nil && a.ConfirmationID == "" {
+			// The row's records name the confirmation this recording decides, not another
+			// of the proposal's.
+			a.ConfirmationID = r.Decision.ConfirmationID
+		}
+		r.Audit = &a
+	}
 	if r.Audit == nil && r.Decision == nil && oneStatement(r.Context) {
 		// Context messages alone (an inference round's): one statement, atomic by itself,
 		// without the two round trips of a transaction.
 		return s.insertContext(ctx, s.db, r.Context, args, r.ReplaceContext)
 	}
-	if s.driver == DriverPostgres && r.Audit != nil && r.Decision == nil && len(r.Context) > 0 && oneStatement(r.Context) {
-		// An outcome's audit row and its messages (an automatic call's record): on PostgreSQL
-		// one statement, a data-modifying WITH, atomic by itself, instead of a transaction of
-		// four round trips. SQLite has no data-modifying WITH and takes the transaction.
-		aq, aargs := auditInsert(*r.Audit)
-		cq, cargs := contextInsert(args, contextConflict(r.ReplaceContext))
-		if _, err := s.db.ExecContext(ctx, s.q(`WITH audit AS (`+aq+`) `+cq), append(aargs, cargs...)...); err != nil {
-			return fmt.Errorf("store: record %q: %w", r.Audit.Key, err)
-		}
-		return nil
-	}
-	if s.driver == DriverPostgres && r.Decision != nil && len(r.Context) <= 1 {
-		// A decision recorded already (a confirmed call's outcome: the decision was recorded
-		// when the turn judged it): one statement instead of a transaction of five round trips.
-		if done, err := s.recordDecidedPG(ctx, r, args); done || err != nil {
+	if s.driver == DriverPostgres && (r.Decision == nil && oneStatement(r.Context) || r.Decision != nil && len(r.Context) <= 1) {
+		// An outcome's audit row, its draft for the receipts log and its messages (an
+		// automatic call's record), or a decision recorded already and what goes with it (a
+		// confirmed call's outcome: the decision was recorded when the turn judged it): one
+		// statement instead of a transaction of four or five round trips.
+		if done, err := s.recordPG(ctx, r, args); done || err != nil {
 			return err
 		}
 	}
@@ -79,11 +81,6 @@ func (s *Store) Record(ctx context.Context, r Recording) error {
 		return fmt.Errorf("store: record: begin: %w", err)
 	}
 	defer tx.Rollback()
-	if r.Audit != nil {
-		if _, err := s.appendAudit(ctx, tx, *r.Audit); err != nil {
-			return err
-		}
-	}
 	if d := r.Decision; d != nil {
 		if err := s.decideConfirmation(ctx, tx, d.ConfirmationID, d.Decision, d.Approver, d.Reason, "", d.At); err != nil {
 			return err
@@ -92,35 +89,81 @@ func (s *Store) Record(ctx context.Context, r Recording) error {
 	if err := s.insertContext(ctx, tx, r.Context, args, r.ReplaceContext); err != nil {
 		return err
 	}
+	if r.Audit != nil {
+		// The audit row and, with a new row, its draft for the receipts log.
+		if inserted, err := s.appendAudit(ctx, tx, *r.Audit); err != nil {
+			return err
+		} else if inserted {
+			if err := s.appendReceipts(ctx, tx, *r.Audit); err != nil {
+				return err
+			}
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store: record: commit: %w", err)
+	}
+	if r.Audit != nil {
+		s.kickSequencer()
 	}
 	return nil
 }
 
-// recordDecidedPG records r (its Decision set, at most one context entry; args from
-// contextArgs) in one PostgreSQL statement when the confirmation holds r's decision already:
-// its audit row and message are inserted only if it does, in the snapshot that read it (a
-// decision, once recorded, never changes). It reports done false, having written nothing, when
-// the confirmation is undecided, decided otherwise or unknown: Record's transaction then
-// decides it or reports the conflict, as for any decision.
-func (s *Store) recordDecidedPG(ctx context.Context, r Recording, args [][]any) (done bool, err error) {
-	const decided = `EXISTS (SELECT 1 FROM ok)`
-	q := `WITH cur AS (SELECT decision FROM confirmations WHERE id = ?),
-		ok AS (SELECT 1 FROM cur WHERE decision = ?)`
-	qargs := []any{r.Decision.ConfirmationID, r.Decision.Decision}
-	if r.Audit != nil {
-		aq, aargs := auditInsertWhere(*r.Audit, decided)
-		q += `, audit AS (` + aq + `)`
-		qargs = append(qargs, aargs...)
+// recordPG records r (at most one statement of context; with a decision at most one entry;
+// args from contextArgs) in one PostgreSQL statement, a data-modifying WITH, atomic by itself:
+// the audit row, its receipts draft (only with a new row) and its messages. With a decision,
+// it writes only when the confirmation holds that decision already, in the snapshot that read
+// it (a decision, once recorded, never changes); it reports done false, having written
+// nothing, when the confirmation is undecided, decided otherwise or unknown: Record's
+// transaction then decides it or reports the conflict, as for any decision.
+func (s *Store) recordPG(ctx context.Context, r Recording, args [][]any) (done bool, err error) {
+	var with []string
+	var qargs []any
+	cond, final := "", `SELECT ''`
+	if d := r.Decision; d != nil {
+		with = append(with, `cur AS (SELECT decision FROM confirmations WHERE id = ?)`, `ok AS (SELECT 1 FROM cur WHERE decision = ?)`)
+		qargs = append(qargs, d.ConfirmationID, d.Decision)
+		cond, final = `EXISTS (SELECT 1 FROM ok)`, `SELECT COALESCE((SELECT decision FROM cur), '')`
 	}
-	if len(args) == 1 {
-		q += `, message AS (` + contextInsertInto + `SELECT ?, ?, ?, ?, ? WHERE ` + decided + ` ON CONFLICT (conversation, entry_key) ` + contextConflict(r.ReplaceContext) + `)`
+	what := ""
+	if e := r.Audit; e != nil {
+		a := *e
+		what = a.Key
+		aq, aargs := auditInsert(a)
+		if cond != "" {
+			aq, aargs = auditInsertWhere(a, cond)
+		}
+		dq, dargs, err := auditDraftInsert(a, `EXISTS (SELECT 1 FROM audit)`)
+		if err != nil {
+			return false, err
+		}
+		with = append(with, `audit AS (`+aq+` RETURNING 1)`, `drafted AS (`+dq+`)`)
+		qargs = append(append(qargs, aargs...), dargs...)
+	} else if r.Decision != nil {
+		what = r.Decision.ConfirmationID
+	}
+	switch {
+	case len(args) == 0:
+	case cond == "":
+		cq, cargs := contextInsert(args, contextConflict(r.ReplaceContext))
+		with = append(with, `message AS (`+cq+`)`)
+		qargs = append(qargs, cargs...)
+	default: // one entry, on the condition
+		with = append(with, `message AS (`+contextInsertInto+`SELECT ?, ?, ?, ?, ? WHERE `+cond+` ON CONFLICT (conversation, entry_key) `+contextConflict(r.ReplaceContext)+`)`)
 		qargs = append(qargs, args[0]...)
 	}
-	var got string
-	if err := s.db.GetContext(ctx, &got, s.q(q+` SELECT COALESCE((SELECT decision FROM cur), '')`), qargs...); err != nil {
-		return false, fmt.Errorf("store: record decided %q: %w", r.Decision.ConfirmationID, err)
+	if len(with) == 0 {
+		return false, nil
 	}
-	return got == r.Decision.Decision, nil
+	var got string
+	if err := s.db.GetContext(ctx, &got, s.q(`WITH `+strings.Join(with, ", ")+` `+final), qargs...); err != nil {
+		return false, fmt.Errorf("store: record %q: %w", what, err)
+	}
+	if r.Decision != nil && got != r.Decision.Decision {
+		return false, nil
+	}
+	if r.Audit != nil {
+		// Woken whether or not this write inserted the row: a wake is cheap, a read is not.
+		s.kickSequencer()
+	}
+	return true, nil
 }

@@ -40,12 +40,15 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq"  // registers driver "postgres"
 	_ "modernc.org/sqlite" // registers driver "sqlite"
 
+	"github.com/airlock-dev/airlock/internal/receipts"
 	"github.com/airlock-dev/airlock/internal/redact"
 )
 
@@ -111,6 +114,16 @@ type Store struct {
 	db     *preparedDB
 	driver string
 	dsn    string // the driver's connection string, for a PostgreSQL LISTEN connection (changes.go)
+	// receiptKey signs the receipts log's checkpoints as records are sequenced (receipts.go);
+	// the background sequencer runs once UseReceiptKey started it (seqOnce), woken by seqKick,
+	// until Close closes seqStop and waits for seqDone.
+	receiptKey atomic.Pointer[receipts.Signer]
+	seqOnce    sync.Once
+	stopOnce   sync.Once
+	seqRunning atomic.Bool
+	seqKick    chan struct{}
+	seqStop    chan struct{}
+	seqDone    chan struct{}
 }
 
 // Open connects to the database named by url, creating it when it does not exist, applies
@@ -220,7 +233,8 @@ func open(ctx context.Context, rawURL string, create bool) (*Store, error) {
 		db.Close()
 		return nil, redact.Error(fmt.Errorf("store: connect to %s %s: %w", driver, where, err), secrets...)
 	}
-	s := &Store{db: newPreparedDB(db, prepare), driver: driver, dsn: dsn}
+	s := &Store{db: newPreparedDB(db, prepare), driver: driver, dsn: dsn,
+		seqKick: make(chan struct{}, 1), seqStop: make(chan struct{}), seqDone: make(chan struct{})}
 	if create {
 		err = s.migrate(ctx)
 	} else {
@@ -468,7 +482,14 @@ func checkPostgresURL(raw string) error {
 }
 
 // Close closes the database. The Store must not be used afterwards.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.seqOnce.Do(func() {}) // no sequencer starts after Close
+	s.stopOnce.Do(func() { close(s.seqStop) })
+	if s.seqRunning.Load() {
+		<-s.seqDone
+	}
+	return s.db.Close()
+}
 
 // Ping checks that the database is reachable (one round trip).
 func (s *Store) Ping(ctx context.Context) error {
@@ -698,6 +719,20 @@ func (d *dbTime) Scan(src any) error {
 	default:
 		return fmt.Errorf("store: cannot scan %T into a timestamp", src)
 	}
+}
+
+// UnmarshalJSON reads a timestamp from JSON (PostgreSQL's row_to_json of a TIMESTAMPTZ: RFC
+// 3339 text; null leaves Valid false).
+func (d *dbTime) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*d = dbTime{}
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("store: timestamp %s is not a JSON string", b)
+	}
+	return d.parse(s)
 }
 
 func (d *dbTime) parse(s string) error {

@@ -33,7 +33,7 @@ const pgHowTo = "AIRLOCK_TEST_DATABASE_URL is not set, so the PostgreSQL half of
 	"    export AIRLOCK_TEST_DATABASE_URL=\"$(scripts/ensure-postgres.sh)\"\n" +
 	"or set AIRLOCK_TEST_SKIP_POSTGRES=1 to skip the PostgreSQL subtests on purpose."
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
@@ -53,7 +53,7 @@ func eachDriver(t *testing.T, f func(t *testing.T, s *Store, url string)) {
 }
 
 // freshURL returns the URL of an empty database location for driver.
-func freshURL(t *testing.T, driver string) string {
+func freshURL(t testing.TB, driver string) string {
 	t.Helper()
 	if driver == DriverSQLite {
 		return "sqlite:" + filepath.Join(t.TempDir(), "airlock.db")
@@ -98,7 +98,7 @@ func freshURL(t *testing.T, driver string) string {
 	return u.String()
 }
 
-func openStore(t *testing.T, u string) *Store {
+func openStore(t testing.TB, u string) *Store {
 	t.Helper()
 	s, err := Open(testCtx(t), u)
 	if err != nil {
