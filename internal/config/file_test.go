@@ -127,3 +127,15 @@ func TestFilePath(t *testing.T) {
 		t.Fatal(p, ex)
 	}
 }
+
+// Each group's settings are listed together, so the reference has one section per group.
+func TestSettingsGroupsAreContiguous(t *testing.T) {
+	seen := map[string]bool{}
+	prev := ""
+	for _, s := range Settings {
+		if s.Group != prev && seen[s.Group] {
+			t.Errorf("setting %s reopens group %s", s.Key, s.Group)
+		}
+		seen[s.Group], prev = true, s.Group
+	}
+}

@@ -23,6 +23,11 @@ var Settings = []Setting{
 	{Key: "home", Env: "AIRLOCK_HOME", Default: ".airlock", Group: "state", Doc: "local state directory: the SQLite store, keys, approvers and clients files by default"},
 	{Key: "database_url", Env: "AIRLOCK_DATABASE_URL", Default: "SQLite file <home>/airlock.db", Secret: true, Group: "state", Doc: "the store: postgres://… (shared by workers, page, API) or sqlite:PATH"},
 	{Key: "corpus", Env: "AIRLOCK_CORPUS", Default: "../shared/corpus/agentdojo beside the repository", Group: "state", Doc: "AgentDojo corpus folder (tools.json, runs/) for replays and the evaluation"},
+	{Key: "receipts_origin", Env: "AIRLOCK_RECEIPTS_ORIGIN", Group: "state", Doc: "the receipts log's origin and key name in its signed checkpoints"},
+	{Key: "receipts_publish", Env: "AIRLOCK_RECEIPTS_PUBLISH", List: true, Group: "state", Doc: "where signed checkpoints are published: file paths (appended) and http(s) URLs (POSTed)"},
+	{Key: "receipts_every", Env: "AIRLOCK_RECEIPTS_EVERY", Default: "1m", Group: "state", Doc: "how often the receipts housekeeping (publish, retention) runs"},
+	{Key: "retention_audit", Env: "AIRLOCK_RETENTION_AUDIT", Group: "state", Doc: "remove audit rows older than this once the receipts log holds their records (unset: kept)"},
+	{Key: "retention_streams", Env: "AIRLOCK_RETENTION_STREAMS", Group: "state", Doc: "remove client-stream events older than this (unset: kept)"},
 
 	{Key: "temporal_address", Env: "TEMPORAL_ADDRESS", Default: "localhost:7233", Group: "temporal", Doc: "Temporal frontend host:port"},
 	{Key: "temporal_namespace", Env: "TEMPORAL_NAMESPACE", Default: "default", Group: "temporal", Doc: "Temporal namespace"},
@@ -54,11 +59,6 @@ var Settings = []Setting{
 	{Key: "secrets_dir", Env: "AIRLOCK_SECRETS_DIR", Default: "<home>/secrets", Group: "registry", Doc: "folder of header secrets HTTP capabilities send (or AIRLOCK_SECRET_<NAME>)"},
 	{Key: "memory_root", Env: "AIRLOCK_MEMORY_ROOT", Group: "registry", Doc: "the folder agent memory proposals bind to"},
 
-	{Key: "receipts_origin", Env: "AIRLOCK_RECEIPTS_ORIGIN", Group: "state", Doc: "the receipts log's origin and key name in its signed checkpoints"},
-	{Key: "receipts_publish", Env: "AIRLOCK_RECEIPTS_PUBLISH", List: true, Group: "state", Doc: "where signed checkpoints are published: file paths (appended) and http(s) URLs (POSTed)"},
-	{Key: "receipts_every", Env: "AIRLOCK_RECEIPTS_EVERY", Default: "1m", Group: "state", Doc: "how often the receipts housekeeping (publish, retention) runs"},
-	{Key: "retention_audit", Env: "AIRLOCK_RETENTION_AUDIT", Group: "state", Doc: "remove audit rows older than this once the receipts log holds their records (unset: kept)"},
-	{Key: "retention_streams", Env: "AIRLOCK_RETENTION_STREAMS", Group: "state", Doc: "remove client-stream events older than this (unset: kept)"},
 	{Key: "approvers", Env: "AIRLOCK_APPROVERS", Default: "<home>/approvers.json", Group: "people", Doc: "approvers file: who may decide, their groups, passwords and keys"},
 	{Key: "approver_key_file", Env: "AIRLOCK_APPROVER_KEY_FILE", Default: "<home>/keys/approver.key", Group: "people", Doc: "key sealing confirmation tokens (or approver_key, 64 hex characters)"},
 	{Key: "approver_key", Env: "AIRLOCK_APPROVER_KEY", Secret: true, Group: "people", Doc: "the approver key itself (prefer approver_key_file)"},
