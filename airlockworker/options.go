@@ -26,6 +26,10 @@ type Options struct {
 	RegistryFile, PolicyFile string
 	// GuidanceFile replaces the embedded capability guidance (AIRLOCK_GUIDANCE).
 	GuidanceFile string
+	// CedarFile is the Cedar policy deciding how granted calls run (AIRLOCK_CEDAR_POLICY:
+	// permit runs, forbid refuses, no decision asks); CedarShadowFile a candidate evaluated
+	// beside it, its verdicts audited only (AIRLOCK_CEDAR_SHADOW). Both watched; "" = none.
+	CedarFile, CedarShadowFile string
 	// Layers are registry layers loaded on top of the base (AIRLOCK_REGISTRY_LAYERS, comma
 	// list): embedded layer names, or layer files: "tickets.v1.json" with its policy sidecar
 	// beside it as "tickets.v1.policy.json", or "LAYER.json=POLICY.json". Layer files are
@@ -100,7 +104,7 @@ func fromConfig(c config.Config) Options {
 	return Options{Home: c.Home, DatabaseURL: c.DatabaseURL, TaskQueue: c.TaskQueue, RegistryFile: c.RegistryFile,
 		PolicyFile: c.PolicyFile, GuidanceFile: c.GuidanceFile, Layers: c.Layers, SecretsDir: c.SecretsDir,
 		FetchAllow: c.FetchAllow, ApproversFile: c.ApproversFile, ApproverKeyFile: c.ApproverKeyFile, Credential: c.Credential,
-		ClientsFile: c.ClientsFile, ClientCredential: c.ClientCredential,
+		ClientsFile: c.ClientsFile, ClientCredential: c.ClientCredential, CedarFile: c.CedarFile, CedarShadowFile: c.CedarShadowFile,
 		WebAddr: c.WebAddr, TemporalUI: c.TemporalUI, CorpusDir: c.CorpusDir, retiredFetchAllowPrivate: c.RetiredFetchAllowPrivate}
 }
 
@@ -111,7 +115,7 @@ func (o Options) config() config.Config {
 	c := config.Config{Home: o.Home, DatabaseURL: o.DatabaseURL, TaskQueue: o.TaskQueue, RegistryFile: o.RegistryFile,
 		PolicyFile: o.PolicyFile, GuidanceFile: o.GuidanceFile, Layers: o.Layers, SecretsDir: o.SecretsDir,
 		FetchAllow: o.FetchAllow, ApproversFile: o.ApproversFile, ApproverKeyFile: o.ApproverKeyFile, Credential: o.Credential,
-		ClientsFile: o.ClientsFile, ClientCredential: o.ClientCredential,
+		ClientsFile: o.ClientsFile, ClientCredential: o.ClientCredential, CedarFile: o.CedarFile, CedarShadowFile: o.CedarShadowFile,
 		WebAddr: o.WebAddr, TemporalUI: o.TemporalUI, CorpusDir: o.CorpusDir, RetiredFetchAllowPrivate: o.retiredFetchAllowPrivate}
 	if c.Home == "" {
 		c.Home = ".airlock"
