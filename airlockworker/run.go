@@ -96,7 +96,7 @@ func main(args []string, stdout, stderr io.Writer, impls []registry.Implementati
 		}
 		return 0
 	case "help", "-h", "--help":
-		fmt.Fprintln(stdout, "usage: WORKER [run|check]\n  run    run the turn worker until interrupted (default)\n  check  load the registry as the worker would and print every diagnostic\nconfigured by the AIRLOCK_* variables of `airlock worker` and TEMPORAL_* (see the README)")
+		fmt.Fprintln(stdout, "usage: WORKER [run|check]\n  run    run the turn worker until interrupted (default)\n  check  load the registry as the worker would and print every diagnostic\nconfigured by the AIRLOCK_* variables of `airlock worker` and TEMPORAL_* (see docs/operators.md)")
 		return 0
 	}
 	fmt.Fprintf(stderr, "unknown command %q (run, check, help)\n", cmd)

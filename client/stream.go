@@ -10,7 +10,7 @@ import (
 )
 
 // AG-UI event types of a turn's stream (StreamEvent.Type; https://docs.ag-ui.com/concepts/events).
-// Which step writes which is listed in README.md ("Streaming a turn").
+// Which step writes which is listed in docs/app-developers.md ("Streaming a turn").
 const (
 	EventRunStarted         = stream.RunStarted
 	EventRunFinished        = stream.RunFinished // outcome "success" (result: the TurnResult) or "interrupt" (pending confirmations)

@@ -37,7 +37,7 @@ func withBearer(t *testing.T, target, token string) string {
 }
 
 // conformanceServerScenarios are the server scenarios of @modelcontextprotocol/conformance
-// 0.1.16 that apply to `airlock mcp serve`; README names every other one and why it does not.
+// 0.1.16 that apply to `airlock mcp serve`; docs/app-developers.md names every other one and why it does not.
 var conformanceServerScenarios = []string{"server-initialize", "logging-set-level", "ping", "tools-list",
 	"resources-list", "prompts-list", "server-sse-multiple-streams", "dns-rebinding-protection"}
 

@@ -340,7 +340,7 @@ func TestStop30TerminateStoreBackendsDuringDecisions(t *testing.T) {
 // ledger's finish fail: a database restart, a failover, two terminated connections in a row)
 // right after an approved effect ran and succeeded: the worker is alive and holds the result,
 // yet the attempt fails, the retry finds the ledger row `started`, and the turn, the model
-// and the audit are told `outcome_unknown` for a call that ran and succeeded. The README
+// and the audit are told `outcome_unknown` for a call that ran and succeeded. docs/security.md
 // promises a database restart delays an approved call instead of making it outcome_unknown;
 // that holds only before the ledger row is claimed.
 func TestAttackFixedStoreBlipAfterEffectMakesExecutedCallOutcomeUnknown(t *testing.T) {

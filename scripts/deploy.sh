@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Deploy a new worker build beside the running one, with a drain wait and a rollback
-# (README "Deploying a new version"). Start the new build's workers first, with
+# (docs/operators.md, "Deploying a new version"). Start the new build's workers first, with
 # AIRLOCK_BUILD_ID=NEW and AIRLOCK_PROMOTE=never, on the same task queue, store and keys.
 #
 #   scripts/deploy.sh NEW_BUILD OLD_BUILD        # promote NEW, check, wait for OLD to drain

@@ -27,7 +27,7 @@ const (
 	ServiceTemporalFrontend = "Temporal frontend"
 	// ServiceTemporalHTTP is the frontend's HTTP API, by default on the gRPC port + 10 (7243
 	// beside 7233 in Temporal's server configuration). The dev server picks a random HTTP
-	// port unless started with --http-port; see README.
+	// port unless started with --http-port; see docs/operators.md, "Configuration".
 	ServiceTemporalHTTP = "Temporal HTTP API"
 	// ServiceTemporalUI is AIRLOCK_TEMPORAL_UI, and the dev server's default UI port (the
 	// frontend's port + 1000, on the frontend's host).

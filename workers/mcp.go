@@ -86,7 +86,7 @@ func mcpImplementations(sources []registry.Source) ([]registry.Implementation, e
 	}
 	path := os.Getenv(mcp.EnvServers)
 	if path == "" {
-		return nil, fmt.Errorf("registry: %d MCP tool entries (%s, …) but no MCP servers file: set %s to the file that says where each server runs (README: MCP servers)",
+		return nil, fmt.Errorf("registry: %d MCP tool entries (%s, …) but no MCP servers file: set %s to the file that says where each server runs (docs/capability-authors.md: MCP servers)",
 			len(entries), entries[0].Key(), mcp.EnvServers)
 	}
 	servers, err := mcp.LoadServers(path)

@@ -17,11 +17,11 @@ func doctorNotify(ctx context.Context) []doctorCheck {
 	path := os.Getenv(notify.EnvFile)
 	if path == "" {
 		return []doctorCheck{{Name: "notify", OK: true, Warn: true, Detail: "no notify file: approvers get no webhook, Slack or e-mail notice",
-			Fix: "set " + notify.EnvFile + " (README: Notifying approvers)"}}
+			Fix: "set " + notify.EnvFile + " (docs/approvers.md: Notifying approvers)"}}
 	}
 	f, _, err := notify.NewSource(path).Current()
 	if err != nil {
-		return []doctorCheck{{Name: "notify", Detail: scrub(err), Fix: "fix the notify file (README: Notifying approvers)"}}
+		return []doctorCheck{{Name: "notify", Detail: scrub(err), Fix: "fix the notify file (docs/approvers.md: Notifying approvers)"}}
 	}
 	out := []doctorCheck{}
 	bad := 0

@@ -26,7 +26,7 @@ func newStreamCmd() *cobra.Command {
 		Long: `A turn's events (text deltas, tool calls as the model streams them, confirmations pending
 and decided, outcomes, run finished) are written to the Airlock store while the turn runs,
 outside Temporal history. "airlock stream serve" serves them to client apps as server-sent
-events; "airlock stream follow" prints them. README.md ("Streaming a turn") lists the events.`,
+events; "airlock stream follow" prints them. docs/app-developers.md ("Streaming a turn") lists the events.`,
 	}
 	cmd.AddCommand(newStreamServeCmd(), newStreamFollowCmd())
 	return cmd

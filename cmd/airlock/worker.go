@@ -26,7 +26,7 @@ AIRLOCK_PROMOTE says when the build becomes current, the one new turns start on:
 when the server first saw it after the current build, so an old build restarting never takes
 new turns back), always, or never (the operator runs temporal worker deployment
 set-current-version). AIRLOCK_WORKER_VERSIONING=off runs unversioned, for servers before
-v1.29. README "Deploying a new version" describes the procedure.`,
+v1.29. docs/operators.md, "Deploying a new version", describes the procedure.`,
 		Example: `  airlock worker
   airlock worker --layers agentdojo-banking,agentdojo-workspace
   airlock worker --layers /etc/airlock/tickets.v1.json

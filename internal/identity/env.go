@@ -10,7 +10,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/approvers"
 )
 
-// Settings read by ConfigFromEnv (README "Identity provider (OIDC)").
+// Settings read by ConfigFromEnv (docs/security.md, "One person: identity provider sign-in").
 const (
 	EnvIssuer           = "AIRLOCK_OIDC_ISSUER"
 	EnvClientID         = "AIRLOCK_OIDC_CLIENT_ID"

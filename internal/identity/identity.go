@@ -40,8 +40,8 @@ import (
 	"github.com/airlock-dev/airlock/internal/approvers"
 )
 
-// Config is one identity provider as a deployment configures it (README "Identity provider
-// (OIDC)" gives Okta's and Entra ID's values).
+// Config is one identity provider as a deployment configures it (docs/security.md, "One
+// person: identity provider sign-in", gives Okta's and Entra ID's values).
 type Config struct {
 	// Issuer is the provider's issuer URL, exactly as its discovery document and tokens state
 	// it (Okta: https://ORG.okta.com/oauth2/default; Entra ID:
