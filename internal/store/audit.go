@@ -20,7 +20,8 @@ import (
 // again writes nothing. ID is assigned by the store in insertion order and is
 // ignored by AppendAudit. At is stored in UTC truncated to microseconds; a
 // zero At is recorded as the current time. Its JSON (airlock audit --json, exports) uses
-// stable snake_case names.
+// stable snake_case names; Facts and ConfirmationID travel only in receipts drafts (never
+// read back from a row, so audit --json omits them).
 type AuditEvent struct {
 	ID           int64  `json:"id"`
 	Key          string `json:"key"`
@@ -44,12 +45,12 @@ type AuditEvent struct {
 	Provenance json.RawMessage `json:"provenance,omitempty"`
 	At         time.Time       `json:"at"`
 	// Facts feed the row's receipts records (receipts.go); they are not stored in the row.
-	Facts *ReceiptFacts `json:"-"`
+	Facts *ReceiptFacts `json:"facts,omitempty"`
 	// ConfirmationID, when the writer knows it (Record sets it from its Decision), is the
 	// confirmation whose decision the authorization record of a call's outcome names; ""
 	// lets the store choose among the proposal's confirmations (receiptInputs). Not stored
 	// in the row.
-	ConfirmationID string `json:"-"`
+	ConfirmationID string `json:"confirmation_id,omitempty"`
 }
 
 type auditRow struct {
