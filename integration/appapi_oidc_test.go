@@ -90,8 +90,10 @@ func TestAppAPIAcceptsTheIdentityProvidersTokens(t *testing.T) {
 	if code, _, _ := idp.do("GET", path, "idp-bob", nil, nil); code != 404 {
 		t.Fatalf("bob reads alice's turn: %d", code)
 	}
-	rq, err := openStore(t, cfg).GetRequester(context.Background(), turn.ID, "")
-	if err != nil || rq.Principal != "oidc:alice" || rq.Client != starter.Name {
-		t.Fatalf("requester = %+v, %v", rq, err)
-	}
+	// The worker records the proven requester when the turn's first step runs.
+	st := openStore(t, cfg)
+	eventually(t, 30*time.Second, "the turn's requester recorded as oidc:alice", func() bool {
+		rq, err := st.GetRequester(context.Background(), turn.ID, "")
+		return err == nil && rq.Principal == "oidc:alice" && rq.Client == starter.Name
+	})
 }
