@@ -133,6 +133,13 @@ func runAPIServe(ctx context.Context, errOut io.Writer, addr string, ready chan<
 	if ready != nil {
 		ready <- url
 	}
+	return serveUntil(ctx, hs, ln)
+}
+
+// serveUntil serves hs on ln until ctx ends, then shuts it down (2 s for requests in flight).
+// It returns Serve's error, or nil when the shutdown ended it. Every listener a command opens
+// (api, stream) serves through it.
+func serveUntil(ctx context.Context, hs *http.Server, ln net.Listener) error {
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -104,16 +104,7 @@ func runStreamServe(ctx context.Context, errOut io.Writer, addr, token string, r
 	if ready != nil {
 		ready <- url
 	}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return serveUntil(ctx, srv, ln)
 }
 
 func newStreamFollowCmd() *cobra.Command {
