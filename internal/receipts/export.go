@@ -99,15 +99,7 @@ func (w *Writer) write(l Line) error {
 // ReadLines calls fn for each line of an export, in order; n is the 1-based line number. A
 // line that is not a JSON object of a known type stops the read with an error naming it.
 func ReadLines(r io.Reader, fn func(n int, l Line) error) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 1<<16), 64<<20)
-	n := 0
-	for sc.Scan() {
-		n++
-		raw := bytes.TrimSpace(sc.Bytes())
-		if len(raw) == 0 {
-			continue
-		}
+	return eachLine(r, func(n int, raw []byte) error {
 		var l Line
 		if err := json.Unmarshal(raw, &l); err != nil {
 			return fmt.Errorf("receipts: export line %d: %w", n, err)
@@ -120,7 +112,23 @@ func ReadLines(r io.Reader, fn func(n int, l Line) error) error {
 		if l.Type == LineReceipt && (l.Index == nil || len(l.Record) == 0) {
 			return fmt.Errorf("receipts: export line %d: a receipt needs an index and a record", n)
 		}
-		if err := fn(n, l); err != nil {
+		return fn(n, l)
+	})
+}
+
+// eachLine calls fn with each non-blank line of an export (trimmed; lines up to 64 MiB) and
+// its 1-based number, stopping at fn's first error.
+func eachLine(r io.Reader, fn func(n int, raw []byte) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 1<<16), 64<<20)
+	n := 0
+	for sc.Scan() {
+		n++
+		raw := bytes.TrimSpace(sc.Bytes())
+		if len(raw) == 0 {
+			continue
+		}
+		if err := fn(n, raw); err != nil {
 			return err
 		}
 	}

@@ -1,8 +1,6 @@
 package receipts
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -265,15 +263,7 @@ type consistencyLine struct {
 
 // readQuickLines is ReadLines for the quick pass: a line it cannot read stops it with an error.
 func readQuickLines(r io.Reader, fn func(quickLine) error) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 1<<16), 64<<20)
-	n := 0
-	for sc.Scan() {
-		n++
-		raw := bytes.TrimSpace(sc.Bytes())
-		if len(raw) == 0 {
-			continue
-		}
+	return eachLine(r, func(n int, raw []byte) error {
 		var l quickLine
 		if err := json.Unmarshal(raw, &l); err != nil {
 			return fmt.Errorf("receipts: export line %d: %w", n, err)
@@ -281,14 +271,8 @@ func readQuickLines(r io.Reader, fn func(quickLine) error) error {
 		if l.Type == LineReceipt && (l.Index == nil || len(l.Record) == 0) {
 			return fmt.Errorf("receipts: export line %d: a receipt needs an index and a record", n)
 		}
-		if err := fn(l); err != nil {
-			return err
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("receipts: read export: %w", err)
-	}
-	return nil
+		return fn(l)
+	})
 }
 
 // fullVerify checks each record (Verify's second pass).
