@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -69,8 +71,19 @@ func ProposalWorkflow(ctx workflow.Context, req ProposalRequest) (ProposalStatus
 			NonRetryableErrorTypes: []string{activities.ErrTypeUntrusted, activities.ErrTypeBadInput}},
 		Summary: summarize("apply decision on proposal " + req.Kind)})
 	for i := 0; i < MaxProposalSignals; i++ {
+		// Read raw and decoded strictly here: a payload that is not a decision signal is
+		// refused (and counts towards MaxProposalSignals), never dropped by the SDK unseen.
+		var raw json.RawMessage
+		ch.Receive(ctx, &raw)
 		var sig ProposalDecisionSignal
-		ch.Receive(ctx, &sig)
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		derr := dec.Decode(&sig) //workflowcheck:ignore decoding the signal's bytes: a pure function
+		if derr != nil || sig.DecisionID == "" {
+			st.Reason = "malformed_signal: the decision signal's payload is not {\"decision_id\": \"…\"}"
+			workflow.GetLogger(ctx).Warn("a proposal decision signal that is not a decision", "proposal", req.ProposalID, "payload", bounded(string(raw), 160))
+			continue
+		}
 		var out activities.ApplyOutput
 		err := workflow.ExecuteActivity(actx, a.ApplyProposalDecision, activities.ApplyInput{ProposalID: req.ProposalID, DecisionID: sig.DecisionID}).Get(ctx, &out)
 		var appErr *temporal.ApplicationError
