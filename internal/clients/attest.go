@@ -133,7 +133,7 @@ func (s *Set) Verify(workflowID string, r Request, att *Attestation, startedAt t
 	if !ok {
 		return Client{}, refused(RefusalMisattested, "the attesting client is not in the clients file")
 	}
-	sig, err := base64.RawURLEncoding.DecodeString(att.Signature)
+	sig, err := decodeSignature(att.Signature)
 	if err != nil || !ed25519.Verify(e.key, Message(att.Client, r, att.Time), sig) {
 		return Client{}, refused(RefusalMisattested, "the signature of client %s does not verify over this turn's conversation, sequence, principal and message", att.Client)
 	}
@@ -145,4 +145,15 @@ func (s *Set) Verify(workflowID string, r Request, att *Attestation, startedAt t
 		return Client{}, refused(RefusalOutOfScope, "client %s may not start turns for principal %s", att.Client, r.Principal)
 	}
 	return e.Client, nil
+}
+
+// decodeSignature decodes a base64url (no padding) signature and refuses every other spelling
+// of the same bytes (line breaks, non-zero trailing bits): replay checks key on the string, so
+// one signature must have one string.
+func decodeSignature(s string) ([]byte, error) {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil || base64.RawURLEncoding.EncodeToString(b) != s {
+		return nil, fmt.Errorf("clients: not a canonical base64url signature")
+	}
+	return b, nil
 }

@@ -87,7 +87,7 @@ func (s *Set) VerifyBearer(token string, at time.Time) (Bearer, error) {
 		return Bearer{}, refused(RefusalMisattested, "malformed bearer token")
 	}
 	claims, err1 := base64.RawURLEncoding.DecodeString(body)
-	sig, err2 := base64.RawURLEncoding.DecodeString(sigPart)
+	sig, err2 := decodeSignature(sigPart)
 	if err1 != nil || err2 != nil {
 		return Bearer{}, refused(RefusalMisattested, "malformed bearer token")
 	}

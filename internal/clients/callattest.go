@@ -136,7 +136,7 @@ func (s *Set) VerifyCall(prefix, workflowID, tool, argsDigest string, att *CallA
 	if att.Signer != c.Client && !signer.Gateway {
 		return Client{}, refused(RefusalMisattested, "client %s signed for client %s but is not registered as a gateway", att.Signer, c.Client)
 	}
-	sig, err := base64.RawURLEncoding.DecodeString(att.Signature)
+	sig, err := decodeSignature(att.Signature)
 	if err != nil || !ed25519.Verify(signer.key, CallMessage(att.Signer, c, att.Time), sig) {
 		return Client{}, refused(RefusalMisattested, "the signature of %s does not verify over this call", att.Signer)
 	}

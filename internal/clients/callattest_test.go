@@ -1,6 +1,7 @@
 package clients
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -70,4 +71,55 @@ func TestVerifyCallWindowsAndScopes(t *testing.T) {
 	if _, err := set.VerifyCall("mcp/", "mcp/app/x", "web_fetch", "d1", nil, now); code(err) != RefusalUnattested {
 		t.Errorf("no attestation: %v", err)
 	}
+}
+
+// One signature has one spelling: a line break in it, or another last character that decodes
+// to the same bytes, is refused, so a replay check keyed on the string cannot be walked around.
+func TestVerifyCallRefusesOtherSpellingsOfTheSignature(t *testing.T) {
+	gw, _ := NewCredential("gw")
+	b, _ := json.Marshal(File{Clients: []Client{{Name: gw.Name, PublicKey: gw.Public(), Principals: []string{"ops"}}}})
+	set, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	c := CallClaims{Client: gw.Name, Principal: "ops", KeyDigest: KeyDigest("k"), Tool: "t", ArgsDigest: "d"}
+	c.WorkflowID = CallID("mcp/", c.Client, c.Principal, c.KeyDigest, c.Tool, c.ArgsDigest)
+	att, err := gw.AttestCall(c, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := set.VerifyCall("mcp/", c.WorkflowID, "t", "d", att, now); err != nil {
+		t.Fatalf("the canonical signature: %v", err)
+	}
+	sig := att.Signature
+	last := sig[len(sig)-1:]
+	var other string
+	for _, ch := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_" {
+		if string(ch) != last {
+			if dec, err := base64.RawURLEncoding.DecodeString(sig[:len(sig)-1] + string(ch)); err == nil && string(dec) == string(mustDecode(t, sig)) {
+				other = sig[:len(sig)-1] + string(ch)
+				break
+			}
+		}
+	}
+	for _, s := range []string{sig + "\n", "\r" + sig, sig[:10] + "\n" + sig[10:], other} {
+		if s == "" {
+			continue
+		}
+		a := *att
+		a.Signature = s
+		if _, err := set.VerifyCall("mcp/", c.WorkflowID, "t", "d", &a, now); err == nil {
+			t.Errorf("another spelling of the signature verified: %q", s)
+		}
+	}
+}
+
+func mustDecode(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
