@@ -461,7 +461,9 @@ func receiveDecision(c workflow.ReceiveChannel) (d Decision, ok bool, err error)
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	derr := dec.Decode(&d) //workflowcheck:ignore decoding the signal's bytes: a pure function
-	if trimmed := bytes.TrimSpace(raw); derr != nil || dec.More() || len(trimmed) == 0 || trimmed[0] != '{' {
+	// The whole payload must be the one object: no trailing bytes, not even stray brackets.
+	trailing := derr == nil && len(bytes.TrimSpace(raw[dec.InputOffset():])) > 0
+	if trimmed := bytes.TrimSpace(raw); derr != nil || trailing || len(trimmed) == 0 || trimmed[0] != '{' {
 		why := "it is not a JSON object"
 		if derr != nil {
 			why = derr.Error()

@@ -94,6 +94,12 @@ func ParseFile(b []byte) (map[string]string, error) {
 		return nil, fmt.Errorf("%w: %w", ErrConfigFile, err)
 	}
 	out := map[string]string{}
+	var more yaml.Node
+	if err := dec.Decode(&more); err == nil {
+		return nil, fmt.Errorf("%w: line %d: a second YAML document: put every setting in one", ErrConfigFile, more.Line)
+	} else if !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: %w", ErrConfigFile, err)
+	}
 	if len(doc.Content) == 0 {
 		return out, nil
 	}
@@ -263,10 +269,12 @@ func EffectiveSettings(c Config, flagged func(key string) (string, bool)) []Effe
 	return out
 }
 
-// quoteValue shows a value for `config show`: quoted when it has spaces or is empty.
+// quoteValue shows a value for `config show`: quoted (Go syntax: control characters escaped)
+// when it has spaces, quotes, control or non-ASCII characters or is empty, so a value from a
+// file or the environment never writes raw escapes or extra lines to a terminal.
 func quoteValue(v string) string {
-	if v == "" || strings.ContainsAny(v, " \t\"'#") {
-		return strconv.Quote(v)
+	if v == "" || strings.ContainsAny(v, " \t\"'#") || strconv.QuoteToASCII(v) != `"`+v+`"` {
+		return strconv.QuoteToASCII(v)
 	}
 	return v
 }

@@ -139,3 +139,15 @@ func TestSettingsGroupsAreContiguous(t *testing.T) {
 		seen[s.Group], prev = true, s.Group
 	}
 }
+
+// A second YAML document is refused, not silently ignored; config show never writes a value's
+// control characters raw.
+func TestFileRefusesSecondDocumentAndShowEscapes(t *testing.T) {
+	if _, err := ParseFile([]byte("task_queue: a\n---\ndatabase_url: postgres://x\n")); err == nil || !strings.Contains(err.Error(), "second YAML document") {
+		t.Fatalf("a second document: %v", err)
+	}
+	line := ShowLine(Effective{Setting: Setting{Key: "task_queue"}, Value: "\x1b[2Jevil\nfake_line", IsSet: true, Source: SourceEnv})
+	if strings.ContainsAny(line, "\x1b\n") {
+		t.Fatalf("a raw control character reaches the terminal: %q", line)
+	}
+}

@@ -209,7 +209,7 @@ func definitionDiff(tool string, a, b json.RawMessage) string {
 		}
 		var buf bytes.Buffer
 		if err := json.Indent(&buf, raw, "", "  "); err != nil {
-			return string(raw)
+			return display.Visible(string(raw)) + "\n"
 		}
 		lines := strings.Split(buf.String(), "\n")
 		for i, l := range lines {
