@@ -399,14 +399,15 @@ type ListFilter struct {
 }
 
 // ListPending lists the confirmations waiting for a decision across the turns of this
-// client's task queue: the turns Temporal's visibility shows with AirlockStatus
-// "awaiting-confirmation" (newest first), each asked with the pending query. Visibility lags
+// client's task queue: the open turns Temporal's visibility shows with AirlockStatus
+// "awaiting-confirmation" (workflows.QueryAwaiting, newest first; a turn terminated while it
+// waited is not listed), each asked with the pending query. Visibility lags
 // a turn's status by up to a second or so.
 func (c *Client) ListPending(ctx context.Context, f ListFilter) ([]PendingConfirmation, error) {
 	if c.api != nil {
 		return c.api.listPending(ctx, f)
 	}
-	q := fmt.Sprintf("%s = %s AND TaskQueue = %s", workflows.AttrStatus.GetName(), quote(workflows.StatusAwaitingConfirmation), quote(c.queue))
+	q := fmt.Sprintf("%s AND TaskQueue = %s", workflows.QueryAwaiting, quote(c.queue))
 	if f.Conversation != "" {
 		q += fmt.Sprintf(" AND %s = %s", workflows.AttrConversation.GetName(), quote(f.Conversation))
 	}

@@ -9,8 +9,10 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/temporal"
 
+	airlockclient "github.com/airlock-dev/airlock/client"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/workers"
 	"github.com/airlock-dev/airlock/workflows"
@@ -37,6 +39,39 @@ func TestTerminatedTurnLeavesNothingPending(t *testing.T) {
 	}
 	if err := c.TerminateWorkflow(ctx, run.GetID(), "", "operator stopped it"); err != nil {
 		t.Fatal(err)
+	}
+	// The terminated run keeps the attribute it last wrote (Temporal updates no closed run);
+	// every surface reads its status as terminated, and no list of waiting turns shows it.
+	d, err := c.DescribeWorkflow(ctx, run.GetID(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	attr, _ := d.TypedSearchAttributes.GetKeyword(workflows.AttrStatus)
+	if got := workflows.TurnStatus(d.RawResponse.GetWorkflowExecutionInfo().GetStatus(), attr); attr != workflows.StatusAwaitingConfirmation || got != "terminated" {
+		t.Fatalf("attribute %q, TurnStatus %q: want awaiting-confirmation read as terminated", attr, got)
+	}
+	cl, err := airlockclient.New(ctx, c, airlockclient.Options{TaskQueue: cfg.TaskQueue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ps, err := cl.ListPending(ctx, airlockclient.ListFilter{Conversation: "terminated"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ps) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ListPending still lists the terminated turn: %+v", ps)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Query: workflows.QueryAwaiting + ` AND WorkflowId = "` + run.GetID() + `"`})
+	if err != nil || len(resp.GetExecutions()) != 0 {
+		t.Fatalf("QueryAwaiting lists %d executions (%v), want 0", len(resp.GetExecutions()), err)
 	}
 	n, err := workers.SweepClosedTurns(ctx, c, deps.Activities)
 	if err != nil || n != 1 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -60,6 +61,49 @@ const (
 	StatusCompleted            = "completed"
 	StatusFailed               = "failed"
 )
+
+// TurnStatus is the status a turn really has, from its Temporal execution status and its
+// AirlockStatus attribute (empty when unset). The attribute is written by the turn itself, so
+// it is true only while the run is open or after the turn ended on its own: a turn terminated
+// from outside (an operator's terminate, a namespace timeout) runs no more code, and Temporal
+// lets nothing update a closed run's search attributes, so its attribute stays at what the turn
+// last wrote ("awaiting-confirmation", say). Every Airlock surface reads status through this
+// function: an open run gives the attribute (StatusRunning when unset); a run closed completed
+// or failed gives the attribute when it is StatusCompleted or StatusFailed; any other closed
+// run gives the execution status in lower case ("terminated", "timed_out", "canceled",
+// "continued_as_new"), never a waiting status for a turn nobody can decide any more.
+// Visibility queries that select waiting turns add ExecutionStatus = "Running" (QueryAwaiting).
+func TurnStatus(exec enumspb.WorkflowExecutionStatus, attr string) string {
+	if exec == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING || exec == enumspb.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED {
+		if attr == "" {
+			return StatusRunning
+		}
+		return attr
+	}
+	if attr == StatusCompleted || attr == StatusFailed {
+		return attr
+	}
+	switch exec {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		return StatusCompleted
+	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
+		return StatusFailed
+	case enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:
+		return "terminated"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
+		return "timed_out"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
+		return "canceled"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
+		return "continued_as_new"
+	}
+	return "closed"
+}
+
+// QueryAwaiting is the Temporal visibility query (list filter) of the turns waiting for a
+// human: AirlockStatus "awaiting-confirmation" on a run that is still open. The second clause
+// matters: a turn terminated while it waited keeps that attribute forever (TurnStatus).
+var QueryAwaiting = fmt.Sprintf(`%s = %q AND ExecutionStatus = "Running"`, AttrStatus.GetName(), StatusAwaitingConfirmation)
 
 // TurnWorkflowID is the workflow id of turn seq of a conversation: "turn/<conversation>/<seq>".
 func TurnWorkflowID(conversation string, seq int) string {

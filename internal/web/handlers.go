@@ -215,10 +215,8 @@ func (s *Server) temporalInfo(ctx context.Context, workflowID string) turnInfo {
 	var ti turnInfo
 	ti.Principal, _ = d.TypedSearchAttributes.GetKeyword(workflows.AttrPrincipal)
 	ti.Principal = strings.TrimSpace(ti.Principal)
-	ti.Status, _ = d.TypedSearchAttributes.GetKeyword(workflows.AttrStatus)
-	if ti.Status == "" {
-		ti.Status = strings.ToLower(d.Status.String())
-	}
+	attr, _ := d.TypedSearchAttributes.GetKeyword(workflows.AttrStatus)
+	ti.Status = workflows.TurnStatus(d.RawResponse.GetWorkflowExecutionInfo().GetStatus(), attr)
 	return ti
 }
 
