@@ -51,6 +51,21 @@ type Destination struct {
 	// Fields are the top-level argument fields whose values are sent to the destination, in
 	// the registry's order (empty: none of the arguments leaves, for example a GET with none).
 	Fields []string `json:"fields,omitempty"`
+	// Internal declares the destination an internal service of the organization (issue 34,
+	// item 5): a named host (never AnyHost) that an HTTP entry reaches only at non-public
+	// addresses the fetch allow-list admits (the worker refuses a public address at dial
+	// time). A read-only capability (side-effect none) whose destination is internal may run
+	// without a human (Entry.Automatic): what it sends stays inside the organization, with the
+	// service the registry names. Allowed only on kind host with an http block whose URL is
+	// that host (RuleDestination).
+	Internal bool `json:"internal,omitempty"`
+}
+
+// InternalRead reports whether the entry is a read of a named internal service: side-effect
+// none, an http block, and a destination declared internal (Destination.Internal).
+func (e Entry) InternalRead() bool {
+	d := e.Airlock.Destination
+	return e.ReadOnly() && e.Airlock.HTTP != nil && d != nil && d.Internal && d.Kind == DestinationHost && d.Name != AnyHost
 }
 
 // External reports whether the entry reaches outside the machine by its classes (network
@@ -113,6 +128,14 @@ func checkDestination(src string, e Entry) []Diagnostic {
 		}
 	default:
 		bad(RuleDestination, "destination kind %q is not host, server, system or none", d.Kind)
+	}
+	if d.Internal {
+		switch {
+		case d.Kind != DestinationHost || d.Name == AnyHost:
+			bad(RuleDestination, "destination internal is only for a named host (kind host, not %q): the worker checks the address it dials against it", AnyHost)
+		case e.Airlock.HTTP == nil:
+			bad(RuleDestination, "destination internal needs an http block: only Airlock's own HTTP client can hold the call to non-public addresses")
+		}
 	}
 	seen := map[string]bool{}
 	for _, f := range d.Fields {

@@ -130,9 +130,11 @@ func (e Entry) Key() string { return fmt.Sprintf("%s@%d", e.ID, e.Version) }
 func (e Entry) ReadOnly() bool { return e.Airlock.SideEffect == SideEffectNone }
 
 // Automatic reports whether the capability may run without a human confirmation: only
-// capabilities that are both local and read-only (RFC-0004; DESIGN "Confirmation is structural").
+// capabilities that are read-only and either local (RFC-0004; DESIGN "Confirmation is
+// structural") or a read of a named internal service (InternalRead, issue 34 item 5: the
+// destination is declared internal and the worker dials it only at non-public addresses).
 func (e Entry) Automatic() bool {
-	return e.ReadOnly() && e.Airlock.Network == NetworkLocal
+	return e.ReadOnly() && (e.Airlock.Network == NetworkLocal || e.InternalRead())
 }
 
 // AtMostOnce reports whether executions go through the execution ledger: every capability that

@@ -369,7 +369,18 @@ type sourcedEntry struct {
 	shapeFailed bool
 }
 
-func decodeDocument(b []byte) (Document, error) { return decodeStrict[Document](b) }
+// decodeDocument decodes a registry document strictly, then fills the fields its external
+// entries left out (applyExternalDefaults).
+func decodeDocument(b []byte) (Document, error) {
+	doc, err := decodeStrict[Document](b)
+	if err != nil {
+		return doc, err
+	}
+	if err := applyExternalDefaults(b, &doc); err != nil {
+		return doc, err
+	}
+	return doc, nil
+}
 
 func decodeStrict[T any](b []byte) (T, error) {
 	var doc T

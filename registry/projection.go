@@ -50,7 +50,7 @@ func Projection(sets []ProjectionSet) ([]byte, error) {
 	b.WriteString("Three gates decide a call, each on its own: the **shape** gate (the documents' JSON Schemas), **registry admission** ")
 	b.WriteString("(registered, admitted by status, dispatchable; model-visible for the catalog) and the **runtime policy** (the sidecar below: ")
 	b.WriteString("no entry = denied; the principal must hold every required grant). Confirmation: `automatic` only where the policy says so ")
-	b.WriteString("and the registry declares the capability local and read-only; `confirm` waits for a human (`four-eyes`: someone other than the requester); ")
+	b.WriteString("and the registry declares the capability read-only and local (or a read of a named internal service); `confirm` waits for a human (`four-eyes`: someone other than the requester); ")
 	b.WriteString("`deny` and `denied (no policy)` refuse every call at stage 3.\n")
 	for _, set := range sets {
 		r, err := LoadUnbound(set.Sources)

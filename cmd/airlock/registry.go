@@ -235,7 +235,7 @@ func newRegistryPolicyCmd() *cobra.Command {
 	var fourEyes bool
 	cmd := &cobra.Command{
 		Use:   "policy LAYER.json [--out LAYER.policy.json] [--four-eyes]",
-		Short: "Write a policy sidecar stub for a layer file: automatic only where local and read-only, confirm otherwise",
+		Short: "Write a policy sidecar stub for a layer file: automatic only where read-only and local (or an internal read), confirm otherwise",
 		Long: `Write the structural policy sidecar (capability-authorization-policy.v1) of a layer file: every
 principal may call every capability; a capability runs automatically only where the registry
 declares it local and read-only, every other one waits for a human; with --four-eyes, every

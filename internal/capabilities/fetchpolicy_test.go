@@ -277,3 +277,36 @@ func TestResolveProtectedRefusesWhatItCannotPlace(t *testing.T) {
 		t.Errorf("another port: %v", be)
 	}
 }
+
+// A destination declared internal is dialed only at a non-public address the allow-list
+// admits: a public address is refused (BlockPublic) before any connection, even where the
+// ordinary policy would connect to it, and Airlock's own services stay refused.
+func TestFetchInternalOnlyDialsAllowedPrivateAddresses(t *testing.T) {
+	a, hits := countingServer(t, okHandler)
+	f := NewFetcher(FetchConfig{Allow: mustAllow(hostPort(t, a)),
+		Protected: protect(t, Service{Name: "store", Host: "127.0.0.1", Port: 5432})})
+	in := f.Internal()
+	if in == f || in.Internal() != in || f.Internal() != in {
+		t.Fatal("Internal must be one fetcher per Fetcher, and idempotent")
+	}
+	if c, err := in.Fetch(context.Background(), a.URL+"/"); err != nil || c.Content != "hello" {
+		t.Fatalf("allow-listed private address: %+v, %v", c, err)
+	}
+	if be := f.check(netip.MustParseAddrPort("93.184.216.34:443")); be != nil {
+		t.Fatalf("the ordinary policy connects to a public address: %v", be)
+	}
+	_, err := in.Fetch(context.Background(), "http://93.184.216.34/")
+	wantBlocked(t, err, BlockPublic, "93.184.216.34:80")
+	if !strings.Contains(err.Error(), "declared internal") {
+		t.Errorf("error = %v, want it to say why", err)
+	}
+	if be := in.check(netip.MustParseAddrPort("10.1.2.3:80")); be == nil || be.Reason != BlockNotAllowed {
+		t.Errorf("a private address outside the allow-list: %v", be)
+	}
+	if be := in.check(netip.MustParseAddrPort("127.0.0.1:5432")); be == nil || be.Reason != BlockProtected {
+		t.Errorf("a protected service: %v", be)
+	}
+	if hits.Load() != 1 {
+		t.Errorf("hits = %d, want 1", hits.Load())
+	}
+}

@@ -123,6 +123,9 @@ func newHTTPCall(e registry.Entry, h *registry.HTTP, f *Fetcher, secrets Secrets
 	if err != nil {
 		return nil, fmt.Errorf("url: %w", err)
 	}
+	if e.DestinationOf().Internal {
+		f = f.Internal() // an internal service is dialed only at a non-public, allow-listed address
+	}
 	hc := &httpCall{key: e.Key(), h: h, base: base, headers: http.Header{}, accept: h.AcceptStatus, maxBytes: h.MaxBytes,
 		timeout: e.TimeoutDuration(), f: f}
 	if hc.maxBytes <= 0 {

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -84,6 +85,10 @@ const (
 	// BlockProtected: the address is one of Airlock's own services (FetchConfig.Protected),
 	// refused whatever the allow-list says.
 	BlockProtected
+	// BlockPublic: the address is public, but the call's destination is declared internal
+	// (registry Destination.Internal): an internal service is reached only at a non-public
+	// address in the allow-list, so a DNS answer that moved the name to the internet is refused.
+	BlockPublic
 )
 
 // BlockedAddressError reports the address a fetch refused to connect to, and why. It matches
@@ -113,6 +118,8 @@ func (e *BlockedAddressError) Error() string {
 		return fmt.Sprintf("%v: %s (protected Airlock service: %s)", ErrBlockedAddress, target, e.Service)
 	case BlockNotAllowed:
 		return fmt.Sprintf("%v: %s (not public and not in the fetch allow-list)", ErrBlockedAddress, target)
+	case BlockPublic:
+		return fmt.Sprintf("%v: %s (a public address, but the destination is declared internal: only non-public addresses in the fetch allow-list are dialed)", ErrBlockedAddress, target)
 	}
 	return fmt.Sprintf("%v: %s", ErrBlockedAddress, target)
 }
@@ -184,6 +191,27 @@ type Fetcher struct {
 	cfg          FetchConfig
 	maxRedirects int
 	client       *http.Client
+	// internalOnly: public addresses are refused (Internal).
+	internalOnly bool
+
+	internalOnce sync.Once
+	internal     *Fetcher
+}
+
+// Internal is the fetcher for capabilities whose destination is declared internal (registry
+// Destination.Internal, the read-only calls that may run without a human): the same
+// configuration, its own connection pool, and an address policy that connects only to
+// non-public addresses the allow-list (FetchConfig.Allow or AllowAddr) admits, never to a public
+// one (BlockPublic) nor to Airlock's own services. Built once per Fetcher.
+func (f *Fetcher) Internal() *Fetcher {
+	if f.internalOnly {
+		return f
+	}
+	f.internalOnce.Do(func() {
+		f.internal = NewFetcher(f.cfg)
+		f.internal.internalOnly = true
+	})
+	return f.internal
 }
 
 // NewFetcher returns a Fetcher for cfg with defaults applied to zero fields.
@@ -234,6 +262,9 @@ func (f *Fetcher) check(ap netip.AddrPort) *BlockedAddressError {
 		if p.Prefix.IsValid() && p.Port == ap.Port() && p.Prefix.Contains(ip) {
 			return &BlockedAddressError{Addr: ap, Reason: BlockProtected, Service: p.Service}
 		}
+	}
+	if f.internalOnly && PublicAddr(ip) {
+		return &BlockedAddressError{Addr: ap, Reason: BlockPublic}
 	}
 	if f.cfg.AllowAddr != nil {
 		if f.cfg.AllowAddr(ap) {
