@@ -202,7 +202,9 @@ them, and lists them. The worker binary itself binds them for real at start.`,
 
 // goBoundPlaceholders are stand-in implementations (an open argument schema) for the entries of
 // layer files that only a team's own worker binary binds: neither HTTP (bound from the
-// declaration) nor agent proposals (bound by the registry).
+// declaration), MCP tools (bound by the worker's MCP bridge, which the load binds itself:
+// a placeholder beside it read "implementation bound twice") nor agent proposals (bound by
+// the registry).
 func goBoundPlaceholders(layers []string) ([]registry.Implementation, error) {
 	var out []registry.Implementation
 	for _, l := range layers {
@@ -218,7 +220,7 @@ func goBoundPlaceholders(layers []string) ([]registry.Implementation, error) {
 			continue // the check reports it
 		}
 		for _, e := range entries {
-			if e.Airlock.HTTP != nil || e.Airlock.Kind == registry.KindProposal || !e.Flags.Dispatchable || e.Status == registry.StatusReserved {
+			if e.Airlock.HTTP != nil || e.Airlock.MCP != nil || e.Airlock.Kind == registry.KindProposal || !e.Flags.Dispatchable || e.Status == registry.StatusReserved {
 				continue
 			}
 			out = append(out, registry.Implementation{ID: e.ID, Version: e.Version, Schema: []byte(`{"type":"object"}`),
