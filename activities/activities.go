@@ -486,6 +486,10 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 	if err != nil {
 		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
 	}
+	pol := a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version, Cedar: in.Cedar})
+	if err := a.auditIssued(ctx, in, row, pol.Approvals()); err != nil {
+		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
+	}
 	a.emitPending(ctx, in, row)
 	if a.Notices != nil {
 		// Written on every attempt and idempotent by delivery id: a crash between the
@@ -501,9 +505,26 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 			disc = &stored
 		}
 	}
-	pol := a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version, Cedar: in.Cedar})
 	return IssueOutput{ConfirmationID: row.ID, ExpiresAt: row.ExpiresAt, Disclosure: disc, Provenance: row.Provenance,
 		ApproverGroups: row.ApproverGroups, Quorum: pol.Approvals(), PasskeyRequired: row.PasskeyRequired}, nil
+}
+
+// auditIssued writes the AuditConfirmationIssued row of confirmation row (idempotent by its
+// key, so an activity retry writes none): who may decide, how many approvals it needs and when
+// it expires, in the stored row's terms (a retry reports what the first attempt stored).
+func (a *Activities) auditIssued(ctx context.Context, in IssueInput, row store.Confirmation, quorum int) error {
+	who := "any approver"
+	if len(row.ApproverGroups) > 0 {
+		who = "an approver of " + strings.Join(row.ApproverGroups, ", ")
+	}
+	detail := fmt.Sprintf("put to people: %d approval(s) needed from %s; expires %s", quorum, who, row.ExpiresAt.UTC().Format(time.RFC3339))
+	if row.PasskeyRequired {
+		detail += "; a passkey is required"
+	}
+	_, err := a.Store.AppendAudit(ctx, store.AuditEvent{Key: "issued/" + row.ID, WorkflowID: row.WorkflowID, RunID: row.RunID,
+		Seq: row.Seq, CallID: row.CallID, CapabilityID: row.CapabilityID, Version: row.Version, Outcome: AuditConfirmationIssued,
+		Stage: string(StageConfirm), Detail: detail, ArgsDigest: row.ArgsDigest, At: row.CreatedAt, ConfirmationID: row.ID})
+	return err
 }
 
 // disclose is the Disclosure of a call of id@version with args under the registry served now

@@ -64,10 +64,12 @@ func TestIssueConfirmationRecordsProvenance(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows, err := a.Store.ListAudit(ctx, wf)
-	if err != nil || len(rows) != 2 {
+	// The issue itself is audited first (confirmation_issued), then the two outcomes.
+	if err != nil || len(rows) != 3 || rows[0].Outcome != AuditConfirmationIssued || rows[0].Seq != 2 ||
+		!strings.Contains(rows[0].Detail, "1 approval(s) needed from any approver; expires ") {
 		t.Fatalf("audit = %+v, %v", rows, err)
 	}
-	for _, r := range rows {
+	for _, r := range rows[1:] {
 		switch r.Seq {
 		case 2:
 			if string(r.Provenance) != string(row.Provenance) {
@@ -134,10 +136,10 @@ func TestRecordReusesTheCheckedConfirmation(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows, err := a.Store.ListAudit(ctx, wf)
-	if err != nil || len(rows) != 2 {
+	if err != nil || len(rows) != 3 || rows[0].Outcome != AuditConfirmationIssued {
 		t.Fatalf("audit = %+v, %v", rows, err)
 	}
-	for _, r := range rows {
+	for _, r := range rows[1:] {
 		want := stored.Provenance
 		if r.Outcome == string(OutcomeExecuted) {
 			want = checked.Provenance

@@ -62,6 +62,12 @@ const (
 	// proposal; the row carries both digests (ArgsDigest the edited arguments',
 	// OriginalDigest the model's) and the approver.
 	AuditProposalEdited = "proposal_edited"
+	// AuditConfirmationIssued: the call was put to people (stage confirm): its confirmation
+	// was issued, bound to the argument digest, with who may decide (groups), how many must
+	// approve (quorum) and when it expires in Detail. Written once per confirmation (key
+	// "issued/<confirmation id>"), before any notice or page shows it, so the audit says when
+	// the human step began as well as how it ended (issue 34, item 3).
+	AuditConfirmationIssued = "confirmation_issued"
 )
 
 // CatalogRef is what the workflow needs from the catalog advertised for one round: the tool

@@ -181,7 +181,7 @@ func TestEditRunsTheEditedArgumentsExactly(t *testing.T) {
 			}
 		}
 	}
-	if got := strings.Join(kinds, " "); got != "denied:edited_by_approver proposal_edited:edited_by_approver executed:" {
+	if got := strings.Join(kinds, " "); got != "confirmation_issued: denied:edited_by_approver proposal_edited:edited_by_approver executed:" {
 		t.Fatalf("audit = %s", got)
 	}
 	reqs := model.requests()

@@ -1130,7 +1130,12 @@ func (h *chaosHarness) report(wall time.Duration) *chaosReport {
 		}
 		allAudit = append(allAudit, audit...)
 		rows := map[int][]store.AuditEvent{}
+		issued := map[int]int{} // seq → confirmation_issued rows
 		for _, r := range audit {
+			if r.Outcome == activities.AuditConfirmationIssued {
+				issued[r.Seq]++ // when the call was put to people: checked below, no outcome
+				continue
+			}
 			if r.Outcome == activities.AuditConfirmationRefused {
 				rep.RefusedDecisions++
 				continue
@@ -1177,6 +1182,10 @@ func (h *chaosHarness) report(wall time.Duration) *chaosReport {
 			}
 			if len(rs) > 1 {
 				rep.DuplicateAuditRows += len(rs) - 1
+			}
+			if o.ConfirmationID != "" && issued[o.Seq] != 1 {
+				rep.AuditGaps++
+				rep.Gaps = append(rep.Gaps, fmt.Sprintf("%s: %d confirmation_issued rows for confirmation %s, want 1", key, issued[o.Seq], o.ConfirmationID))
 			}
 			if o.ConfirmationID == "" || o.Outcome == activities.OutcomeExpired {
 				continue

@@ -406,7 +406,15 @@ func (e *durEnv) decide(p workflows.PendingConfirmation, decision, approver stri
 	return d
 }
 
+// audit is a turn's audit without its confirmation_issued rows (outcomeRows): what became of
+// each call, which the at-most-once cases count. auditAll keeps them.
 func (e *durEnv) audit(workflowID string) []store.AuditEvent {
+	e.t.Helper()
+	return outcomeRows(e.auditAll(workflowID))
+}
+
+// auditAll is every audit row of a turn, in order.
+func (e *durEnv) auditAll(workflowID string) []store.AuditEvent {
 	e.t.Helper()
 	rows, err := e.st.ListAudit(context.Background(), workflowID)
 	if err != nil {
@@ -830,12 +838,13 @@ func TestB28ResumeAfterPartialApprovalRunsOnlyTheRemainingCall(t *testing.T) {
 	if res.Outcomes[0].CallID != first.ID || res.Outcomes[1].CallID != second.ID || res.Outcomes[1].Approver != "alice" {
 		t.Fatalf("outcomes = %+v", res.Outcomes)
 	}
-	rows, err := st.ListAudit(context.Background(), run.GetID())
+	all, err := st.ListAudit(context.Background(), run.GetID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 2 || rows[0].CallID != first.ID || rows[1].CallID != second.ID {
-		t.Fatalf("audit rows = %+v, want one per call and no duplicate after the resume", rows)
+	// Each call was put to a person once (issued before the crash, never again after it).
+	if rows := outcomeRows(all); issuedRows(all) != 2 || len(rows) != 2 || rows[0].CallID != first.ID || rows[1].CallID != second.ID {
+		t.Fatalf("audit rows = %+v, want one confirmation_issued and one outcome per call and no duplicate after the resume", all)
 	}
 }
 
@@ -1333,6 +1342,11 @@ func TestB33ApprovalSurvivesWorkerRestart(t *testing.T) {
 	}
 	if rows := e.audit(run.GetID()); len(rows) != 1 || rows[0].Outcome != string(activities.OutcomeExecuted) {
 		t.Fatalf("audit rows = %+v", rows)
+	}
+	// The audit says when the call was put to a person, once, although the worker restarted.
+	if all := e.auditAll(run.GetID()); issuedRows(all) != 1 || all[0].Outcome != activities.AuditConfirmationIssued ||
+		all[0].Seq != rows0Seq(e.audit(run.GetID())) || !strings.Contains(all[0].Detail, "1 approval(s) needed") {
+		t.Fatalf("audit = %+v: want one confirmation_issued row before the outcome", all)
 	}
 	signals := 0
 	it := e.c.GetWorkflowHistory(context.Background(), run.GetID(), "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)

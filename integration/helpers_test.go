@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/activities"
+
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -245,4 +247,28 @@ func historyEvents(t *testing.T, c client.Client, id string) int {
 	}
 	t.Logf("history of %s: %v", id, kinds)
 	return n
+}
+
+// outcomeRows drops the confirmation_issued rows of a turn's audit (when a call was put to
+// people): what remains says what became of each call, the rows the at-most-once and
+// no-duplicate checks count. issuedRows counts the dropped ones, for tests that assert them.
+func outcomeRows(rows []store.AuditEvent) []store.AuditEvent {
+	out := make([]store.AuditEvent, 0, len(rows))
+	for _, r := range rows {
+		if r.Outcome != activities.AuditConfirmationIssued {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// issuedRows counts a turn's confirmation_issued audit rows.
+func issuedRows(rows []store.AuditEvent) int { return len(rows) - len(outcomeRows(rows)) }
+
+// rows0Seq is the proposal seq of the first row (0 when there is none).
+func rows0Seq(rows []store.AuditEvent) int {
+	if len(rows) == 0 {
+		return 0
+	}
+	return rows[0].Seq
 }

@@ -136,6 +136,12 @@ func TestStoreOutageIsRiddenOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// One confirmation_issued row per payment although the store went down around them (the
+	// issue's retries write it once), then one row per outcome.
+	if n := issuedRows(rows); n != 2 {
+		t.Fatalf("confirmation_issued rows = %d, want 2: %+v", n, rows)
+	}
+	rows = outcomeRows(rows)
 	if len(rows) != 5 {
 		t.Fatalf("audit rows = %d, want one per outcome (5): %+v", len(rows), rows)
 	}

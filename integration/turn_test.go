@@ -58,6 +58,12 @@ func TestReplayedInjectionTurnApprovedThroughSignal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Both payments were put to people first: one confirmation_issued row each, then one
+	// row per outcome.
+	if n := issuedRows(rows); n != 2 {
+		t.Fatalf("confirmation_issued rows = %d, want 2", n)
+	}
+	rows = outcomeRows(rows)
 	if len(rows) != 5 {
 		t.Fatalf("audit rows = %d, want one per outcome (5)", len(rows))
 	}
@@ -191,9 +197,10 @@ func TestWorkerKilledAfterExecuteTurnCompletesCapabilityRanOnce(t *testing.T) {
 	if len(res.Citations) != 2 || res.Citations[0].Title != "page /a" || !strings.Contains(res.Citations[1].Content, "content of /b") {
 		t.Fatalf("citations = %+v", res.Citations)
 	}
-	rows, _ := st.ListAudit(context.Background(), run.GetID())
-	if len(rows) != 2 {
-		t.Fatalf("audit rows = %d, want 2 (no duplicates after the crash)", len(rows))
+	all, _ := st.ListAudit(context.Background(), run.GetID())
+	rows := outcomeRows(all)
+	if len(rows) != 2 || issuedRows(all) != 2 {
+		t.Fatalf("audit rows = %d and %d confirmation_issued, want 2 and 2 (no duplicates after the crash)", len(rows), issuedRows(all))
 	}
 	// The model never saw a token: check every request the model server received.
 	for _, id := range []string{p1.ConfirmationID, p2.ConfirmationID} {
@@ -245,8 +252,8 @@ func TestEveryOutcomeKindAuditedOnceOnPostgres(t *testing.T) {
 			t.Errorf("audit rows for %s = %d, want 1 (%v)", k, count[string(k)], count)
 		}
 	}
-	if len(rows) != 6 {
-		t.Fatalf("audit rows = %d, want 6", len(rows))
+	if len(rows) != 8 || count[activities.AuditConfirmationIssued] != 2 {
+		t.Fatalf("audit rows = %d, want 8: six outcomes, and the denied and the expired call each put to people once (%v)", len(rows), count)
 	}
 	var denied store.AuditEvent
 	for _, r := range rows {

@@ -201,7 +201,7 @@ func TestEditRunsTheApproverArgumentsAsANewProposal(t *testing.T) {
 			editRow = &r
 		}
 	}
-	if strings.Join(kinds, " ") != "denied proposal_edited executed" || editRow == nil || editRow.Seq != 2 ||
+	if strings.Join(kinds, " ") != "confirmation_issued denied proposal_edited executed" || editRow == nil || editRow.Seq != 2 ||
 		editRow.ArgsDigest != ed || editRow.OriginalDigest != od || editRow.Approver != "alice" {
 		t.Fatalf("audit = %v, edit row %+v", kinds, editRow)
 	}

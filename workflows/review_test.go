@@ -76,7 +76,7 @@ func TestReviewRegistryChangeBetweenApprovalAndExecutionVoidsApproval(t *testing
 	for _, r := range f.audit() {
 		rows = append(rows, r.Outcome+":"+r.Reason)
 	}
-	if strings.Join(rows, " ") != "rejected:registry_changed" {
+	if strings.Join(rows, " ") != "confirmation_issued: rejected:registry_changed" {
 		t.Fatalf("audit = %v", rows)
 	}
 }

@@ -17,7 +17,7 @@ func newAuditCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:     "audit [--turn TURN-ID]",
-		Short:   "Print the audit log: one append-only row per proposal outcome and per refused confirmation",
+		Short:   "Print the audit log: one append-only row per proposal outcome, per confirmation put to people and per refused or counted decision",
 		Example: "  airlock audit --turn turn/demo/1\n  airlock audit --json",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, out := cmd.Context(), cmd.OutOrStdout()
