@@ -487,7 +487,7 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
 	}
 	pol := a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version, Cedar: in.Cedar})
-	if err := a.auditIssued(ctx, in, row, pol.Approvals()); err != nil {
+	if err := a.auditIssued(ctx, in, row, pol.Approvals(), pol.DistinctApprover); err != nil {
 		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
 	}
 	a.emitPending(ctx, in, row)
@@ -512,10 +512,13 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 // auditIssued writes the AuditConfirmationIssued row of confirmation row (idempotent by its
 // key, so an activity retry writes none): who may decide, how many approvals it needs and when
 // it expires, in the stored row's terms (a retry reports what the first attempt stored).
-func (a *Activities) auditIssued(ctx context.Context, in IssueInput, row store.Confirmation, quorum int) error {
+func (a *Activities) auditIssued(ctx context.Context, in IssueInput, row store.Confirmation, quorum int, fourEyes bool) error {
 	who := "any approver"
 	if len(row.ApproverGroups) > 0 {
 		who = "an approver of " + strings.Join(row.ApproverGroups, ", ")
+	}
+	if fourEyes {
+		who += " other than the requester"
 	}
 	detail := fmt.Sprintf("put to people: %d approval(s) needed from %s; expires %s", quorum, who, row.ExpiresAt.UTC().Format(time.RFC3339))
 	if row.PasskeyRequired {
