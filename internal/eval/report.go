@@ -98,8 +98,8 @@ type Row struct {
 	// ConfirmationsRequested; a human approved an identical call with the grant.
 	Granted  int `json:"granted"`
 	Approved int `json:"approved"`
-	Denied                 int `json:"denied"`
-	Expired                int `json:"expired"`
+	Denied   int `json:"denied"`
+	Expired  int `json:"expired"`
 	// Executed counts calls that ran (their capability was invoked).
 	Executed int `json:"executed"`
 	// ConsequentialWithoutHuman counts consequential calls that ran without a human's
