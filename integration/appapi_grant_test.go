@@ -25,7 +25,9 @@ func TestAppAPIRepeatGrant(t *testing.T) {
 		_, _ = io.WriteString(w, "page text")
 	}))
 	t.Cleanup(target.Close)
-	fetch := func(id string) string { return calls(call(id, "web_fetch", fmt.Sprintf(`{"url":"%s/page"}`, target.URL))) }
+	fetch := func(id string) string {
+		return calls(call(id, "web_fetch", fmt.Sprintf(`{"url":"%s/page"}`, target.URL)))
+	}
 	a := newAPIStack(t, newFakeModel(t, fetch("c1"), fetch("c2"), fetch("c3")))
 	conv := fmt.Sprintf("api-grant-%d", time.Now().UnixNano()%100000)
 	code, b, _ := a.do("POST", "/v1/turns", "app-alice", map[string]any{"conversation": conv, "message": "read it a few times"}, map[string]string{"Idempotency-Key": "g-1"})
