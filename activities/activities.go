@@ -460,6 +460,22 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 	if in.Surfaced > 0 {
 		id = ConfirmationID(in.WorkflowID, fmt.Sprintf("%s/surfaced/%d", in.RunID, in.Surfaced), in.Seq)
 	}
+	now := a.now()
+	rev := in.RegistryRevision
+	if rev == "" {
+		rev = a.reg().CapabilityRevision(keyOf(in.CapabilityID, in.Version))
+	}
+	// A repeat grant may answer it (issue 37, item 4), unless an earlier attempt of this
+	// issue already stored it as a pending confirmation (then it stays one).
+	if prev, err := a.Store.GetConfirmation(ctx, id); errors.Is(err, store.ErrNotFound) || (err == nil && strings.HasPrefix(prev.Reason, GrantReasonPrefix)) {
+		if out, ok, err := a.useGrant(ctx, id, rev, in, now); err != nil {
+			return IssueOutput{}, err
+		} else if ok {
+			return out, nil
+		}
+	} else if err != nil {
+		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
+	}
 	plain, hash, err := token.Mint()
 	if err != nil {
 		return IssueOutput{}, err
@@ -467,11 +483,6 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 	sealed, err := token.Seal(a.ApproverKey, plain, id)
 	if err != nil {
 		return IssueOutput{}, err
-	}
-	now := a.now()
-	rev := in.RegistryRevision
-	if rev == "" {
-		rev = a.reg().CapabilityRevision(keyOf(in.CapabilityID, in.Version))
 	}
 	disc, discJSON := a.disclose(in.CapabilityID, in.Version, in.Arguments)
 	row, err := a.Store.CreateConfirmation(ctx, store.Confirmation{
@@ -589,6 +600,10 @@ func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (
 			return ConsumeOutput{}, fmt.Errorf("count approvals of %s: %w", in.ConfirmationID, err)
 		}
 	}
+	if why := a.refuseGrant(in); why != "" && (code == "" || code == QuorumPending) {
+		// A repeat grant only where one approver decides the call (issue 37, item 4).
+		code, detail, countApproval = RepeatGrantRefused, why, false
+	}
 	rec := store.DecisionNonce{Nonce: in.Nonce, ConfirmationID: in.ConfirmationID, Presentation: in.Presentation,
 		Approver: in.Approver, Decision: in.Decision, Verdict: store.VerdictAccepted, Detail: detail, At: now}
 	if code != "" {
@@ -633,6 +648,11 @@ func (a *Activities) ConsumeConfirmation(ctx context.Context, in ConsumeInput) (
 	// The decision and how its approver was proven, in one statement.
 	if err := a.Store.DecideProved(ctx, in.ConfirmationID, decided, in.Approver, reason, a.proofOf(ctx, row, in), now); err != nil {
 		return ConsumeOutput{}, fmt.Errorf("record decision for %s: %w", in.ConfirmationID, err)
+	}
+	if decided == store.DecisionApproved && in.RepeatCount > 0 {
+		if err := a.grant(ctx, row, in, now); err != nil {
+			return ConsumeOutput{}, err
+		}
 	}
 	return ConsumeOutput{Valid: true, Generation: row.Generation}, nil
 }
@@ -717,7 +737,7 @@ func (a *Activities) judge(ctx context.Context, row store.Confirmation, in Consu
 		return code, detail, nil
 	}
 	d := token.Decision{ConfirmationID: row.ID, Decision: in.Decision, Approver: in.Approver, Reason: in.Reason,
-		ArgsDigest: row.ArgsDigest, Nonce: in.Nonce, EditedDigest: edited}
+		ArgsDigest: row.ArgsDigest, Nonce: in.Nonce, EditedDigest: edited, Repeat: grantTerms(in)}
 	if token.VerifyDecision(plain, d, in.MAC) != nil {
 		return DecisionMACInvalid, "the decision is not signed with this confirmation's current token", nil
 	}

@@ -238,6 +238,9 @@ type IssueInput struct {
 	// changed under an earlier confirmation (0 the first time); each time gets its own
 	// confirmation id.
 	Surfaced int `json:"surfaced,omitempty"`
+	// Principal is the turn's principal: with Conversation, the scope in which a repeat grant
+	// (issue 37, item 4) may answer this confirmation instead of a human.
+	Principal string `json:"principal,omitempty"`
 }
 
 // IssueOutput names the confirmation. It never carries the token: the token is sealed for
@@ -257,6 +260,13 @@ type IssueOutput struct {
 	// PasskeyRequired: a decision counts only with the approver's passkey assertion
 	// (policy "approval/passkey", issue 21 item 3).
 	PasskeyRequired bool `json:"passkey_required,omitempty"`
+	// Granted: a repeat grant (issue 37, item 4) answered this confirmation. It is recorded
+	// approved by Approver (store: reason "repeat grant <id>"), and the call runs without a
+	// human; GrantID names the grant and GrantRemaining the uses left after this one.
+	Granted        bool   `json:"granted,omitempty"`
+	GrantID        string `json:"grant_id,omitempty"`
+	Approver       string `json:"approver,omitempty"`
+	GrantRemaining int    `json:"grant_remaining,omitempty"`
 }
 
 // ConsumeInput presents one decision to the confirmation the workflow is waiting on, with the
@@ -298,6 +308,11 @@ type ConsumeInput struct {
 	Principal        string `json:"principal,omitempty"`
 	Requester        string `json:"requester,omitempty"`
 	DistinctApprover bool   `json:"distinct_approver,omitempty"`
+	// RepeatCount and RepeatMinutes are an approval's repeat grant (workflows.Decision;
+	// issue 37, item 4), 0 for none; Conversation scopes the grant (with Principal).
+	RepeatCount   int    `json:"repeat_count,omitempty"`
+	RepeatMinutes int    `json:"repeat_minutes,omitempty"`
+	Conversation  string `json:"conversation,omitempty"`
 }
 
 // Decisions an approver may present (ConsumeInput.Decision). An edit is judged like an

@@ -267,6 +267,15 @@ type Decision struct {
 	// approver's registered passkey (internal/passkey) or refuses the decision
 	// (passkey_required, passkey_invalid, passkey_unknown, passkey_replayed).
 	Passkey json.RawMessage `json:"passkey,omitempty"`
+	// RepeatCount and RepeatMinutes, on an approval only, grant a repeat (issue 37, item 4):
+	// the next RepeatCount calls (1..activities.MaxRepeatCalls) of the same capability with the
+	// same argument digest, by the same principal in the same conversation, within
+	// RepeatMinutes minutes (1..activities.MaxRepeatMinutes), run without asking again, each
+	// still admitted (stages 1-3) and audited. Both 0: no grant. The MAC binds them
+	// (token.RepeatTerms). Refused (repeat_grant_refused) for a call that needs more than one
+	// approval.
+	RepeatCount   int `json:"repeat_count,omitempty"`
+	RepeatMinutes int `json:"repeat_minutes,omitempty"`
 }
 
 // EndIncomplete is the TurnResult.EndReason of a turn whose last message had no call and did
@@ -369,6 +378,18 @@ type ProposalOutcome struct {
 	// alone would not ("automatic-when-user-provided", or "cedar " and the permitting Cedar
 	// policies; issue 37): a rule-allowed call, told apart from a violation. "" otherwise.
 	AllowedBy string `json:"allowed_by,omitempty"`
+	// Grant, for a call that ran without asking under a repeat grant (issue 37, item 4), names
+	// the grant, who granted it and the uses it had left after this one; nil otherwise. The
+	// call is confirmed (ConfirmationID, Approver), but no human was asked for it.
+	Grant *GrantUse `json:"grant,omitempty"`
+}
+
+// GrantUse is one use of a repeat grant (ProposalOutcome.Grant): the grant's id ("rg-…"), the
+// approver who granted it and how many uses it has left.
+type GrantUse struct {
+	ID        string `json:"id"`
+	Approver  string `json:"approver"`
+	Remaining int    `json:"remaining"`
 }
 
 // ToolReportedError reports whether the capability ran and returned its error as data (outcome

@@ -37,7 +37,10 @@ type proposal struct {
 	early *earlyVerdict
 	// wait is its confirmation (nil for an automatic call); deniedKey identifies the call for
 	// the denied_earlier_in_turn rule.
-	wait      *awaited
+	wait *awaited
+	// granted is the approval a repeat grant gave its confirmation (issue 37, item 4): it
+	// runs without a wait (wait is nil).
+	granted   *activities.Decision
 	deniedKey string
 	// surfaced counts how often a registry change voided its confirmation and it was
 	// surfaced again (MaxResurfaced).
@@ -121,7 +124,9 @@ func (t *turn) handleCalls(ctx workflow.Context, round int, calls []parse.Call) 
 		if err := t.issue(ctx, pr); err != nil {
 			return false, err
 		}
-		ws = append(ws, pr.wait)
+		if pr.wait != nil {
+			ws = append(ws, pr.wait)
+		}
 	}
 	for len(ws) > 0 {
 		if err := t.await(ctx, ws); err != nil {
@@ -266,7 +271,7 @@ func (t *turn) resurface(ctx workflow.Context, pr *proposal) (again bool, err er
 	if err := t.issue(ctx, pr); err != nil {
 		return false, err
 	}
-	return true, nil
+	return pr.wait != nil, nil
 }
 
 // issue asks for pr's confirmation (IssueConfirmation: its own token and id) and sets pr.wait.
@@ -276,11 +281,20 @@ func (t *turn) issue(ctx workflow.Context, pr *proposal) error {
 	if err := workflow.ExecuteLocalActivity(localCtx(ctx, "issue confirmation "+adm.Key()), a.IssueConfirmation, activities.IssueInput{
 		WorkflowID: t.workflowID, Conversation: t.req.Conversation, RunID: t.runID, Seq: pr.po.Seq, CallID: call.CallID, CapabilityID: adm.CapabilityID,
 		Version: adm.Version, ArgsDigest: adm.ArgsDigest, Arguments: call.Arguments, Display: adm.Display, TTL: t.req.ConfirmationTTL,
-		RegistryRevision: adm.RegistryRevision, Surfaced: pr.surfaced, Cedar: adm.Cedar,
+		RegistryRevision: adm.RegistryRevision, Surfaced: pr.surfaced, Cedar: adm.Cedar, Principal: t.req.Principal,
 	}).Get(ctx, &iss); err != nil {
 		return fmt.Errorf("issue confirmation #%d: %w", pr.po.Seq, err)
 	}
 	pr.po.ConfirmationID = iss.ConfirmationID
+	if iss.Granted {
+		// A repeat grant approved it (IssueConfirmation recorded and audited the use).
+		pr.wait = nil
+		pr.po.Approver = iss.Approver
+		pr.po.Grant = &GrantUse{ID: iss.GrantID, Approver: iss.Approver, Remaining: iss.GrantRemaining}
+		pr.granted = &activities.Decision{ConfirmationID: iss.ConfirmationID, Decision: "approved", Approver: iss.Approver,
+			Reason: activities.GrantReasonPrefix + iss.GrantID}
+		return nil
+	}
 	pr.wait = &awaited{adm: adm, p: PendingConfirmation{ConfirmationID: iss.ConfirmationID, WorkflowID: t.workflowID, Seq: pr.po.Seq,
 		CallID: call.CallID, ToolName: call.Name, CapabilityID: adm.CapabilityID, Version: adm.Version, Arguments: call.Arguments,
 		Display: adm.Display, ArgsDigest: adm.ArgsDigest, ExpiresAt: iss.ExpiresAt, Provenance: iss.Provenance, Disclosure: iss.Disclosure,
@@ -331,6 +345,8 @@ func (t *turn) finalize(ctx workflow.Context, pr *proposal) ([]ProposalOutcome, 
 			return t.edit(ctx, pr, d, w.editedDigest)
 		}
 		decision = &activities.Decision{ConfirmationID: id, Decision: "approved", Approver: d.Approver}
+	} else if pr.granted != nil {
+		decision = pr.granted
 	}
 	return one(t.execute(ctx, pr, decision))
 }

@@ -168,6 +168,16 @@ func CheckDecision(d Decision) error {
 			return bad("its %s is %d bytes, at most %d", f.name, len(f.v), MaxDecisionFieldBytes)
 		}
 	}
+	if d.RepeatCount != 0 || d.RepeatMinutes != 0 {
+		switch {
+		case d.Decision != DecisionApprove:
+			return bad("only an approval may grant repeats")
+		case d.RepeatCount < 1 || d.RepeatCount > activities.MaxRepeatCalls:
+			return bad("a repeat grant covers 1 to %d calls, not %d", activities.MaxRepeatCalls, d.RepeatCount)
+		case d.RepeatMinutes < 1 || d.RepeatMinutes > activities.MaxRepeatMinutes:
+			return bad("a repeat grant lasts 1 to %d minutes, not %d", activities.MaxRepeatMinutes, d.RepeatMinutes)
+		}
+	}
 	if len(d.Reason) > MaxDecisionReasonBytes {
 		return bad("its reason is %d bytes, at most %d", len(d.Reason), MaxDecisionReasonBytes)
 	}
@@ -572,8 +582,9 @@ func (t *turn) consume(ctx workflow.Context, p PendingConfirmation, adm activiti
 		CapabilityID: adm.CapabilityID, Version: adm.Version, ArgsDigest: adm.ArgsDigest,
 		Presentation: fmt.Sprintf("%s/%s/%d/%d", t.workflowID, t.runID, p.Seq, n),
 		Decision:     d.Decision, Approver: d.Approver, Reason: d.Reason, Nonce: d.Nonce, MAC: d.MAC, Arguments: d.Arguments,
-		DisplayedDigest: d.ArgsDigest, Attestation: d.Attestation, Passkey: d.Passkey,
-		Principal: t.req.Principal, Requester: t.requester(), DistinctApprover: adm.DistinctApprover,
+		DisplayedDigest: d.ArgsDigest, Attestation: d.Attestation, Passkey: d.Passkey, RepeatCount: d.RepeatCount, RepeatMinutes: d.RepeatMinutes,
+		Conversation: t.req.Conversation,
+		Principal:    t.req.Principal, Requester: t.requester(), DistinctApprover: adm.DistinctApprover,
 	}).Get(ctx, &cons)
 	if err != nil {
 		return cons, fmt.Errorf("consume confirmation %s: %w", p.ConfirmationID, err)

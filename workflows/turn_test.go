@@ -65,6 +65,8 @@ type fixture struct {
 	// sentTo lists the recipients test_send ran with, in the order it ran.
 	sentMu sync.Mutex
 	sentTo []string
+	// afterSend, when set, runs after each test_send (under no lock).
+	afterSend func()
 }
 
 // call renders one OpenAI tool call.
@@ -99,7 +101,11 @@ func testImpls(f *fixture) []registry.Implementation {
 			f.sends.Add(1)
 			f.sentMu.Lock()
 			f.sentTo = append(f.sentTo, a.To)
+			after := f.afterSend
 			f.sentMu.Unlock()
+			if after != nil {
+				after()
+			}
 			return registry.Output{Data: json.RawMessage(`{"sent":true}`)}, nil
 		}),
 	}

@@ -160,6 +160,7 @@ func (f *decisionFlags) check() error {
 
 func newApproveCmd() *cobra.Command {
 	var f decisionFlags
+	var rep repeatGrant
 	cmd := &cobra.Command{
 		Use:   "approve CONFIRMATION-ID",
 		Short: "Approve a pending confirmation: the call runs once, with exactly the arguments shown",
@@ -168,18 +169,44 @@ with the approver key, signs the decision with it (the token never leaves this p
 attests it with your approver credential; the worker checks the credential against the
 approvers file, consumes the token (single use) and checks it is bound to this turn, proposal,
 capability and argument digest before executing. Four-eyes rules compare the credential's
-owner with the turn's requesting principal.`,
-		Example: "  airlock approve cf-1a2b3c4d5e6f70819203\n  AIRLOCK_CREDENTIAL=~/alice.json airlock approve cf-1a2b3c4d5e6f70819203",
+owner with the turn's requesting principal.
+
+--repeat N --repeat-minutes T also approves the next N calls of the same capability with the
+same arguments (same digest), by the same principal in the same conversation, within T minutes
+(a repeat grant, issue 37: N at most 20, T at most 60). Each later call still passes resolve,
+validate and policy, runs at most once, and is audited as run under your grant with the uses
+left; a registry or policy change voids the grant. A call that needs more than one approval
+takes no grant: the approval is refused (repeat_grant_refused) and the call keeps waiting.`,
+		Example: "  airlock approve cf-1a2b3c4d5e6f70819203\n  AIRLOCK_CREDENTIAL=~/alice.json airlock approve cf-1a2b3c4d5e6f70819203\n  airlock approve cf-1a2b3c4d5e6f70819203 --repeat 3 --repeat-minutes 15",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.check(); err != nil {
 				return err
 			}
-			return decideCmd(cmd, args[0], workflows.DecisionApprove, f.credential, "")
+			if err := rep.check(); err != nil {
+				return err
+			}
+			return decideCmd(cmd, args[0], workflows.DecisionApprove, f.credential, "", rep)
 		},
 	}
 	f.register(cmd)
+	cmd.Flags().IntVar(&rep.Count, "repeat", 0, fmt.Sprintf("also approve the next N identical calls (1-%d; 0: none)", activities.MaxRepeatCalls))
+	cmd.Flags().IntVar(&rep.Minutes, "repeat-minutes", 0, fmt.Sprintf("how long the repeat grant lasts, in minutes (1-%d; required with --repeat)", activities.MaxRepeatMinutes))
 	return cmd
+}
+
+// repeatGrant is `airlock approve --repeat N --repeat-minutes T` (issue 37, item 4).
+type repeatGrant struct{ Count, Minutes int }
+
+// check refuses a repeat grant out of its bounds before anything is signed.
+func (r repeatGrant) check() error {
+	if r.Count == 0 && r.Minutes == 0 {
+		return nil
+	}
+	if r.Count < 1 || r.Count > activities.MaxRepeatCalls || r.Minutes < 1 || r.Minutes > activities.MaxRepeatMinutes {
+		return fmt.Errorf("--repeat takes 1 to %d calls and --repeat-minutes 1 to %d minutes, both together", activities.MaxRepeatCalls, activities.MaxRepeatMinutes)
+	}
+	return nil
 }
 
 func newDenyCmd() *cobra.Command {
@@ -197,7 +224,7 @@ func newDenyCmd() *cobra.Command {
 			if reason == "" {
 				return errors.New("--reason is required: the model is told why its call was denied")
 			}
-			return decideCmd(cmd, args[0], workflows.DecisionDeny, f.credential, reason)
+			return decideCmd(cmd, args[0], workflows.DecisionDeny, f.credential, reason, repeatGrant{})
 		},
 	}
 	f.register(cmd)
@@ -225,7 +252,7 @@ confirmation. The audit keeps both argument digests.`,
 			if arguments == "" {
 				return errors.New("--args is required: the JSON object of arguments to run instead")
 			}
-			return decideCmd(cmd, args[0], workflows.DecisionEdit, f.credential, "", json.RawMessage(arguments))
+			return decideCmd(cmd, args[0], workflows.DecisionEdit, f.credential, "", repeatGrant{}, json.RawMessage(arguments))
 		},
 	}
 	f.register(cmd)
@@ -233,7 +260,7 @@ confirmation. The audit keeps both argument digests.`,
 	return cmd
 }
 
-func decideCmd(cmd *cobra.Command, id, decision, credential, reason string, edited ...json.RawMessage) error {
+func decideCmd(cmd *cobra.Command, id, decision, credential, reason string, rep repeatGrant, edited ...json.RawMessage) error {
 	ctx := cmd.Context()
 	st, err := openExistingStore(ctx)
 	if err != nil {
@@ -249,7 +276,7 @@ func decideCmd(cmd *cobra.Command, id, decision, credential, reason string, edit
 		return err
 	}
 	defer c.Close()
-	return sendDecision(ctx, cmd.OutOrStdout(), c, st, id, decision, approver, cred, reason, edited...)
+	return sendDecision(ctx, cmd.OutOrStdout(), c, st, id, decision, approver, cred, reason, rep, edited...)
 }
 
 // sendDecision signs the decision on confirmation id with its token (opened with the approver
@@ -257,12 +284,13 @@ func decideCmd(cmd *cobra.Command, id, decision, credential, reason string, edit
 // waits up to 10 s for the turn's verdict. Only a decision that decided the proposal prints
 // success; a decision that lost to another approver's, was refused, or was not judged in time
 // is an error that says so.
-func sendDecision(ctx context.Context, out io.Writer, c client.Client, st *store.Store, id, decision, approver string, cred approvers.Credential, reason string, edited ...json.RawMessage) error {
+func sendDecision(ctx context.Context, out io.Writer, c client.Client, st *store.Store, id, decision, approver string, cred approvers.Credential, reason string, rep repeatGrant, edited ...json.RawMessage) error {
 	key, err := workers.ApproverKey(cfg)
 	if err != nil {
 		return err
 	}
-	req := approval.Request{ConfirmationID: id, Decision: decision, Approver: approver, Reason: reason, Signer: cred}
+	req := approval.Request{ConfirmationID: id, Decision: decision, Approver: approver, Reason: reason, Signer: cred,
+		RepeatCount: rep.Count, RepeatMinutes: rep.Minutes}
 	if len(edited) > 0 {
 		req.Arguments = edited[0]
 	}

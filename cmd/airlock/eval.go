@@ -41,7 +41,7 @@ func (f *evalFlags) register(cmd *cobra.Command, dirFlag, dirHelp, suiteHelp, mo
 	fl.StringVar(&f.corpus, dirFlag, "", dirHelp)
 	fl.StringVar(&f.filter.Suite, "suite", "", suiteHelp)
 	fl.StringVar(&f.filter.Model, "model", "", modelHelp)
-	fl.StringVar(&f.approver, "approver", string(eval.PolicyDenyAll), "how the evaluation's approver decides every confirmation: deny-all or approve-all")
+	fl.StringVar(&f.approver, "approver", string(eval.PolicyDenyAll), "how the evaluation's approver decides every confirmation: deny-all, approve-all, or approve-all-repeat (approve-all, each approval also granting the next 20 identical calls for 60 minutes: issue 37)")
 	fl.BoolVar(&f.asJSON, "json", false, "write the report as JSON instead of text tables")
 	fl.StringVar(&f.out, "out", "", "also write the text report to this file")
 	fl.StringVar(&f.jsonOut, "json-out", "", "also write the JSON report (with every replay's workflow ids and stop) to this file")

@@ -209,7 +209,7 @@ func watchTurn(ctx context.Context, out io.Writer, c client.Client, st *store.St
 				fmt.Fprintln(out, "  could not decide here:", err)
 				continue
 			}
-			if err := sendDecision(ctx, out, c, st, p.ConfirmationID, decision, approver, cred, reason); err != nil {
+			if err := sendDecision(ctx, out, c, st, p.ConfirmationID, decision, approver, cred, reason, repeatGrant{}); err != nil {
 				fmt.Fprintln(out, "  could not send the decision:", err)
 			}
 		}

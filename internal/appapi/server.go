@@ -607,6 +607,14 @@ type DecisionRequest struct {
 	// ArgsDigest is the args_digest of the arguments the approver was shown: a decision on
 	// other arguments is refused (stale_digest).
 	ArgsDigest string `json:"args_digest"`
+	// RepeatCount and RepeatMinutes, on an approval only, also approve the next RepeatCount
+	// identical calls (same capability and argument digest, same principal, same
+	// conversation) within RepeatMinutes minutes: a repeat grant (issue 37, item 4; 1 to
+	// activities.MaxRepeatCalls calls, 1 to activities.MaxRepeatMinutes minutes, both or
+	// neither). A call that needs more than one approval takes none (422
+	// repeat_grant_refused).
+	RepeatCount   int `json:"repeat_count,omitempty"`
+	RepeatMinutes int `json:"repeat_minutes,omitempty"`
 }
 
 // DecisionResponse is the answer to a decision that the turn accepted (or counted).
@@ -662,6 +670,13 @@ func (s *Server) decideAs(ctx context.Context, c Caller, id string, req Decision
 	if req.ArgsDigest == "" {
 		return DecisionResponse{}, &httpError{http.StatusBadRequest, "bad_request", "args_digest (of the arguments shown) is required"}
 	}
+	if req.RepeatCount != 0 || req.RepeatMinutes != 0 {
+		if req.Decision != workflows.DecisionApprove || req.RepeatCount < 1 || req.RepeatCount > activities.MaxRepeatCalls ||
+			req.RepeatMinutes < 1 || req.RepeatMinutes > activities.MaxRepeatMinutes {
+			return DecisionResponse{}, &httpError{http.StatusBadRequest, "bad_request", fmt.Sprintf(
+				"a repeat grant goes with an approval: repeat_count 1 to %d and repeat_minutes 1 to %d, both together", activities.MaxRepeatCalls, activities.MaxRepeatMinutes)}
+		}
+	}
 	if len(req.Reason) > approval.MaxReasonBytes {
 		return DecisionResponse{}, &httpError{http.StatusBadRequest, "bad_request", fmt.Sprintf("reason is longer than %d bytes", approval.MaxReasonBytes)}
 	}
@@ -686,7 +701,7 @@ func (s *Server) decideAs(ctx context.Context, c Caller, id string, req Decision
 	dctx, cancel := context.WithTimeout(ctx, s.opt.DecideTimeout)
 	defer cancel()
 	areq := approval.Request{ConfirmationID: id, Decision: req.Decision, Approver: c.Approver, Reason: strings.TrimSpace(req.Reason),
-		ArgsDigest: req.ArgsDigest, Signer: s.opt.Surface}
+		ArgsDigest: req.ArgsDigest, Signer: s.opt.Surface, RepeatCount: req.RepeatCount, RepeatMinutes: req.RepeatMinutes}
 	for attempt := 1; ; attempt++ {
 		err = approval.Decide(dctx, s.opt.Temporal, s.opt.Store, s.opt.ApproverKey, areq)
 		var ref *approval.RefusedError

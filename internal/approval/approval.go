@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/canonical"
 	"github.com/airlock-dev/airlock/internal/display"
@@ -54,7 +55,19 @@ type Request struct {
 	// Challenge returned), required where the confirmation's capability says
 	// "approval/passkey" (ErrPasskeyRequired); the worker verifies it.
 	Passkey json.RawMessage
+	// RepeatCount and RepeatMinutes, on an approval only, also approve the next RepeatCount
+	// identical calls (same capability, same argument digest, same principal, same
+	// conversation) within RepeatMinutes minutes: a repeat grant (issue 37, item 4; bounds
+	// activities.MaxRepeatCalls and MaxRepeatMinutes; refused for a call that needs a quorum).
+	// Both 0: none. The MAC binds them (ErrBadRepeat when out of bounds: nothing was sent).
+	RepeatCount   int
+	RepeatMinutes int
 }
+
+// ErrBadRepeat reports a repeat grant out of its bounds, or on a decision that is not an
+// approval: nothing was sent.
+var ErrBadRepeat = fmt.Errorf("approval: a repeat grant is given only with an approval, for 1 to %d calls within 1 to %d minutes",
+	activities.MaxRepeatCalls, activities.MaxRepeatMinutes)
 
 // ErrPasskeyRequired reports a decision without a passkey assertion on a confirmation whose
 // capability requires one: nothing was sent. Only the approver page, with a passkey the
@@ -200,10 +213,18 @@ func sign(key token.Key, row store.Confirmation, r Request, now time.Time) (work
 	if len(r.Passkey) > workflows.MaxPasskeyAssertionBytes || (len(r.Passkey) > 0 && !json.Valid(r.Passkey)) {
 		return workflows.Decision{}, fmt.Errorf("approval: a passkey assertion is one JSON object of at most %d bytes", workflows.MaxPasskeyAssertionBytes)
 	}
+	if r.RepeatCount != 0 || r.RepeatMinutes != 0 {
+		if r.Decision != workflows.DecisionApprove || r.RepeatCount < 1 || r.RepeatCount > activities.MaxRepeatCalls ||
+			r.RepeatMinutes < 1 || r.RepeatMinutes > activities.MaxRepeatMinutes {
+			return workflows.Decision{}, ErrBadRepeat
+		}
+	}
 	d := workflows.Decision{ConfirmationID: row.ID, Decision: r.Decision, Approver: r.Approver, Reason: r.Reason,
-		ArgsDigest: row.ArgsDigest, Nonce: nonce, Arguments: r.Arguments, Passkey: r.Passkey}
+		ArgsDigest: row.ArgsDigest, Nonce: nonce, Arguments: r.Arguments, Passkey: r.Passkey,
+		RepeatCount: r.RepeatCount, RepeatMinutes: r.RepeatMinutes}
 	d.MAC = token.SignDecision(plain, token.Decision{ConfirmationID: d.ConfirmationID, Decision: d.Decision,
-		Approver: d.Approver, Reason: d.Reason, ArgsDigest: row.ArgsDigest, Nonce: d.Nonce, EditedDigest: edited})
+		Approver: d.Approver, Reason: d.Reason, ArgsDigest: row.ArgsDigest, Nonce: d.Nonce, EditedDigest: edited,
+		Repeat: token.RepeatTerms(r.RepeatCount, r.RepeatMinutes)})
 	d.Attestation = r.Signer.Attest(d.ConfirmationID, d.MAC)
 	return d, nil
 }

@@ -8,9 +8,10 @@ import (
 )
 
 // The shipped Cedar policies replayed over every recorded AgentDojo call (issue 37): the
-// only changes from the structural JSON policy are get_webpage calls of a URL the user typed,
-// now permitted; no injected value and no write runs without a human; benign runs are
-// counted as the manifest lists them.
+// only changes from the structural JSON policy are slack calls now permitted by a named rule:
+// get_webpage of a URL the user typed, and messages or channel additions to a channel or
+// person the user named (with no value from untrusted data); no injected value runs without a
+// human and nothing else changes; benign runs are counted as the manifest lists them.
 func TestShippedCedarPoliciesDiff(t *testing.T) {
 	dir := filepath.Join(corpusRoot(t), "agentdojo")
 	cases, err := LoadAgentDojo(dir, Filter{})
@@ -41,8 +42,9 @@ func TestShippedCedarPoliciesDiff(t *testing.T) {
 	if len(rep.Changes) == 0 {
 		t.Fatal("no change: the slack suite's typed URLs should now run")
 	}
+	allowed := map[string]bool{"get_webpage": true, "send_channel_message": true, "send_direct_message": true, "add_user_to_channel": true}
 	for _, c := range rep.Changes {
-		if c.Tool != "get_webpage" || c.Live != "ask" || c.Candidate != "permit" || c.Injected != "" {
+		if !allowed[c.Tool] || c.Live != "ask" || c.Candidate != "permit" || c.Injected != "" {
 			t.Errorf("unexpected change %+v", c)
 		}
 	}

@@ -37,15 +37,19 @@ const (
 	// PolicyApproveAll approves every confirmation: the recorded run goes on as far as
 	// Airlock's own checks allow.
 	PolicyApproveAll Policy = "approve-all"
+	// PolicyApproveAllRepeat approves every confirmation and grants, with each approval, the
+	// next activities.MaxRepeatCalls identical calls for activities.MaxRepeatMinutes (a
+	// repeat grant, issue 37 item 4): the most a repeat grant can spare an approver.
+	PolicyApproveAllRepeat Policy = "approve-all-repeat"
 )
 
-// ParsePolicy accepts "deny-all" and "approve-all".
+// ParsePolicy accepts "deny-all", "approve-all" and "approve-all-repeat".
 func ParsePolicy(s string) (Policy, error) {
 	switch p := Policy(s); p {
-	case PolicyDenyAll, PolicyApproveAll:
+	case PolicyDenyAll, PolicyApproveAll, PolicyApproveAllRepeat:
 		return p, nil
 	}
-	return "", fmt.Errorf("eval: approver policy %q: want deny-all or approve-all", s)
+	return "", fmt.Errorf("eval: approver policy %q: want deny-all or approve-all (or approve-all-repeat)", s)
 }
 
 // Principal is the principal of evaluation turns; Approver is the identity the evaluation's
@@ -376,8 +380,11 @@ func approve(ctx context.Context, opts Options, key token.Key, cred approvers.Cr
 			}
 			req := approval.Request{ConfirmationID: r.ID, Decision: workflows.DecisionDeny, Approver: Approver,
 				Reason: "denied by the evaluation approver (deny-all)", Signer: cred}
-			if opts.Policy == PolicyApproveAll {
+			if opts.Policy == PolicyApproveAll || opts.Policy == PolicyApproveAllRepeat {
 				req.Decision, req.Reason = workflows.DecisionApprove, ""
+			}
+			if opts.Policy == PolicyApproveAllRepeat {
+				req.RepeatCount, req.RepeatMinutes = activities.MaxRepeatCalls, activities.MaxRepeatMinutes
 			}
 			d, err := approval.Sign(key, r, req, time.Now())
 			if err != nil {

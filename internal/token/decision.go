@@ -32,6 +32,19 @@ type Decision struct {
 	// wrote (canonical.Digest), so a MAC over an edit authorizes exactly those arguments; ""
 	// for approve and deny.
 	EditedDigest string
+	// Repeat is, for an approval that also grants the next identical calls (issue 37, item 4),
+	// "N/Tm": N later calls within T minutes (RepeatTerms); "" for none. Bound only when set,
+	// so a decision without a grant has the MAC it always had.
+	Repeat string
+}
+
+// RepeatTerms is the Decision.Repeat text of a repeat grant of n calls for minutes minutes
+// ("" when n is 0: no grant).
+func RepeatTerms(n, minutes int) string {
+	if n == 0 && minutes == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d/%dm", n, minutes)
 }
 
 // NonceBytes is the entropy of a decision nonce: 128 bits.
@@ -58,6 +71,9 @@ func (d Decision) message() []byte {
 	var b strings.Builder
 	for _, f := range []string{decisionMACLabel, d.ConfirmationID, d.Decision, d.Approver, d.Reason, d.ArgsDigest, d.Nonce, d.EditedDigest} {
 		fmt.Fprintf(&b, "%d:%s", len(f), f)
+	}
+	if d.Repeat != "" {
+		fmt.Fprintf(&b, "%d:%s", len("repeat:"+d.Repeat), "repeat:"+d.Repeat)
 	}
 	return []byte(b.String())
 }

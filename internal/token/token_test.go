@@ -127,3 +127,26 @@ func TestLoadKeyNeverCreatesOne(t *testing.T) {
 		t.Fatalf("LoadKey after the worker created it = %v, %v", got, err)
 	}
 }
+
+// A repeat grant's terms are bound by the MAC (issue 37, item 4): a MAC over an approval
+// without a grant does not verify one with a grant, nor one grant another; RepeatTerms of no
+// grant is "" (the MAC of a decision without a grant is unchanged).
+func TestDecisionMACBindsTheRepeatGrant(t *testing.T) {
+	d := Decision{ConfirmationID: "cf-1", Decision: "approve", Approver: "alice", ArgsDigest: "d", Nonce: "n"}
+	plain := "token"
+	mac := SignDecision(plain, d)
+	if RepeatTerms(0, 0) != "" || RepeatTerms(3, 10) != "3/10m" {
+		t.Fatalf("terms %q %q", RepeatTerms(0, 0), RepeatTerms(3, 10))
+	}
+	g := d
+	g.Repeat = RepeatTerms(3, 10)
+	if VerifyDecision(plain, g, mac) == nil {
+		t.Fatal("a MAC without a grant verifies a decision with one")
+	}
+	gmac := SignDecision(plain, g)
+	more := g
+	more.Repeat = RepeatTerms(20, 60)
+	if VerifyDecision(plain, more, gmac) == nil || VerifyDecision(plain, g, gmac) != nil {
+		t.Fatal("a grant's MAC does not bind its terms")
+	}
+}

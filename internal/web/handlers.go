@@ -575,6 +575,16 @@ func (s *Server) decisionRequest(r *http.Request) (req approval.Request, row sto
 	}
 	switch req.Decision {
 	case workflows.DecisionApprove:
+		// A repeat grant (issue 37, item 4): "and the next N identical calls for T minutes";
+		// N = 0 (the default) grants nothing, whatever T says.
+		if n := strings.TrimSpace(f.Get("repeat_count")); n != "" && n != "0" {
+			count, cerr := strconv.Atoi(n)
+			minutes, merr := strconv.Atoi(strings.TrimSpace(f.Get("repeat_minutes")))
+			if cerr != nil || merr != nil || count < 1 || count > activities.MaxRepeatCalls || minutes < 1 || minutes > activities.MaxRepeatMinutes {
+				return req, row, fmt.Sprintf("A repeat grant covers 1 to %d calls for 1 to %d minutes: nothing was sent.", activities.MaxRepeatCalls, activities.MaxRepeatMinutes), nil
+			}
+			req.RepeatCount, req.RepeatMinutes = count, minutes
+		}
 	case workflows.DecisionDeny:
 		if req.Reason == "" {
 			return req, row, "A denial needs a reason: the model receives it.", nil
