@@ -7,6 +7,7 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/provenance"
+	"github.com/airlock-dev/airlock/presentation"
 	"github.com/airlock-dev/airlock/registry"
 )
 
@@ -42,6 +43,43 @@ func fromValue(v display.Value) shown {
 		out.Note = "host is " + strings.Join(v.Hosts, ", ")
 	}
 	return out
+}
+
+// shownOf is a presentation value as the page's templates show it.
+func shownOf(t presentation.Text) shown {
+	out := shown{Text: t.Text, Full: t.Full, Truncated: t.Truncated(), Flags: t.Flags}
+	if out.Full == "" {
+		out.Full = t.Text
+	}
+	if len(t.Hosts) > 0 {
+		out.Note = "host is " + strings.Join(t.Hosts, ", ")
+	}
+	return out
+}
+
+// disclosedOf is the card's "what leaves the machine" block of p (declared, not guessed).
+func disclosedOf(p presentation.Confirmation) *disclosed {
+	d := &disclosed{Description: shownOf(p.Description), SideEffect: p.SideEffect, Network: p.Network, Kind: p.Destination.Kind}
+	if p.Destination.Name != nil {
+		d.Name = shownOf(*p.Destination.Name)
+	}
+	for _, h := range p.Destination.Hosts {
+		dh := disclosedHost{Host: shownOf(h.Host), Field: h.Field, Differs: h.Written != nil || h.Error != nil}
+		if h.Written != nil {
+			dh.Written = shownOf(*h.Written)
+		}
+		if h.Error != nil {
+			dh.Error = shownOf(*h.Error)
+		}
+		if dh.Differs {
+			dh.Host.Flags = append(dh.Host.Flags, FlagHostDiffers)
+		}
+		d.Hosts = append(d.Hosts, dh)
+	}
+	for _, f := range p.Destination.Sends {
+		d.Leaving = append(d.Leaving, field{Name: shown{Text: f.Path}, Value: shownOf(f.Value)})
+	}
+	return d
 }
 
 // field is one argument leaf as the page shows it: its path (keys made visible and quoted
