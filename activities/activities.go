@@ -1138,6 +1138,17 @@ func (a *Activities) record(ctx context.Context, in RecordInput, read *store.Con
 	if err := a.Store.Record(ctx, rec); err != nil {
 		return fmt.Errorf("record: %w", err)
 	}
+	if dn, ok := a.Notices.(DecisionNotifier); ok && in.Decision != nil && a.Notices != nil {
+		// The decided or expired notice (issue 34), after the decision is stored: a retry of
+		// this activity writes it if a crash came between.
+		row, err := a.Store.GetConfirmation(ctx, in.Decision.ConfirmationID)
+		if err == nil {
+			err = dn.Decided(ctx, row)
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("record: decision notice of %s: %w", in.Decision.ConfirmationID, err)
+		}
+	}
 	a.emitRecorded(ctx, in)
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/clients"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/display"
+	"github.com/airlock-dev/airlock/internal/present"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
 	"github.com/airlock-dev/airlock/presentation"
@@ -403,12 +404,12 @@ func (c *Client) present(ctx context.Context, p PendingConfirmation) Presentatio
 	now := time.Now()
 	if c.st != nil {
 		if row, err := c.st.GetConfirmation(ctx, p.ConfirmationID); err == nil {
-			in := approval.Input(row)
+			in := present.Input(row)
 			in.Now, in.Viewer = now, c.approver
 			if in.Quorum == 0 {
 				in.Quorum = p.Quorum
 			}
-			if approval.Gather(ctx, c.st, row, &in) == nil {
+			if present.Gather(ctx, c.st, row, &in) == nil {
 				return presentation.Build(in)
 			}
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/display"
+	"github.com/airlock-dev/airlock/internal/present"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
 	"github.com/airlock-dev/airlock/presentation"
@@ -98,14 +99,14 @@ func newPendingCmd() *cobra.Command {
 			now := time.Now()
 			var list []presentation.Confirmation
 			for _, r := range shown {
-				in := approval.Input(r)
+				in := present.Input(r)
 				in.Now, in.Limit = now, cliLimit(limit)
 				if in.Quorum == 0 && reg != nil {
 					if pe, ok := reg.Policy().Entry(fmt.Sprintf("%s@%d", r.CapabilityID, r.Version)); ok {
 						in.Quorum = pe.Approvals()
 					}
 				}
-				if err := approval.Gather(ctx, st, r, &in); err != nil {
+				if err := present.Gather(ctx, st, r, &in); err != nil {
 					return err
 				}
 				list = append(list, presentation.Build(in))

@@ -27,6 +27,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/clients"
 	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/identity"
+	"github.com/airlock-dev/airlock/internal/present"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
 	"github.com/airlock-dev/airlock/presentation"
@@ -554,7 +555,7 @@ func (s *Server) confirmation(ctx context.Context, row store.Confirmation, c Cal
 	out.MayDecide, _ = s.mayDecide(row, c, owner, set)
 	out.WhoMayDecide = whoMayDecide(row)
 	var err error
-	if out.Presentation, err = approval.Present(ctx, s.opt.Store, row, c.Approver, time.Now()); err != nil {
+	if out.Presentation, err = present.Present(ctx, s.opt.Store, row, c.Approver, time.Now()); err != nil {
 		s.opt.Log.Warn("appapi: present a confirmation", "confirmation", row.ID, "err", err)
 	}
 	return out

@@ -334,7 +334,7 @@ routes:
 		strings.Contains(parts["text/html"], `<a href="https://evil`) || !strings.Contains(parts["text/html"], `<a href="https://airlock.example/turn?id=`) {
 		t.Errorf("HTML part not escaped: %s", parts["text/html"])
 	}
-	if !strings.Contains(parts["text/plain"], "destination: host smtp.example") || !strings.Contains(parts["text/plain"], "U+202E") {
+	if !strings.Contains(parts["text/plain"], "goes to: host smtp.example") || !strings.Contains(parts["text/plain"], "U+202E") {
 		t.Errorf("text part: %s", parts["text/plain"])
 	}
 	for ct, p := range parts {
@@ -485,7 +485,7 @@ routes:
 		_ = json.Unmarshal(body, &n)
 		kinds[n.Kind+"/"+n.Channel+"/"+n.ConfirmationID]++
 	}
-	if kinds["escalation/lead/cf-000a"] != 1 || kinds["reminder/team/cf-000a"] != 1 || kinds["reminder/team/cf-000b"] != 0 {
+	if kinds["confirmation_escalated/lead/cf-000a"] != 1 || kinds["confirmation_reminder/team/cf-000a"] != 1 || kinds["confirmation_reminder/team/cf-000b"] != 0 {
 		t.Fatalf("kinds: %v", kinds)
 	}
 	evs, _ := st.ListAudit(context.Background(), a.WorkflowID)
@@ -650,7 +650,7 @@ routes: [{capabilities: ["proposal.*"], channels: [hook]}]
 	}
 	var n notify.Notice
 	_ = json.Unmarshal(hook.bodies[0], &n)
-	if n.Kind != notify.KindProposal || n.Link != "https://airlock.example/proposals#pr-1" || len(n.Arguments) != 1 || !strings.Contains(n.Arguments[0], "U+202E") {
+	if n.Kind != notify.EventProposal || n.Link != "https://airlock.example/proposals#pr-1" || len(n.Arguments) != 1 || !strings.Contains(n.Arguments[0], "U+202E") {
 		t.Fatalf("notice: %+v", n)
 	}
 	inert(t, "proposal notice", string(hook.bodies[0]))

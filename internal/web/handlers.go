@@ -16,6 +16,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/passkey"
+	"github.com/airlock-dev/airlock/internal/present"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/presentation"
 	"github.com/airlock-dev/airlock/workflows"
@@ -180,19 +181,19 @@ func toolOf(displayLine string) string {
 // turn's audit rows (the outcome of a decided call is read from them, else from the store).
 func (s *Server) card(r *http.Request, c store.Confirmation, principal string, now time.Time, evs []store.AuditEvent) card {
 	me := current(r).session.approver
-	in := approval.Input(c)
+	in := present.Input(c)
 	in.Viewer, in.Now, in.Limit, in.ClaimedPrincipal = me, now, fieldLimit, claimed(principal)
 	if evs != nil {
 		// Gather would read the audit again: the caller read this turn's already.
 		gc := c
 		gc.Decision = ""
-		if err := approval.Gather(r.Context(), s.opt.Store, gc, &in); err != nil {
+		if err := present.Gather(r.Context(), s.opt.Store, gc, &in); err != nil {
 			s.opt.Log.Warn("web: read a confirmation's votes", "confirmation", c.ID, "err", err)
 		}
 		if c.Decision == store.DecisionApproved {
-			in.Outcome = approval.OutcomeOf(evs, c)
+			in.Outcome = present.OutcomeOf(evs, c)
 		}
-	} else if err := approval.Gather(r.Context(), s.opt.Store, c, &in); err != nil {
+	} else if err := present.Gather(r.Context(), s.opt.Store, c, &in); err != nil {
 		s.opt.Log.Warn("web: read a confirmation's votes", "confirmation", c.ID, "err", err)
 	}
 	p := presentation.Build(in)
