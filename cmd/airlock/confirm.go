@@ -143,15 +143,6 @@ type PendingList struct {
 	Total         int                         `json:"total"`
 }
 
-func toolOf(display string) string {
-	for i, ch := range display {
-		if ch == ' ' {
-			return display[:i]
-		}
-	}
-	return display
-}
-
 // decisionFlags are the flags approve and deny share.
 type decisionFlags struct {
 	credential, removedApprover string

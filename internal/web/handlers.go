@@ -165,14 +165,6 @@ func conversationOf(workflowID string) string {
 
 func turnLink(workflowID string) string { return "/turn?id=" + url.QueryEscape(workflowID) }
 
-// toolOf is the model's tool name from a confirmation's display line ("name {args}").
-func toolOf(displayLine string) string {
-	if i := strings.IndexByte(displayLine, ' '); i >= 0 {
-		return displayLine[:i]
-	}
-	return displayLine
-}
-
 // card is c as the page shows it for the signed-in approver: every fact comes from the one
 // presentation every surface shares (approval.Present: capability, description, destination,
 // arguments, provenance, the user's request, requester, groups and quorum with votes, expiry,
@@ -250,14 +242,6 @@ func requesterShown(r presentation.Requester) shown {
 		out.Text += " · NOT attested (the turn's request did not prove it)"
 	}
 	return out
-}
-
-// approverLine is who decided c and how they proved it (issue 21: "alice · CLI credential").
-func approverLine(c store.Confirmation) string {
-	if c.ApproverProof == "" || c.Approver == "" {
-		return c.Approver
-	}
-	return c.Approver + " · " + c.ApproverProof
 }
 
 func (s *Server) event(e store.AuditEvent) event {
