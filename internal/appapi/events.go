@@ -13,10 +13,8 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/display"
-	"github.com/airlock-dev/airlock/internal/present"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/stream"
-	"github.com/airlock-dev/airlock/presentation"
 )
 
 // hub wakes the followers of a stream when the store signals it (store.WatchStreams): one
@@ -292,14 +290,10 @@ func (s *Server) interruptOutcome(ctx context.Context, c Caller, pending []strea
 	for _, p := range pending {
 		may, why := false, "the confirmation is no longer pending"
 		who := "an approver other than the turn's requester"
-		var shown *presentation.Confirmation
 		if row, err := s.opt.Store.GetConfirmation(ctx, p.ConfirmationID); err == nil {
 			owner, _ := s.opt.Store.TurnOwner(ctx, row.WorkflowID)
 			may, why = s.mayDecide(row, c, owner, set)
 			who = whoMayDecide(row)
-			if pc, err := present.Present(ctx, s.opt.Store, row, c.Approver, time.Now()); err == nil {
-				shown = &pc // the one presentation every approver surface shows
-			}
 		}
 		it := map[string]any{
 			"id":        p.ConfirmationID,
@@ -314,9 +308,6 @@ func (s *Server) interruptOutcome(ctx context.Context, c Caller, pending []strea
 				"capability": p.Capability, "version": p.Version, "argsDigest": p.ArgsDigest,
 				"arguments": p.Arguments, "display": display.Text(p.Display),
 				"mayDecide": may, "whyNot": why, "whoMayDecide": who}},
-		}
-		if shown != nil {
-			it["metadata"].(map[string]any)["airlock"].(map[string]any)["presentation"] = shown
 		}
 		if p.CallID != "" {
 			it["toolCallId"] = p.CallID
