@@ -439,7 +439,7 @@ func status(in Input, text func(string) Text) Status {
 	return s
 }
 
-// Line is the status in plain words, the same on every surface: "waiting: 2 needed, 1 so far
+// StatusLine is the status in plain words, the same on every surface: "waiting: 2 needed, 1 so far
 // (erin)", "your approval counted; 1 more needed from finance", "approved by bob; it ran",
 // "denied by bob: wrong account", "expired: nobody decided in time; the call never ran".
 func (c Confirmation) StatusLine() string {

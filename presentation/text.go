@@ -14,24 +14,26 @@ type Line struct {
 
 // Text labels, in the order Lines gives them.
 const (
-	LabelTurn        = "turn"
-	LabelCapability  = "capability"
-	LabelAsked       = "user asked"
-	LabelRequester   = "requester"
-	LabelDeciders    = "deciders"
-	LabelPasskey     = "passkey"
-	LabelDoes        = "does"
-	LabelEffect      = "effect"
-	LabelGoesTo      = "goes to"
-	LabelHost        = "host"
-	LabelSends       = "sends"
-	LabelLeaves      = "leaves"
-	LabelArguments   = "arguments"
-	LabelCameFrom    = "came from"
-	LabelExpires     = "expires at"
-	LabelStatus      = "status"
-	ExpiryTimeFormat = time.RFC3339
+	LabelTurn       = "turn"
+	LabelCapability = "capability"
+	LabelAsked      = "user asked"
+	LabelRequester  = "requester"
+	LabelDeciders   = "deciders"
+	LabelPasskey    = "passkey"
+	LabelDoes       = "does"
+	LabelEffect     = "effect"
+	LabelGoesTo     = "goes to"
+	LabelHost       = "host"
+	LabelSends      = "sends"
+	LabelLeaves     = "leaves"
+	LabelArguments  = "arguments"
+	LabelCameFrom   = "came from"
+	LabelExpires    = "expires at"
+	LabelStatus     = "status"
 )
+
+// ExpiryTimeFormat is how text surfaces write the expiry (in UTC).
+const ExpiryTimeFormat = time.RFC3339
 
 // Expiry is the expiry as every text surface prints it (UTC, RFC 3339).
 func (c Confirmation) Expiry() string { return c.ExpiresAt.UTC().Format(ExpiryTimeFormat) }
