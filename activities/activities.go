@@ -474,15 +474,15 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 		rev = a.reg().CapabilityRevision(keyOf(in.CapabilityID, in.Version))
 	}
 	disc, discJSON := a.disclose(in.CapabilityID, in.Version, in.Arguments)
-	pol := a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version, Cedar: in.Cedar})
+	policy := a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version, Cedar: in.Cedar})
 	prov, userRequest := a.issueContext(ctx, turnConversation(in.Conversation, in.WorkflowID), in.Arguments)
 	row, err := a.Store.CreateConfirmation(ctx, store.Confirmation{
 		ID: id, TokenHash: hash, SealedToken: sealed, WorkflowID: in.WorkflowID, RunID: in.RunID, Seq: in.Seq,
 		CallID: in.CallID, CapabilityID: in.CapabilityID, Version: in.Version, ArgsDigest: in.ArgsDigest,
 		Arguments: in.Arguments, Display: in.Display, CreatedAt: now, ExpiresAt: now.Add(in.TTL),
 		RegistryRevision: rev, Disclosure: discJSON,
-		Provenance: prov, ApproverGroups: pol.ApproverGroups, PasskeyRequired: pol.Passkey,
-		Quorum: pol.Approvals(), UserRequest: userRequest,
+		Provenance: prov, ApproverGroups: policy.ApproverGroups, PasskeyRequired: policy.Passkey,
+		Quorum: policy.Approvals(), UserRequest: userRequest,
 	})
 	if err != nil {
 		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
@@ -502,6 +502,7 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 			disc = &stored
 		}
 	}
+	pol := a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version, Cedar: in.Cedar})
 	return IssueOutput{ConfirmationID: row.ID, ExpiresAt: row.ExpiresAt, Disclosure: disc, Provenance: row.Provenance,
 		ApproverGroups: row.ApproverGroups, Quorum: pol.Approvals(), PasskeyRequired: row.PasskeyRequired}, nil
 }
