@@ -485,14 +485,15 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 		return IssueOutput{}, err
 	}
 	disc, discJSON := a.disclose(in.CapabilityID, in.Version, in.Arguments)
+	policy := a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version, Cedar: in.Cedar})
+	prov, userRequest := a.issueContext(ctx, turnConversation(in.Conversation, in.WorkflowID), in.Arguments)
 	row, err := a.Store.CreateConfirmation(ctx, store.Confirmation{
 		ID: id, TokenHash: hash, SealedToken: sealed, WorkflowID: in.WorkflowID, RunID: in.RunID, Seq: in.Seq,
 		CallID: in.CallID, CapabilityID: in.CapabilityID, Version: in.Version, ArgsDigest: in.ArgsDigest,
 		Arguments: in.Arguments, Display: in.Display, CreatedAt: now, ExpiresAt: now.Add(in.TTL),
 		RegistryRevision: rev, Disclosure: discJSON,
-		Provenance:      a.provenanceOf(ctx, turnConversation(in.Conversation, in.WorkflowID), in.Arguments),
-		ApproverGroups:  a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version, Cedar: in.Cedar}).ApproverGroups,
-		PasskeyRequired: a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version, Cedar: in.Cedar}).Passkey,
+		Provenance: prov, ApproverGroups: policy.ApproverGroups, PasskeyRequired: policy.Passkey,
+		Quorum: policy.Approvals(), UserRequest: userRequest,
 	})
 	if err != nil {
 		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
@@ -1181,6 +1182,17 @@ func (a *Activities) record(ctx context.Context, in RecordInput, read *store.Con
 	// Audit row, decision and context messages in one transaction (store.Record).
 	if err := a.Store.Record(ctx, rec); err != nil {
 		return fmt.Errorf("record: %w", err)
+	}
+	if dn, ok := a.Notices.(DecisionNotifier); ok && in.Decision != nil && a.Notices != nil {
+		// The decided or expired notice (issue 34), after the decision is stored: a retry of
+		// this activity writes it if a crash came between.
+		row, err := a.Store.GetConfirmation(ctx, in.Decision.ConfirmationID)
+		if err == nil {
+			err = dn.Decided(ctx, row)
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("record: decision notice of %s: %w", in.Decision.ConfirmationID, err)
+		}
 	}
 	a.emitRecorded(ctx, in)
 	return nil

@@ -123,7 +123,7 @@ func (a *Activities) provenanceHook(ctx context.Context, conversation string, ar
 		r := provenance.Report{Rules: provenance.Rules, Error: "no store"}
 		if a.Store != nil {
 			var err error
-			if r, err = a.computeProvenance(ctx, conversation, args); err != nil {
+			if r, _, err = a.computeProvenance(ctx, conversation, args); err != nil {
 				r = provenance.Report{Rules: provenance.Rules, Error: err.Error()}
 			}
 		}

@@ -19,3 +19,11 @@ type Notifier interface {
 type ProposalNotifier interface {
 	Proposals(ctx context.Context, ps []store.ProposalRow) error
 }
+
+// DecisionNotifier, when the Notifier implements it, owes the channels told of a confirmation a
+// notice of its decision or expiry (notify.Outbox.Decided): called with the row as stored
+// after the activity that records the decision wrote it, on every attempt, idempotently (one
+// notice per confirmation, kind and channel), so a crash between the two loses nothing.
+type DecisionNotifier interface {
+	Decided(ctx context.Context, c store.Confirmation) error
+}

@@ -34,7 +34,15 @@ func turnConversation(named, workflowID string) string {
 // the model says). What it cannot read is said in the report (Report.Error), never skipped:
 // the confirmation is issued either way, and surfaces show "provenance unavailable".
 func (a *Activities) provenanceOf(ctx context.Context, conversation string, args json.RawMessage) json.RawMessage {
-	rep, err := a.computeProvenance(ctx, conversation, args)
+	b, _ := a.issueContext(ctx, conversation, args)
+	return b
+}
+
+// issueContext reads the conversation's context once for a confirmation being issued: the
+// provenance report of args (as provenanceOf) and the user's request, the newest user
+// message of the conversation (the one the turn answers; "" when none was read).
+func (a *Activities) issueContext(ctx context.Context, conversation string, args json.RawMessage) (json.RawMessage, string) {
+	rep, userRequest, err := a.computeProvenance(ctx, conversation, args)
 	if err != nil {
 		rep = provenance.Report{Rules: provenance.Rules, Error: err.Error()}
 	}
@@ -42,18 +50,33 @@ func (a *Activities) provenanceOf(ctx context.Context, conversation string, args
 	if err != nil {
 		b, _ = json.Marshal(provenance.Report{Rules: provenance.Rules, Error: "encode: " + err.Error()})
 	}
-	return b
+	return b, userRequest
 }
 
-func (a *Activities) computeProvenance(ctx context.Context, conversation string, args json.RawMessage) (provenance.Report, error) {
+// maxUserRequest bounds the user's request kept with a confirmation (bytes; surfaces cut it
+// further for display).
+const maxUserRequest = 4096
+
+func (a *Activities) computeProvenance(ctx context.Context, conversation string, args json.RawMessage) (provenance.Report, string, error) {
 	if conversation == "" {
-		return provenance.Report{}, fmt.Errorf("provenance: the turn names no conversation")
+		return provenance.Report{}, "", fmt.Errorf("provenance: the turn names no conversation")
 	}
 	msgs, err := a.conversationMessages(ctx, conversation)
 	if err != nil {
-		return provenance.Report{}, err
+		return provenance.Report{}, "", err
 	}
-	return provenance.Compute(args, provenance.FromContext(msgs, a.catalogTools()))
+	userRequest := ""
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == inference.RoleUser {
+			userRequest = msgs[i].Content
+			break
+		}
+	}
+	if len(userRequest) > maxUserRequest {
+		userRequest = strings.ToValidUTF8(userRequest[:maxUserRequest], "") + "…"
+	}
+	rep, err := provenance.Compute(args, provenance.FromContext(msgs, a.catalogTools()))
+	return rep, userRequest, err
 }
 
 // conversationMessages is the stored context of a conversation, oldest first, at most
@@ -117,7 +140,7 @@ func (a *Activities) userProvided(ctx context.Context, conversation string, args
 		if a.Store == nil {
 			return false
 		}
-		rep, err := a.computeProvenance(ctx, conversation, args)
+		rep, _, err := a.computeProvenance(ctx, conversation, args)
 		return err == nil && rep.UserProvided(fields)
 	}
 }

@@ -127,11 +127,21 @@ type apiConfirmation struct {
 	Display        string          `json:"display"`
 	ExpiresAt      time.Time       `json:"expires_at"`
 	ApproverGroups []string        `json:"approver_groups"`
+	// Presentation is the API's one presentation of the confirmation.
+	Presentation *Presentation `json:"presentation"`
 }
 
 func (c apiConfirmation) pending() PendingConfirmation {
-	return PendingConfirmation{ConfirmationID: c.ID, WorkflowID: c.TurnID, Seq: c.Seq, CallID: c.CallID, CapabilityID: c.Capability,
-		Version: c.Version, ArgsDigest: c.ArgsDigest, Arguments: c.Arguments, Display: c.Display, ExpiresAt: c.ExpiresAt, ApproverGroups: c.ApproverGroups}
+	p := PendingConfirmation{ConfirmationID: c.ID, WorkflowID: c.TurnID, Seq: c.Seq, CallID: c.CallID, CapabilityID: c.Capability,
+		Version: c.Version, ArgsDigest: c.ArgsDigest, Arguments: c.Arguments, Display: c.Display, ExpiresAt: c.ExpiresAt, ApproverGroups: c.ApproverGroups,
+		Presentation: c.Presentation}
+	if pr := c.Presentation; pr != nil {
+		p.Quorum, p.Approvals, p.PasskeyRequired = pr.Quorum.Needed, pr.Quorum.Approvals, pr.PasskeyRequired
+		if pr.Requester.Attested {
+			p.Requester = &workflows.Requester{Principal: pr.Requester.Principal.Text, Client: pr.Requester.Client.Text}
+		}
+	}
+	return p
 }
 
 // turnPath is the API path of the turn with workflow id "turn/<conversation>/<seq>".

@@ -20,8 +20,10 @@ import (
 	"github.com/airlock-dev/airlock/internal/clients"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/display"
+	"github.com/airlock-dev/airlock/internal/present"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
+	"github.com/airlock-dev/airlock/presentation"
 	"github.com/airlock-dev/airlock/workflows"
 )
 
@@ -389,7 +391,44 @@ func (c *Client) Pending(ctx context.Context, workflowID string) ([]PendingConfi
 	if err := v.Get(&out); err != nil {
 		return nil, fmt.Errorf("client: decode the pending confirmations of %s: %w", display.Visible(workflowID), err)
 	}
+	for i := range out {
+		p := c.present(ctx, out[i])
+		out[i].Presentation = &p
+	}
 	return out, nil
+}
+
+// present is p's Presentation: from the store (votes so far, the user's request, the
+// requester) when this client has one, else from what the pending query carried.
+func (c *Client) present(ctx context.Context, p PendingConfirmation) Presentation {
+	now := time.Now()
+	if c.st != nil {
+		if row, err := c.st.GetConfirmation(ctx, p.ConfirmationID); err == nil {
+			in := present.Input(row)
+			in.Now, in.Viewer = now, c.approver
+			if in.Quorum == 0 {
+				in.Quorum = p.Quorum
+			}
+			if present.Gather(ctx, c.st, row, &in) == nil {
+				return presentation.Build(in)
+			}
+		}
+	}
+	in := approval.PendingInput(p)
+	in.Now, in.Viewer = now, c.approver
+	return presentation.Build(in)
+}
+
+// Present is the one presentation of a pending confirmation (the facts the approver page, the
+// CLI, the application API and the notices state), built from what p carries when it holds
+// none yet: Pending and ListPending fill PendingConfirmation.Presentation already.
+func Present(p PendingConfirmation) Presentation {
+	if p.Presentation != nil {
+		return *p.Presentation
+	}
+	in := approval.PendingInput(p)
+	in.Now = time.Now()
+	return presentation.Build(in)
 }
 
 // ListFilter narrows ListPending.

@@ -3,6 +3,7 @@ package client
 import (
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/display"
+	"github.com/airlock-dev/airlock/presentation"
 	"github.com/airlock-dev/airlock/registry"
 	"github.com/airlock-dev/airlock/workflows"
 )
@@ -31,6 +32,13 @@ type Usage = workflows.Usage
 // are the model's, hostile: show them with care (the approver page and the CLI use
 // internal/display). ArgsDigest is what a decision names as the arguments it was made on.
 type PendingConfirmation = workflows.PendingConfirmation
+
+// Presentation is the one presentation of a confirmation every approver surface shares
+// (package presentation): capability, description, destination and what leaves, arguments,
+// provenance, the user's request, requester, groups and quorum with votes so far, expiry and
+// status, each hostile string already made visible. Its JSON is the application API's
+// "presentation" object and the webhook notices' "confirmation".
+type Presentation = presentation.Confirmation
 
 // DecisionResult is the turn's answer to a decision: accepted, or refused with a code.
 type DecisionResult = workflows.DecisionResult

@@ -159,16 +159,27 @@ routes:
 	if got := outcomeList(res); got != "web_fetch:executed" {
 		t.Fatalf("outcomes = %s", got)
 	}
+	// The decision is notified once too (issue 34): approved by alice, and the call ran.
+	decided := notify.DeliveryID(p.ConfirmationID, notify.KindDecided, "hook")
+	eventually(t, 30*time.Second, "the decided notice acknowledged", func() bool {
+		_, ack, _ := recv.counts()
+		return ack[decided] == 1
+	})
 	time.Sleep(2 * time.Second) // any duplicate would arrive now
 	req, ack, bad := recv.counts()
-	if bad != 0 || len(ack) != 1 || ack[want] != 1 || req[want] != 2 || len(req) != 1 {
-		t.Fatalf("requests %v acknowledged %v bad signatures %d: want one delivery id, sent twice (once cut by the crash), acknowledged once", req, ack, bad)
+	if bad != 0 || len(ack) != 2 || ack[want] != 1 || req[want] != 2 || req[decided] != 1 || len(req) != 2 {
+		t.Fatalf("requests %v acknowledged %v bad signatures %d: want the pending notice sent twice (once cut by the crash) and acknowledged once, the decided one once", req, ack, bad)
 	}
 	recv.mu.Lock()
-	n := recv.notices[want]
+	n, dn := recv.notices[want], recv.notices[decided]
 	recv.mu.Unlock()
-	if n.ConfirmationID != p.ConfirmationID || n.Capability != "web.fetch@1" || n.Link == "" || n.ExpiresAt.IsZero() {
+	if n.ConfirmationID != p.ConfirmationID || n.Capability != "web.fetch@1" || n.Link == "" || n.ExpiresAt.IsZero() ||
+		n.Schema != notify.SchemaV1 || n.Kind != notify.EventRequested || n.Confirmation == nil || n.Confirmation.Ref() != "web.fetch@1" {
 		t.Fatalf("notice: %+v", n)
+	}
+	if dn.Kind != notify.EventDecided || dn.Outcome != "executed" || dn.Decision == nil || dn.Decision.Decision != "approved" ||
+		dn.Confirmation == nil || dn.Confirmation.Status.State != "approved" {
+		t.Fatalf("decided notice: %+v", dn)
 	}
 	d, err := st.GetDelivery(context.Background(), want)
 	if err != nil || d.State != store.NoticeSent || d.Attempts != 2 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/mcp"
+	"github.com/airlock-dev/airlock/internal/notify"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/registry"
 )
@@ -45,16 +46,29 @@ func CloseMCP() {
 // AuditMCPChanges makes the process's MCP bridge write an audit row to st for every bound tool
 // that leaves its pin (definition changed, tool missing), once per tool and live digest:
 // outcome mcp_definition_changed or mcp_tool_missing, stage resolve, the reason as detail and
-// no workflow (it happened to the registry, not to a turn). `airlock audit` lists them.
-func AuditMCPChanges(st *store.Store) {
+// no workflow (it happened to the registry, not to a turn). `airlock audit` lists them. With
+// an outbox (a notify file is configured), operators are told too: an mcp_tool_changed
+// notice to the channels routed for the capability or for "mcp_tool_changed", once per tool
+// and live digest (the delivery id derives from the same key as the audit row).
+func AuditMCPChanges(st *store.Store, out *notify.Outbox) {
 	MCPBridge().OnChange = func(c mcp.Change) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_, err := st.AppendAudit(ctx, store.AuditEvent{Key: fmt.Sprintf("mcp/%s/%s/%s/%s", c.Server, c.Tool, c.Pinned, c.Live),
+		key := fmt.Sprintf("mcp/%s/%s/%s/%s", c.Server, c.Tool, c.Pinned, c.Live)
+		now := time.Now()
+		_, err := st.AppendAudit(ctx, store.AuditEvent{Key: key,
 			CapabilityID: c.CapabilityID, Version: c.Version, Outcome: c.Reason, Stage: string(activities.StageResolve),
-			Reason: c.Reason, Detail: c.Detail, ArgsDigest: c.Live, At: time.Now()})
+			Reason: c.Reason, Detail: c.Detail, ArgsDigest: c.Live, At: now})
 		if err != nil {
 			slog.Default().Warn("MCP tool change not audited", "server", c.Server, "capability", c.CapabilityID, "error", err)
+		}
+		if out == nil {
+			return
+		}
+		ch := notify.MCPToolChange{Server: c.Server, Tool: c.Tool, Capability: fmt.Sprintf("%s@%d", c.CapabilityID, c.Version),
+			Reason: c.Reason, Detail: c.Detail, Pinned: c.Pinned, Live: c.Live}
+		if err := out.MCPChanged(ctx, ch, key, c.CapabilityID, now); err != nil {
+			slog.Default().Warn("MCP tool change not notified", "server", c.Server, "capability", c.CapabilityID, "error", err)
 		}
 	}
 }

@@ -88,7 +88,17 @@ func BuildWith(ctx context.Context, cfg config.Config, temporalProbe capabilitie
 		return nil, fmt.Errorf("workers: receipts log key: %w", err)
 	}
 	st.UseReceiptKey(rkey)
-	AuditMCPChanges(st) // MCP tools that leave their pin are audited (workers/mcp.go)
+	notices, err := NotifyFromEnv()
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("workers: %w", err)
+	}
+	var outbox *notify.Outbox
+	if notices != nil {
+		outbox = wireNotify(notices, st, slog.Default())
+	}
+	// MCP tools that leave their pin are audited, and operators notified (workers/mcp.go).
+	AuditMCPChanges(st, outbox)
 	load := func() (*registry.Registry, error) { return LoadRegistryWith(cfg, temporalProbe, st.Ping, nil, extra) }
 	reg, err := load()
 	if err != nil {
@@ -119,13 +129,8 @@ func BuildWith(ctx context.Context, cfg config.Config, temporalProbe capabilitie
 		// step writes its AG-UI event to the store, outside Temporal history.
 		acts.Events = stream.Writer{Store: st}
 	}
-	notices, err := NotifyFromEnv()
-	if err != nil {
-		st.Close()
-		return nil, fmt.Errorf("workers: %w", err)
-	}
-	if notices != nil {
-		acts.Notices = wireNotify(notices, st, slog.Default())
+	if outbox != nil {
+		acts.Notices = outbox
 	}
 	return &Deps{Activities: acts, Store: st, Registry: reg, Served: served, Reload: load, Watched: WatchedFiles(cfg), Notify: notices}, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/display"
+	"github.com/airlock-dev/airlock/presentation"
 	"github.com/airlock-dev/airlock/registry"
 )
 
@@ -337,6 +338,11 @@ type PendingConfirmation struct {
 	// PasskeyRequired: a decision counts only with the approver's passkey assertion
 	// (policy "approval/passkey", issue 21 item 3).
 	PasskeyRequired bool `json:"passkey_required,omitempty"`
+	// Presentation is the confirmation as every approver surface presents it (the one
+	// presentation: user's request, votes so far, status, every hostile string made visible).
+	// The turn's pending query leaves it nil; the client package and the application API fill
+	// it from the store.
+	Presentation *presentation.Confirmation `json:"presentation,omitempty"`
 }
 
 // Requester is who asked for a turn, as the worker proved it from the request's attestation.

@@ -19,9 +19,10 @@ import (
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/display"
+	"github.com/airlock-dev/airlock/internal/present"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
-	"github.com/airlock-dev/airlock/registry"
+	"github.com/airlock-dev/airlock/presentation"
 	"github.com/airlock-dev/airlock/workers"
 	"github.com/airlock-dev/airlock/workflows"
 )
@@ -59,7 +60,7 @@ func loadCredential(flag string) (approvers.Credential, string, error) {
 const DefaultPendingLimit = 50
 
 func newPendingCmd() *cobra.Command {
-	var full bool
+	var full, asJSON bool
 	var max int
 	cmd := &cobra.Command{
 		Use:     "pending",
@@ -79,7 +80,7 @@ func newPendingCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if len(rows) == 0 {
+			if len(rows) == 0 && !asJSON {
 				fmt.Fprintln(out, "no pending confirmations")
 				return nil
 			}
@@ -91,33 +92,32 @@ func newPendingCmd() *cobra.Command {
 			if max > 0 && len(rows) > max {
 				shown = rows[:max]
 			}
-			// The quorum is the policy's, as the worker judges it: read from the registry this
-			// configuration serves (best effort: a registry that does not load shows none).
+			// Every surface presents a confirmation the same way (presentation, built by
+			// approval.Present from the row, its requester, votes and outcome). Rows issued
+			// before the quorum was stored read the policy this configuration serves.
 			reg, _ := workers.LoadRegistry(cfg, nil, nil)
+			now := time.Now()
+			var list []presentation.Confirmation
 			for _, r := range shown {
-				p := workflows.PendingConfirmation{ConfirmationID: r.ID, WorkflowID: r.WorkflowID, Seq: r.Seq, CallID: r.CallID,
-					CapabilityID: r.CapabilityID, Version: r.Version, ToolName: toolOf(r.Display), Arguments: r.Arguments, ExpiresAt: r.ExpiresAt,
-					Provenance: r.Provenance, ApproverGroups: r.ApproverGroups, PasskeyRequired: r.PasskeyRequired}
-				if len(r.Disclosure) > 0 {
-					var d registry.Disclosure
-					if json.Unmarshal(r.Disclosure, &d) == nil {
-						p.Disclosure = &d
-					}
-				}
-				if reg != nil {
+				in := present.Input(r)
+				in.Now, in.Limit = now, cliLimit(limit)
+				if in.Quorum == 0 && reg != nil {
 					if pe, ok := reg.Policy().Entry(fmt.Sprintf("%s@%d", r.CapabilityID, r.Version)); ok {
-						p.Quorum = pe.Approvals()
+						in.Quorum = pe.Approvals()
 					}
 				}
-				if as, err := st.ListApprovals(ctx, r.ID); err == nil {
-					for _, a := range as {
-						p.Approvals = append(p.Approvals, a.Approver)
-					}
+				if err := present.Gather(ctx, st, r, &in); err != nil {
+					return err
 				}
-				if rq, err := st.GetRequester(ctx, r.WorkflowID, r.RunID); err == nil {
-					p.Requester = &workflows.Requester{Principal: rq.Principal, Client: rq.Client}
-				}
-				printPendingLimit(out, p, limit)
+				list = append(list, presentation.Build(in))
+			}
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(PendingList{Schema: PendingSchema, Confirmations: list, Total: len(rows)})
+			}
+			for _, c := range list {
+				printPresentation(out, c, limit)
 			}
 			if len(shown) < len(rows) {
 				fmt.Fprintf(out, "showing %d of %d pending confirmations (--limit 0 shows all; the approver page pages through them)\n", len(shown), len(rows))
@@ -127,16 +127,20 @@ func newPendingCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&full, "full", false, "show every argument value whole (long values are cut by default)")
 	cmd.Flags().IntVar(&max, "limit", DefaultPendingLimit, "print at most this many confirmations, oldest first (0: all)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the confirmations as JSON ({\"schema\": \"airlock.pending.v1\", \"confirmations\": [presentation…], \"total\": N})")
 	return cmd
 }
 
-func toolOf(display string) string {
-	for i, ch := range display {
-		if ch == ' ' {
-			return display[:i]
-		}
-	}
-	return display
+// PendingSchema names the shape of `airlock pending --json`.
+const PendingSchema = "airlock.pending.v1"
+
+// PendingList is `airlock pending --json`: the confirmations shown (each the canonical
+// presentation.Confirmation, the same object the application API and the webhook notices
+// carry) and how many are pending in all.
+type PendingList struct {
+	Schema        string                      `json:"schema"`
+	Confirmations []presentation.Confirmation `json:"confirmations"`
+	Total         int                         `json:"total"`
 }
 
 // decisionFlags are the flags approve and deny share.

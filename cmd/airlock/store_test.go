@@ -170,7 +170,7 @@ func TestPendingShowsQuorumVotesAndDisclosure(t *testing.T) {
 	}
 	st.Close()
 	out, err := cli(t, []string{"AIRLOCK_DATABASE_URL=" + u, "AIRLOCK_POLICY=" + policy}, "pending")
-	if err != nil || !strings.Contains(out, "2 approval(s) needed, 1 so far (erin)") || !strings.Contains(out, "Fetch one public web page.") {
+	if err != nil || !strings.Contains(out, "deciders:    any approver; 2 needed, 1 so far (erin)") || !strings.Contains(out, "Fetch one public web page.") {
 		t.Fatalf("pending (%v):\n%s", err, out)
 	}
 }

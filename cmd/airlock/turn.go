@@ -20,13 +20,13 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"golang.org/x/term"
 
+	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/proposals"
-	"github.com/airlock-dev/airlock/internal/provenance"
 	"github.com/airlock-dev/airlock/internal/store"
-	"github.com/airlock-dev/airlock/registry"
+	"github.com/airlock-dev/airlock/presentation"
 	"github.com/airlock-dev/airlock/workers"
 	"github.com/airlock-dev/airlock/workflows"
 )
@@ -251,143 +251,52 @@ func queryPending(ctx context.Context, c client.Client, id string) []workflows.P
 
 func printPending(out io.Writer, p workflows.PendingConfirmation) { printPendingLimit(out, p, 0) }
 
-// printPendingLimit prints a pending confirmation for an approver: what leaves the machine
-// first, then every argument, each value cut to limit runes (0: display.DefaultLimit; <0: never
-// cut) with its flags.
+// printPendingLimit prints a pending confirmation known from the turn's pending query (no
+// store at hand): its presentation built from what the query carries.
 func printPendingLimit(out io.Writer, p workflows.PendingConfirmation, limit int) {
-	if limit < 0 {
-		limit = math.MaxInt32
-	}
-	fmt.Fprintf(out, "\n⏸  confirmation needed  %s\n", display.Visible(p.ConfirmationID))
-	fmt.Fprintf(out, "   turn:        %s (proposal #%d, call %s)\n", display.Line(p.WorkflowID), p.Seq, display.Line(p.CallID))
-	fmt.Fprintf(out, "   capability:  %s@%d (tool %s)\n", display.Visible(p.CapabilityID), p.Version, display.Line(p.ToolName))
-	if p.Requester != nil {
-		fmt.Fprintf(out, "   requester:   %s (attested by client %s)\n", display.Line(p.Requester.Principal), display.Line(p.Requester.Client))
-	} else {
-		fmt.Fprintf(out, "   requester:   (not attested)\n")
-	}
-	if len(p.ApproverGroups) > 0 || p.Quorum > 1 {
-		who := "any approver"
-		if len(p.ApproverGroups) > 0 {
-			who = "members of " + display.Line(strings.Join(p.ApproverGroups, ", "))
-		}
-		votes := ""
-		if len(p.Approvals) > 0 {
-			votes = fmt.Sprintf(", %d so far (%s)", len(p.Approvals), display.Line(strings.Join(p.Approvals, ", ")))
-		}
-		fmt.Fprintf(out, "   deciders:    %s; %d approval(s) needed%s\n", who, max(p.Quorum, 1), votes)
-	}
-	if p.PasskeyRequired {
-		fmt.Fprintf(out, "   passkey:     required: decide it on the approver page (airlock web) with your passkey; airlock approve cannot\n")
-	}
+	in := approval.PendingInput(p)
+	in.Limit = cliLimit(limit)
+	printPresentation(out, presentation.Build(in), limit)
+}
 
-	if d := p.Disclosure; d != nil {
-		printDisclosure(out, d, limit)
-	} else if leaving, err := display.Egress(p.Arguments, limit); err == nil {
-		for i, l := range leaving {
-			label := "                "
-			if i == 0 {
-				label = "   leaves:      "
-			}
-			fmt.Fprintf(out, "%s%-9s %s (guessed from the argument's name)\n", label, l.Kind, l.Line())
-		}
+// cliLimit is the presentation limit of a CLI limit (0: display.DefaultLimit; <0: never cut).
+func cliLimit(limit int) int {
+	if limit < 0 {
+		return math.MaxInt32
 	}
-	args, cut := prettyArgs(p.Arguments, limit)
-	fmt.Fprintf(out, "   arguments:   %s\n", args)
-	if cut {
+	return limit
+}
+
+// printPresentation prints a confirmation for an approver, in the labelled lines every text
+// surface shares (presentation.Confirmation.Lines), then how to decide it while it waits.
+func printPresentation(out io.Writer, c presentation.Confirmation, limit int) {
+	fmt.Fprintf(out, "\n⏸  confirmation needed  %s\n", c.ID)
+	last, cut := "", false
+	for _, l := range c.Lines(0) {
+		label := fmt.Sprintf("   %-13s", l.Label+":")
+		if l.Label == last {
+			label = strings.Repeat(" ", 16)
+		}
+		last = l.Label
+		fmt.Fprintf(out, "%s%s\n", label, l.Text)
+	}
+	for _, a := range c.Arguments {
+		cut = cut || a.Value.Truncated()
+	}
+	if cut && limit >= 0 {
 		fmt.Fprintf(out, "                (values cut; %s pending --full shows them whole)\n", self())
 	}
-	for i, l := range provenance.Lines(p.Provenance) {
-		label := "                "
-		if i == 0 {
-			label = "   came from:   "
-		}
-		mark := ""
-		if l.Untrusted {
-			mark = "⚠ "
-		}
-		path := ""
-		if l.Path != "" {
-			path = display.Line(l.Path) + ": "
-		}
-		fmt.Fprintf(out, "%s%s%s%s\n", label, path, mark, display.Line(l.Label))
+	if c.Decided() {
+		return
 	}
-	fmt.Fprintf(out, "   expires at:  %s\n", p.ExpiresAt.Local().Format(time.RFC3339))
 	// Decisions are made with an approver credential; name the one this process decides with
 	// when it is not the default (airlock dev's demo approver).
 	cred := ""
 	if cfg.Credential != "" {
 		cred = "AIRLOCK_CREDENTIAL=" + cfg.Credential + " "
 	}
-	fmt.Fprintf(out, "   approve:     %s%s approve %s\n", cred, self(), display.Visible(p.ConfirmationID))
-	fmt.Fprintf(out, "   deny:        %s%s deny %s --reason \"…\"\n", cred, self(), display.Visible(p.ConfirmationID))
-}
-
-// printDisclosure prints what the registry declares about where the call sends what: the
-// description, side effect and network, the destination, each host as it is contacted
-// (flagged when the arguments or the registry wrote it otherwise) and the declared fields'
-// values, cut to limit runes.
-func printDisclosure(out io.Writer, d *registry.Disclosure, limit int) {
-	fmt.Fprintf(out, "   does:        %s\n", display.Show(d.Description, limit).Line())
-	// Every registry-declared word is shown through display too: a registry layer or an MCP
-	// server's tool list is read from outside, and its raw control characters must not reach
-	// the approver's terminal.
-	fmt.Fprintf(out, "   effect:      side effect %s, network %s\n", display.Visible(string(d.SideEffect)), display.Visible(string(d.Network)))
-	dest := display.Visible(string(d.Destination.Kind))
-	if d.Destination.Name != "" && d.Destination.Name != registry.AnyHost {
-		dest += " " + display.Line(d.Destination.Name)
-	}
-	fmt.Fprintf(out, "   goes to:     %s\n", dest)
-	for _, h := range d.Hosts {
-		from := ""
-		if h.Field != "" {
-			from = " (from " + display.Line(h.Field) + ")"
-		}
-		switch {
-		case h.Error != "":
-			fmt.Fprintf(out, "   host:        unknown%s: %s  [host_differs]\n", from, display.Line(h.Error))
-		case h.Written != "":
-			fmt.Fprintf(out, "   host:        %s%s  [host_differs: written as %s; %s is the host contacted]\n", display.Line(h.Host), from, display.Line(h.Written), display.Line(h.Host))
-		default:
-			fmt.Fprintf(out, "   host:        %s%s\n", display.Line(h.Host), from)
-		}
-	}
-	if len(d.Leaving) == 0 {
-		fmt.Fprintf(out, "   sends:       none of the arguments\n")
-	}
-	for i, lf := range d.Leaving {
-		label := "                "
-		if i == 0 {
-			label = "   sends:       "
-		}
-		v := string(lf.Value)
-		var s string
-		if json.Unmarshal(lf.Value, &s) == nil {
-			v = s
-		}
-		fmt.Fprintf(out, "%s%s = %s\n", label, display.Line(lf.Field), display.Show(v, limit).Line())
-	}
-}
-
-// prettyArgs shows a call's arguments one leaf a line (display.Arguments: hidden runes
-// visible, values cut to limit runes, flags beside each value) and reports whether one was
-// cut; arguments that are not JSON are shown as one value.
-func prettyArgs(raw json.RawMessage, limit int) (string, bool) {
-	fields, err := display.Arguments(raw, limit)
-	if err != nil || len(fields) == 0 {
-		v := display.Show(string(raw), limit)
-		return v.Line(), v.Has(display.FlagTruncated)
-	}
-	var b strings.Builder
-	cut := false
-	for i, f := range fields {
-		if i > 0 {
-			b.WriteString("\n                ")
-		}
-		b.WriteString(f.Line())
-		cut = cut || f.Has(display.FlagTruncated)
-	}
-	return b.String(), cut
+	fmt.Fprintf(out, "   approve:     %s%s approve %s\n", cred, self(), c.ID)
+	fmt.Fprintf(out, "   deny:        %s%s deny %s --reason \"…\"\n", cred, self(), c.ID)
 }
 
 func printResult(out io.Writer, res workflows.TurnResult) {

@@ -293,7 +293,7 @@ func (s *Server) interruptOutcome(ctx context.Context, c Caller, pending []strea
 		if row, err := s.opt.Store.GetConfirmation(ctx, p.ConfirmationID); err == nil {
 			owner, _ := s.opt.Store.TurnOwner(ctx, row.WorkflowID)
 			may, why = s.mayDecide(row, c, owner, set)
-			who = s.confirmation(row, c, owner, set).WhoMayDecide
+			who = whoMayDecide(row)
 		}
 		it := map[string]any{
 			"id":        p.ConfirmationID,

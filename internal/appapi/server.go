@@ -27,8 +27,10 @@ import (
 	"github.com/airlock-dev/airlock/internal/clients"
 	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/identity"
+	"github.com/airlock-dev/airlock/internal/present"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/token"
+	"github.com/airlock-dev/airlock/presentation"
 	"github.com/airlock-dev/airlock/workflows"
 )
 
@@ -457,7 +459,7 @@ func (s *Server) turnOf(ctx context.Context, id string, c Caller) (Turn, error) 
 		now := time.Now()
 		for _, row := range rows {
 			if row.Decision == "" && now.Before(row.ExpiresAt) {
-				t.Pending = append(t.Pending, s.confirmation(row, c, c.Principal, set))
+				t.Pending = append(t.Pending, s.confirmation(ctx, row, c, c.Principal, set))
 			}
 		}
 		if len(t.Pending) > 0 {
@@ -508,6 +510,10 @@ type Confirmation struct {
 	// MayDecide says whether this caller may decide it; WhoMayDecide says who may, in words.
 	MayDecide    bool   `json:"may_decide"`
 	WhoMayDecide string `json:"who_may_decide"`
+	// Presentation is the one presentation every approver surface shares (package
+	// presentation): the user's request, requester, quorum with votes so far, destination,
+	// provenance, status for this caller, every hostile string made visible.
+	Presentation presentation.Confirmation `json:"presentation"`
 }
 
 func (s *Server) approvers() (*approvers.Set, error) {
@@ -535,10 +541,10 @@ func (s *Server) mayDecide(row store.Confirmation, c Caller, owner string, set *
 	return true, ""
 }
 
-func (s *Server) confirmation(row store.Confirmation, c Caller, owner string, set *approvers.Set) Confirmation {
+func (s *Server) confirmation(ctx context.Context, row store.Confirmation, c Caller, owner string, set *approvers.Set) Confirmation {
 	conv, seq := splitTurnID(row.WorkflowID)
 	out := Confirmation{ID: row.ID, TurnID: row.WorkflowID, Conversation: conv, Seq: seq, CallID: row.CallID, Capability: row.CapabilityID,
-		Version: row.Version, ArgsDigest: row.ArgsDigest, Arguments: row.Arguments, Display: display.Text(row.Display), ExpiresAt: row.ExpiresAt.UTC(),
+		Version: row.Version, ArgsDigest: row.ArgsDigest, Arguments: display.JSON(row.Arguments), Display: display.Text(row.Display), ExpiresAt: row.ExpiresAt.UTC(),
 		ApproverGroups: row.ApproverGroups}
 	if out.ApproverGroups == nil {
 		out.ApproverGroups = []string{}
@@ -547,14 +553,24 @@ func (s *Server) confirmation(row store.Confirmation, c Caller, owner string, se
 		out.Arguments = nil
 	}
 	out.MayDecide, _ = s.mayDecide(row, c, owner, set)
-	out.WhoMayDecide = "an approver other than the turn's requester"
-	if len(row.ApproverGroups) > 0 {
-		out.WhoMayDecide += " in approver group " + strings.Join(row.ApproverGroups, " or ")
-	}
-	if row.PasskeyRequired {
-		out.WhoMayDecide += ", with a passkey on the approver page"
+	out.WhoMayDecide = whoMayDecide(row)
+	var err error
+	if out.Presentation, err = present.Present(ctx, s.opt.Store, row, c.Approver, time.Now()); err != nil {
+		s.opt.Log.Warn("appapi: present a confirmation", "confirmation", row.ID, "err", err)
 	}
 	return out
+}
+
+// whoMayDecide says who may decide row, in words.
+func whoMayDecide(row store.Confirmation) string {
+	who := "an approver other than the turn's requester"
+	if len(row.ApproverGroups) > 0 {
+		who += " in approver group " + strings.Join(row.ApproverGroups, " or ")
+	}
+	if row.PasskeyRequired {
+		who += ", with a passkey on the approver page"
+	}
+	return who
 }
 
 // ConfirmationList is GET /v1/confirmations's body.
@@ -589,7 +605,7 @@ func (s *Server) listConfirmations(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		owner, _ := s.opt.Store.TurnOwner(r.Context(), row.WorkflowID)
-		cf := s.confirmation(row, c, owner, set)
+		cf := s.confirmation(r.Context(), row, c, owner, set)
 		if !cf.MayDecide && c.Principal != "" && owner == c.Principal {
 			continue // its own turn's call: not this approver's to see as a decision
 		}

@@ -13,7 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/airlock-dev/airlock/internal/display"
+	"github.com/airlock-dev/airlock/internal/present"
 	"github.com/airlock-dev/airlock/internal/store"
+	"github.com/airlock-dev/airlock/presentation"
 )
 
 // Opener builds the Channel of one channel entry (channels.Open: the webhook, slack and email
@@ -206,12 +208,22 @@ func (d *Dispatcher) channel(name string) (Channel, error) {
 
 // deliver sends one claimed delivery and records its end.
 func (d *Dispatcher) deliver(ctx context.Context, del store.Delivery) {
-	if del.Kind == KindProposal {
+	switch del.Kind {
+	case KindProposal:
 		d.deliverProposal(ctx, del)
+		return
+	case KindMCPToolChanged:
+		var n Notice
+		if err := json.Unmarshal(del.Payload, &n); err != nil {
+			d.finish(ctx, del, store.Confirmation{}, store.NoticeFailed, "stored notice unreadable: "+err.Error())
+			return
+		}
+		d.send(ctx, del, store.Confirmation{}, n)
 		return
 	}
 	c, err := d.Store.GetConfirmation(ctx, del.ConfirmationID)
 	now := d.now()
+	final := del.Kind == KindDecided || del.Kind == KindExpired
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		d.finish(ctx, del, c, store.NoticeSkipped, "the confirmation no longer exists")
@@ -219,6 +231,7 @@ func (d *Dispatcher) deliver(ctx context.Context, del store.Delivery) {
 	case err != nil:
 		d.retry(ctx, del, c, fmt.Errorf("read confirmation: %w", err))
 		return
+	case final:
 	case c.Decision != "":
 		d.finish(ctx, del, c, store.NoticeSkipped, "the confirmation was "+c.Decision+" first")
 		return
@@ -231,6 +244,17 @@ func (d *Dispatcher) deliver(ctx context.Context, del store.Delivery) {
 		d.finish(ctx, del, c, store.NoticeFailed, "stored notice unreadable: "+err.Error())
 		return
 	}
+	// The presentation as it stands now (votes so far, the requester, a decided call's
+	// outcome): the one every surface shows. A notice stored before airlock.notice.v1 gets
+	// its envelope here.
+	n.Schema, n.Kind = SchemaV1, EventOf(del.Kind)
+	in := present.Input(c)
+	in.Limit, in.Now = valueLimit, now
+	if err := present.Gather(ctx, d.Store, c, &in); err != nil {
+		d.retry(ctx, del, c, fmt.Errorf("present confirmation: %w", err))
+		return
+	}
+	n.Present(presentation.Build(in))
 	d.send(ctx, del, c, n)
 }
 
@@ -319,6 +343,12 @@ func (d *Dispatcher) finish(ctx context.Context, del store.Delivery, c store.Con
 		case store.NoticeFailed:
 			d.Metrics.GivenUp.WithLabelValues(del.Channel).Inc()
 		}
+	}
+	switch del.Kind {
+	case KindDecided, KindExpired, KindMCPToolChanged:
+		// Recorded in the outbox (airlock doctor shows it), not in the audit: these notices
+		// follow an event the audit holds already (the decision, the expiry, the MCP change).
+		return
 	}
 	text := del.Kind + " notice to " + del.Channel
 	if detail != "" {

@@ -334,7 +334,7 @@ routes:
 		strings.Contains(parts["text/html"], `<a href="https://evil`) || !strings.Contains(parts["text/html"], `<a href="https://airlock.example/turn?id=`) {
 		t.Errorf("HTML part not escaped: %s", parts["text/html"])
 	}
-	if !strings.Contains(parts["text/plain"], "destination: host smtp.example") || !strings.Contains(parts["text/plain"], "U+202E") {
+	if !strings.Contains(parts["text/plain"], "goes to: host smtp.example") || !strings.Contains(parts["text/plain"], "U+202E") {
 		t.Errorf("text part: %s", parts["text/plain"])
 	}
 	for ct, p := range parts {
@@ -485,7 +485,7 @@ routes:
 		_ = json.Unmarshal(body, &n)
 		kinds[n.Kind+"/"+n.Channel+"/"+n.ConfirmationID]++
 	}
-	if kinds["escalation/lead/cf-000a"] != 1 || kinds["reminder/team/cf-000a"] != 1 || kinds["reminder/team/cf-000b"] != 0 {
+	if kinds["confirmation_escalated/lead/cf-000a"] != 1 || kinds["confirmation_reminder/team/cf-000a"] != 1 || kinds["confirmation_reminder/team/cf-000b"] != 0 {
 		t.Fatalf("kinds: %v", kinds)
 	}
 	evs, _ := st.ListAudit(context.Background(), a.WorkflowID)
@@ -650,7 +650,7 @@ routes: [{capabilities: ["proposal.*"], channels: [hook]}]
 	}
 	var n notify.Notice
 	_ = json.Unmarshal(hook.bodies[0], &n)
-	if n.Kind != notify.KindProposal || n.Link != "https://airlock.example/proposals#pr-1" || len(n.Arguments) != 1 || !strings.Contains(n.Arguments[0], "U+202E") {
+	if n.Kind != notify.EventProposal || n.Link != "https://airlock.example/proposals#pr-1" || len(n.Arguments) != 1 || !strings.Contains(n.Arguments[0], "U+202E") {
 		t.Fatalf("notice: %+v", n)
 	}
 	inert(t, "proposal notice", string(hook.bodies[0]))
@@ -708,5 +708,136 @@ func TestNoticeKeepsTheUntrustedMark(t *testing.T) {
 	}
 	if !strings.HasPrefix(line, "/recipient: ⚠ from files.read") || !strings.Contains(line, "only in untrusted data") {
 		t.Fatalf("notice line = %q, want the mark first and the verdict kept", line)
+	}
+}
+
+// A decided and an expired confirmation are notified once each (issue 34) to the channels told
+// of them (the route's and its escalation channel), however often the recording activity
+// enqueues them; they are sent although the confirmation is decided (the skip rule is for
+// pending notices), carry the decision and the outcome, and add no audit row.
+func TestDecidedAndExpiredNoticesAreSentOnce(t *testing.T) {
+	st := openStore(t)
+	dir := t.TempDir()
+	hook := &webhookReceiver{secret: []byte("s"), got: map[string]int{}}
+	hs := httptest.NewServer(hook)
+	defer hs.Close()
+	t.Setenv("TEST_HOOK_SECRET", "s")
+	cfgPath := filepath.Join(dir, "notify.yaml")
+	writeFile(t, cfgPath, `channels:
+  - {name: team, type: webhook, url: `+hs.URL+`/team, secret: {env: TEST_HOOK_SECRET}}
+  - {name: lead, type: webhook, url: `+hs.URL+`/lead, secret: {env: TEST_HOOK_SECRET}}
+routes:
+  - {capabilities: [send_email], channels: [team], escalate_at: 0.8, escalate_to: [lead]}
+`)
+	src := notify.NewSource(cfgPath)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	a := confirmation(t, st, "cf-00d1", now)
+	b := confirmation(t, st, "cf-00e2", now)
+	ob := &notify.Outbox{Store: st, Source: src}
+	if err := ob.Decided(ctx, a); err != nil { // undecided: nothing owed
+		t.Fatal(err)
+	}
+	if err := st.DecideConfirmation(ctx, a.ID, store.DecisionDenied, "bob", "wrong <b>account</b>\u202e", now); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DecideConfirmation(ctx, b.ID, store.DecisionExpired, "", "", now); err != nil {
+		t.Fatal(err)
+	}
+	a, _ = st.GetConfirmation(ctx, a.ID)
+	b, _ = st.GetConfirmation(ctx, b.ID)
+	for i := 0; i < 2; i++ { // a retried recording activity enqueues again
+		for _, c := range []store.Confirmation{a, b} {
+			if err := ob.Decided(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	before, _ := st.ListAudit(ctx, a.WorkflowID)
+	d := &notify.Dispatcher{Store: st, Source: src, Open: channels.Open}
+	for i := 0; i < 2; i++ {
+		if err := d.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d.Wait()
+	}
+	want := map[string]int{notify.DeliveryID(a.ID, notify.KindDecided, "team"): 1, notify.DeliveryID(a.ID, notify.KindDecided, "lead"): 1,
+		notify.DeliveryID(b.ID, notify.KindExpired, "team"): 1, notify.DeliveryID(b.ID, notify.KindExpired, "lead"): 1}
+	if len(hook.got) != len(want) {
+		t.Fatalf("deliveries %v, want %v", hook.got, want)
+	}
+	for id, n := range want {
+		if hook.got[id] != n {
+			t.Fatalf("deliveries %v, want %v", hook.got, want)
+		}
+	}
+	kinds := map[string]string{}
+	for _, body := range hook.bodies {
+		inert(t, "decided notice", string(body))
+		var n notify.Notice
+		if err := json.Unmarshal(body, &n); err != nil {
+			t.Fatal(err)
+		}
+		if n.Schema != notify.SchemaV1 || n.Confirmation == nil || n.Decision == nil {
+			t.Fatalf("notice: %s", body)
+		}
+		kinds[n.ConfirmationID] = n.Kind + "/" + n.Decision.Decision + "/" + n.Outcome + "/" + n.Confirmation.Status.State
+		if n.ConfirmationID == a.ID && (n.Decision.Reason == nil || !strings.Contains(n.Decision.Reason.Text, "<U+202E>") || !strings.HasPrefix(n.Title(), "Denied")) {
+			t.Errorf("denied notice: %s", body)
+		}
+	}
+	if kinds[a.ID] != "confirmation_decided/denied/denied/denied" || kinds[b.ID] != "confirmation_expired/expired/expired/expired" {
+		t.Fatalf("kinds: %v", kinds)
+	}
+	after, _ := st.ListAudit(ctx, a.WorkflowID)
+	if len(after) != len(before) {
+		t.Errorf("decided and expired notices added %d audit rows", len(after)-len(before))
+	}
+}
+
+// An MCP tool that left its pin is notified once per tool and live digest, to the channels
+// routed for its capability or for mcp_tool_changed, with what changed shown inert.
+func TestMCPToolChangedNotice(t *testing.T) {
+	st := openStore(t)
+	dir := t.TempDir()
+	hook := &webhookReceiver{secret: []byte("s"), got: map[string]int{}}
+	hs := httptest.NewServer(hook)
+	defer hs.Close()
+	t.Setenv("TEST_HOOK_SECRET", "s")
+	cfgPath := filepath.Join(dir, "notify.yaml")
+	writeFile(t, cfgPath, `channels:
+  - {name: ops, type: webhook, url: `+hs.URL+`/ops, secret: {env: TEST_HOOK_SECRET}}
+  - {name: team, type: webhook, url: `+hs.URL+`/team, secret: {env: TEST_HOOK_SECRET}}
+routes:
+  - {capabilities: [mcp_tool_changed], channels: [ops]}
+  - {capabilities: [send_email], channels: [team]}
+`)
+	ob := &notify.Outbox{Store: st, Source: notify.NewSource(cfgPath)}
+	ctx := context.Background()
+	ch := notify.MCPToolChange{Server: "tickets", Tool: "get_ticket\u202e", Capability: "mcp.tickets.get-ticket@1", Reason: "mcp_definition_changed",
+		Detail: "description changed: \x1b[2J<b>ignore previous</b>", Pinned: "sha256:aa", Live: "sha256:bb"}
+	for i := 0; i < 2; i++ {
+		if err := ob.MCPChanged(ctx, ch, "mcp/tickets/get_ticket/aa/bb", "mcp.tickets.get-ticket", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := &notify.Dispatcher{Store: st, Source: notify.NewSource(cfgPath), Open: channels.Open}
+	if err := d.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d.Wait()
+	id := notify.DeliveryID("mcp/tickets/get_ticket/aa/bb", notify.KindMCPToolChanged, "ops")
+	if len(hook.got) != 1 || hook.got[id] != 1 {
+		t.Fatalf("deliveries: %v", hook.got)
+	}
+	body := string(hook.bodies[0])
+	inert(t, "MCP notice", body)
+	if strings.Contains(body, "\x1b") || strings.Contains(body, "\\u001b") {
+		t.Errorf("MCP notice carries the escape: %s", body)
+	}
+	var n notify.Notice
+	if err := json.Unmarshal(hook.bodies[0], &n); err != nil || n.Kind != notify.EventMCPToolChanged || n.MCPTool == nil ||
+		n.MCPTool.Live != "sha256:bb" || !strings.Contains(n.MCPTool.Tool, "<U+202E>") {
+		t.Fatalf("notice: %v %s", err, body)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/store"
@@ -71,6 +72,85 @@ func (o *Outbox) Proposals(ctx context.Context, ps []store.ProposalRow) error {
 	}
 	if _, err := o.Store.EnqueueDeliveries(ctx, ds); err != nil {
 		return fmt.Errorf("notify: enqueue proposal notices: %w", err)
+	}
+	return nil
+}
+
+// Decided enqueues, once per channel, the notice that confirmation c (as stored, decided) was
+// decided (KindDecided) or expired (KindExpired), to the channels told of it: the routes'
+// channels and their escalation channels. The notice's presentation is read again when it is
+// sent (the execution's outcome included). An undecided c enqueues nothing. Idempotent by
+// delivery id: the activity that records the decision calls it on every attempt.
+func (o *Outbox) Decided(ctx context.Context, c store.Confirmation) error {
+	kind := KindDecided
+	switch c.Decision {
+	case store.DecisionApproved, store.DecisionDenied:
+	case store.DecisionExpired:
+		kind = KindExpired
+	default:
+		return nil
+	}
+	f, _, err := o.Source.Current()
+	if err != nil && o.Log != nil {
+		o.Log.Warn("notify file", "error", err)
+	}
+	if f == nil {
+		return nil
+	}
+	plan := f.PlanFor(c.CapabilityID, c.ApproverGroups)
+	chans := append([]string{}, plan.Now...)
+	for _, ch := range sortedKeys(plan.Escalate) {
+		if !slices.Contains(chans, ch) {
+			chans = append(chans, ch)
+		}
+	}
+	at := c.CreatedAt
+	if c.DecidedAt != nil {
+		at = *c.DecidedAt
+	}
+	var ds []store.Delivery
+	for _, ch := range chans {
+		n := Build(c, kind, ch, f.BaseURL)
+		b, err := json.Marshal(n)
+		if err != nil {
+			return fmt.Errorf("notify: encode notice: %w", err)
+		}
+		ds = append(ds, store.Delivery{ID: n.DeliveryID, ConfirmationID: c.ID, Channel: ch, Kind: kind, Payload: b, DueAt: at})
+	}
+	if _, err := o.Store.EnqueueDeliveries(ctx, ds); err != nil {
+		return fmt.Errorf("notify: enqueue %s notices of %s: %w", kind, c.ID, err)
+	}
+	return nil
+}
+
+// MCPChanged enqueues the notice that a pinned MCP tool left its pin, once per tool and live
+// digest (subject: the change's key), to the channels of the routes that match its capability
+// id or "mcp_tool_changed" (a route with capabilities: [mcp_tool_changed] gets only these).
+func (o *Outbox) MCPChanged(ctx context.Context, ch MCPToolChange, subject, capabilityID string, at time.Time) error {
+	f, _, err := o.Source.Current()
+	if err != nil && o.Log != nil {
+		o.Log.Warn("notify file", "error", err)
+	}
+	if f == nil {
+		return nil
+	}
+	chans := f.PlanFor(capabilityID, nil).Now
+	for _, c := range f.PlanFor(KindMCPToolChanged, nil).Now {
+		if !slices.Contains(chans, c) {
+			chans = append(chans, c)
+		}
+	}
+	var ds []store.Delivery
+	for _, name := range chans {
+		n := BuildMCP(ch, subject, name, at)
+		b, err := json.Marshal(n)
+		if err != nil {
+			return fmt.Errorf("notify: encode notice: %w", err)
+		}
+		ds = append(ds, store.Delivery{ID: n.DeliveryID, ConfirmationID: subject, Channel: name, Kind: KindMCPToolChanged, Payload: b, DueAt: at.UTC()})
+	}
+	if _, err := o.Store.EnqueueDeliveries(ctx, ds); err != nil {
+		return fmt.Errorf("notify: enqueue MCP change notices: %w", err)
 	}
 	return nil
 }

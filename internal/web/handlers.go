@@ -16,7 +16,9 @@ import (
 	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/passkey"
+	"github.com/airlock-dev/airlock/internal/present"
 	"github.com/airlock-dev/airlock/internal/store"
+	"github.com/airlock-dev/airlock/presentation"
 	"github.com/airlock-dev/airlock/workflows"
 )
 
@@ -122,6 +124,19 @@ type card struct {
 	// Passkey: a decision counts only with the approver's passkey (the page asks the
 	// authenticator to sign it; policy "approval/passkey").
 	Passkey bool
+	// P is the presentation every surface shares; the fields below are read from it.
+	P presentation.Confirmation
+	// UserRequest is the turn's user message that asked; Deciders and QuorumLine who may
+	// decide and the votes so far ("2 needed, 1 so far (erin)").
+	UserRequest          shown
+	Deciders, QuorumLine string
+	// Status is the status in plain words (presentation.Confirmation.StatusLine), State and
+	// Outcome its words (pending, voted, approved, denied, expired; executed, failed, …).
+	Status, State, Outcome string
+	// Voted: the viewer's approval counted and more are needed: no Approve for them.
+	Voted bool
+	// Editable: an edit can be decided (a quorum of more than one approval refuses edits).
+	Editable bool
 }
 
 // event is one audit row as the page shows it.
@@ -150,33 +165,83 @@ func conversationOf(workflowID string) string {
 
 func turnLink(workflowID string) string { return "/turn?id=" + url.QueryEscape(workflowID) }
 
-// toolOf is the model's tool name from a confirmation's display line ("name {args}").
-func toolOf(displayLine string) string {
-	if i := strings.IndexByte(displayLine, ' '); i >= 0 {
-		return displayLine[:i]
+// card is c as the page shows it for the signed-in approver: every fact comes from the one
+// presentation every surface shares (approval.Present: capability, description, destination,
+// arguments, provenance, the user's request, requester, groups and quorum with votes, expiry,
+// status); the page adds its forms. principal is what Temporal says the turn's starter named
+// (shown as not attested when the store knows no attested requester); evs, when set, are the
+// turn's audit rows (the outcome of a decided call is read from them, else from the store).
+func (s *Server) card(r *http.Request, c store.Confirmation, principal string, now time.Time, evs []store.AuditEvent) card {
+	me := current(r).session.approver
+	in := present.Input(c)
+	in.Viewer, in.Now, in.Limit, in.ClaimedPrincipal = me, now, fieldLimit, claimed(principal)
+	if evs != nil {
+		// Gather would read the audit again: the caller read this turn's already.
+		gc := c
+		gc.Decision = ""
+		if err := present.Gather(r.Context(), s.opt.Store, gc, &in); err != nil {
+			s.opt.Log.Warn("web: read a confirmation's votes", "confirmation", c.ID, "err", err)
+		}
+		if c.Decision == store.DecisionApproved {
+			in.Outcome = present.OutcomeOf(evs, c)
+		}
+	} else if err := present.Gather(r.Context(), s.opt.Store, c, &in); err != nil {
+		s.opt.Log.Warn("web: read a confirmation's votes", "confirmation", c.ID, "err", err)
 	}
-	return displayLine
-}
-
-func (s *Server) card(r *http.Request, c store.Confirmation, principal string, now time.Time) card {
-	return card{CSRF: current(r).csrf, DecidedAt: c.DecidedAt,
-		ID: c.ID, WorkflowID: show(c.WorkflowID, fieldLimit), WorkflowIDRaw: c.WorkflowID, TurnLink: turnLink(c.WorkflowID),
+	p := presentation.Build(in)
+	out := card{CSRF: current(r).csrf, DecidedAt: c.DecidedAt, P: p,
+		ID: c.ID, WorkflowID: shownOf(p.TurnID), WorkflowIDRaw: c.WorkflowID, TurnLink: turnLink(c.WorkflowID),
 		TemporalURL: s.opt.WorkflowURL(c.WorkflowID), Conversation: show(conversationOf(c.WorkflowID), fieldLimit),
-		Principal: show(principal, fieldLimit), Tool: show(toolOf(c.Display), fieldLimit), Capability: c.CapabilityID,
-		Version: c.Version, Seq: c.Seq, Fields: fields(c.Arguments), Literal: show(string(c.Arguments), literalLimit),
-		Leaves: leaves(c.Arguments), Disclosure: disclosure(c.Disclosure), Origins: origins(c.Provenance), ArgsDigest: c.ArgsDigest, Edit: editable(c.Arguments),
-		CreatedAt: c.CreatedAt, ExpiresAt: c.ExpiresAt, Expired: c.Decision == "" && !now.Before(c.ExpiresAt),
-		Decision: c.Decision, Approver: show(approverLine(c), fieldLimit), Reason: show(c.Reason, fieldLimit),
-		Passkey: c.PasskeyRequired,
+		Principal: requesterShown(p.Requester), Tool: shownOf(p.Tool), Capability: p.Capability,
+		Version: p.Version, Seq: p.Seq, Literal: show(string(c.Arguments), literalLimit),
+		ArgsDigest: c.ArgsDigest, Edit: editable(c.Arguments),
+		CreatedAt: c.CreatedAt, ExpiresAt: c.ExpiresAt, Expired: p.Status.State == presentation.StateExpired,
+		Decision: c.Decision, Passkey: p.PasskeyRequired,
+		UserRequest: shownOf(p.UserRequest), Deciders: p.Quorum.Deciders(), QuorumLine: p.Quorum.Line(),
+		Status: p.StatusLine(), State: p.Status.State, Outcome: p.Status.Outcome,
+		Voted: p.Status.State == presentation.StateVoted, Editable: p.Quorum.Needed <= 1,
 	}
+	if p.Status.DecidedBy != nil {
+		out.Approver = shownOf(*p.Status.DecidedBy)
+	}
+	if p.Status.Reason != nil {
+		out.Reason = shownOf(*p.Status.Reason)
+	}
+	for _, f := range p.Arguments {
+		out.Fields = append(out.Fields, field{Name: shown{Text: f.Path}, Value: shownOf(f.Value)})
+	}
+	if p.Destination.Guessed {
+		for _, l := range p.Destination.Sends {
+			out.Leaves = append(out.Leaves, leave{Kind: l.Kind, Name: shown{Text: l.Path}, Value: shownOf(l.Value)})
+		}
+	} else if p.Destination.Line != "unknown" {
+		out.Disclosure = disclosedOf(p)
+	}
+	for _, o := range p.Provenance {
+		out.Origins = append(out.Origins, origin{Path: shown{Text: o.Path}, Label: shownOf(o.Label), Untrusted: o.UntrustedOnly, Unattributed: o.Unattributed})
+	}
+	return out
 }
 
-// approverLine is who decided c and how they proved it (issue 21: "alice · CLI credential").
-func approverLine(c store.Confirmation) string {
-	if c.ApproverProof == "" || c.Approver == "" {
-		return c.Approver
+// claimed is the principal Temporal's search attribute names, without the page's notes.
+func claimed(principal string) string {
+	p, _, _ := strings.Cut(principal, " · ")
+	return p
+}
+
+// requesterShown is the requester line of the card ("alice · attested by client app").
+func requesterShown(r presentation.Requester) shown {
+	if r.Principal.Text == "" {
+		return shown{}
 	}
-	return c.Approver + " · " + c.ApproverProof
+	out := shownOf(r.Principal)
+	if r.Attested {
+		out.Text += " · attested by client " + r.Client.Text
+		out.Flags = append(out.Flags, r.Client.Flags...)
+	} else {
+		out.Text += " · NOT attested (the turn's request did not prove it)"
+	}
+	return out
 }
 
 func (s *Server) event(e store.AuditEvent) event {
@@ -366,7 +431,7 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 	wg.Wait()
 	for _, c := range rows {
 		i := index[c.WorkflowID]
-		data.Groups[i].Cards = append(data.Groups[i].Cards, s.card(r, c, infos[i].Principal, now))
+		data.Groups[i].Cards = append(data.Groups[i].Cards, s.card(r, c, infos[i].Principal, now, nil))
 	}
 	s.render(w, r, http.StatusOK, "inbox", "Pending decisions", data)
 }
@@ -441,9 +506,9 @@ func (s *Server) turn(w http.ResponseWriter, r *http.Request) {
 	now := s.opt.Now()
 	for _, c := range rows {
 		if c.Decision == "" {
-			d.Pending = append(d.Pending, s.card(r, c, info.Principal, now))
+			d.Pending = append(d.Pending, s.card(r, c, info.Principal, now, evs))
 		} else {
-			d.Decided = append(d.Decided, s.card(r, c, info.Principal, now))
+			d.Decided = append(d.Decided, s.card(r, c, info.Principal, now, evs))
 		}
 	}
 	for _, e := range evs {
@@ -494,8 +559,20 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 	}
 	var d historyData
 	now := s.opt.Now()
+	turns := map[string][]store.AuditEvent{} // each turn's audit read once for the outcomes
 	for _, c := range rows {
-		d.Decided = append(d.Decided, s.card(r, c, "", now))
+		tevs, ok := turns[c.WorkflowID]
+		if !ok {
+			if tevs, err = s.opt.Store.ListAudit(ctx, c.WorkflowID); err != nil {
+				s.fail(w, r, http.StatusInternalServerError, "could not read the audit", err)
+				return
+			}
+			if tevs == nil {
+				tevs = []store.AuditEvent{}
+			}
+			turns[c.WorkflowID] = tevs
+		}
+		d.Decided = append(d.Decided, s.card(r, c, "", now, tevs))
 	}
 	for i := len(evs) - 1; i >= 0 && len(d.Events) < 200; i-- {
 		e := evs[i]
@@ -614,6 +691,34 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, me signedIn, a a
 	http.Redirect(w, r, turnLink(a.WorkflowID)+"#answer", http.StatusSeeOther)
 }
 
+// plainRefusal says in plain words why the turn did not accept a decision (the code follows
+// in brackets, for whoever supports the approver).
+func plainRefusal(code string) string {
+	switch code {
+	case activities.ApproverIsRequester:
+		return "the person who asked for this call cannot approve it (a second person must)"
+	case activities.ApproverIneligible:
+		return "you are not in the approver groups that decide this call"
+	case activities.ApproverAlreadyApproved:
+		return "your approval already counts; another approver must approve too"
+	case activities.StaleDigest:
+		return "the arguments changed since this page showed them: reload and decide on what it asks now"
+	case activities.TokenExpired:
+		return "the call expired before your decision arrived"
+	case activities.TokenRegistryChanged:
+		return "the capability or its policy changed since the call was put to you: it is asked again"
+	case activities.TokenReplayed, activities.NonceReplayed, activities.NonceMissing, activities.DecisionMACInvalid, activities.TokenBindingMismatch:
+		return "the decision could not be verified as made on this call just now (another decision may have arrived at the same moment)"
+	case activities.ApproverUnauthenticated, activities.ApproverMissing:
+		return "the turn could not verify who you are"
+	case activities.PasskeyRequired, activities.PasskeyUnknown, activities.PasskeyInvalid, activities.PasskeyReplayed:
+		return "this call needs your registered passkey, and the passkey's answer did not verify for this decision"
+	case activities.BadDecision:
+		return "this decision is not possible on this call"
+	}
+	return "the turn refused the decision"
+}
+
 // verdictText says what became of a decision, for the approver.
 func verdictText(id string, req approval.Request, err error) (bool, string) {
 	var np *approval.NotPendingError
@@ -638,16 +743,16 @@ func verdictText(id string, req approval.Request, err error) (bool, string) {
 		return false, "Not decided: " + np.Error()
 	case errors.As(err, &ref) && ref.Code == activities.QuorumPending:
 		// Counted towards the capability's quorum (issue 21): the call waits for others.
-		return true, fmt.Sprintf("Approval of %s by %s recorded: %s", id, req.Approver, ref.Detail)
+		return true, fmt.Sprintf("Your approval of %s counted; the call waits for more approvals (the card shows who approved so far).", id)
 	case errors.As(err, &ref):
-		msg := "Refused by the turn: " + ref.Code
+		msg := "Not accepted: " + plainRefusal(ref.Code)
 		if ref.Detail != "" {
 			msg += " (" + ref.Detail + ")"
 		}
 		if ref.Reissued {
-			msg += "; the proposal is still pending: decide again"
+			msg += ". The call still waits: decide again"
 		}
-		return false, msg
+		return false, msg + ". [" + ref.Code + "]"
 	case errors.Is(err, context.DeadlineExceeded):
 		return false, "No answer from the turn in time (is a worker running?); the decision was not accepted."
 	}

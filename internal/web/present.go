@@ -6,8 +6,7 @@ import (
 	"strings"
 
 	"github.com/airlock-dev/airlock/internal/display"
-	"github.com/airlock-dev/airlock/internal/provenance"
-	"github.com/airlock-dev/airlock/registry"
+	"github.com/airlock-dev/airlock/presentation"
 )
 
 // Truncation limits, in runes of the visible form.
@@ -44,6 +43,43 @@ func fromValue(v display.Value) shown {
 	return out
 }
 
+// shownOf is a presentation value as the page's templates show it.
+func shownOf(t presentation.Text) shown {
+	out := shown{Text: t.Text, Full: t.Full, Truncated: t.Truncated(), Flags: t.Flags}
+	if out.Full == "" {
+		out.Full = t.Text
+	}
+	if len(t.Hosts) > 0 {
+		out.Note = "host is " + strings.Join(t.Hosts, ", ")
+	}
+	return out
+}
+
+// disclosedOf is the card's "what leaves the machine" block of p (declared, not guessed).
+func disclosedOf(p presentation.Confirmation) *disclosed {
+	d := &disclosed{Description: shownOf(p.Description), SideEffect: p.SideEffect, Network: p.Network, Kind: p.Destination.Kind}
+	if p.Destination.Name != nil {
+		d.Name = shownOf(*p.Destination.Name)
+	}
+	for _, h := range p.Destination.Hosts {
+		dh := disclosedHost{Host: shownOf(h.Host), Field: h.Field, Differs: h.Written != nil || h.Error != nil}
+		if h.Written != nil {
+			dh.Written = shownOf(*h.Written)
+		}
+		if h.Error != nil {
+			dh.Error = shownOf(*h.Error)
+		}
+		if dh.Differs {
+			dh.Host.Flags = append(dh.Host.Flags, FlagHostDiffers)
+		}
+		d.Hosts = append(d.Hosts, dh)
+	}
+	for _, f := range p.Destination.Sends {
+		d.Leaving = append(d.Leaving, field{Name: shown{Text: f.Path}, Value: shownOf(f.Value)})
+	}
+	return d
+}
+
 // field is one argument leaf as the page shows it: its path (keys made visible and quoted
 // when not plain) and its value.
 type field struct {
@@ -59,33 +95,6 @@ type leave struct {
 	Value shown
 }
 
-// fields splits the arguments into their leaves (display.Arguments); arguments that are not
-// one JSON value are one field named "(arguments)".
-func fields(raw json.RawMessage) []field {
-	fs, err := display.Arguments(raw, fieldLimit)
-	if err != nil {
-		return []field{{Name: shown{Text: "(arguments)"}, Value: show(string(raw), fieldLimit)}}
-	}
-	out := make([]field, len(fs))
-	for i, f := range fs {
-		out[i] = field{Name: shown{Text: f.Path}, Value: fromValue(f.Value)}
-	}
-	return out
-}
-
-// leaves is what the call's arguments would send out of the machine (display.Egress).
-func leaves(raw json.RawMessage) []leave {
-	ls, err := display.Egress(raw, fieldLimit)
-	if err != nil {
-		return nil
-	}
-	out := make([]leave, len(ls))
-	for i, l := range ls {
-		out[i] = leave{Kind: l.Kind, Name: shown{Text: l.Path}, Value: fromValue(l.Value)}
-	}
-	return out
-}
-
 // origin is where one argument value came from (internal/provenance, issue 24): Untrusted
 // marks a value found only in capability results, the mark of a planted value.
 type origin struct {
@@ -93,15 +102,6 @@ type origin struct {
 	Label        shown
 	Untrusted    bool
 	Unattributed bool
-}
-
-// origins reads a confirmation's stored provenance report for the card.
-func origins(raw json.RawMessage) []origin {
-	var out []origin
-	for _, l := range provenance.Lines(raw) {
-		out = append(out, origin{Path: show(l.Path, fieldLimit), Label: show(l.Label, fieldLimit), Untrusted: l.Untrusted, Unattributed: l.Unattributed})
-	}
-	return out
 }
 
 // editable is the JSON for the edit form's textarea: the literal arguments, indented, with
@@ -165,45 +165,3 @@ type disclosedHost struct {
 
 // FlagHostDiffers marks a host whose written form is not the one contacted.
 const FlagHostDiffers = "host_differs"
-
-// disclosure decodes a stored disclosure (nil when there is none or it does not decode: the
-// card then falls back to the argument heuristics, leaves).
-func disclosure(raw json.RawMessage) *disclosed {
-	if len(raw) == 0 {
-		return nil
-	}
-	var d registry.Disclosure
-	if json.Unmarshal(raw, &d) != nil {
-		return nil
-	}
-	// The classes and kind are registry words, but a registry layer or an MCP server's tool
-	// list is read from outside: they are shown through display like every other value, so a
-	// bidi override or an escape sequence in one reaches the card as <U+XXXX>.
-	out := &disclosed{Description: show(d.Description, literalLimit), SideEffect: display.Visible(string(d.SideEffect)),
-		Network: display.Visible(string(d.Network)), Kind: display.Visible(string(d.Destination.Kind))}
-	if d.Destination.Name != registry.AnyHost {
-		out.Name = show(d.Destination.Name, fieldLimit)
-	}
-	for _, h := range d.Hosts {
-		dh := disclosedHost{Host: show(h.Host, fieldLimit), Field: display.Visible(h.Field), Differs: h.Differs()}
-		if h.Written != "" {
-			dh.Written = show(h.Written, fieldLimit)
-		}
-		if h.Error != "" {
-			dh.Error = show(h.Error, fieldLimit)
-		}
-		if dh.Differs {
-			dh.Host.Flags = append(dh.Host.Flags, FlagHostDiffers)
-		}
-		out.Hosts = append(out.Hosts, dh)
-	}
-	for _, lf := range d.Leaving {
-		v := string(lf.Value)
-		var s string
-		if json.Unmarshal(lf.Value, &s) == nil {
-			v = s
-		}
-		out.Leaving = append(out.Leaving, field{Name: show(lf.Field, fieldLimit), Value: show(v, fieldLimit)})
-	}
-	return out
-}

@@ -84,7 +84,7 @@ func Text(n notify.Notice) string {
 		b.WriteString("\n")
 	}
 	if n.Link != "" {
-		b.WriteString("Open the card to decide: " + n.Link + "\n")
+		b.WriteString(linkText(n) + ": " + n.Link + "\n")
 	}
 	b.WriteString("\nThis notice carries no token: deciding happens on the signed-in approver page.\n")
 	return b.String()
@@ -103,7 +103,7 @@ func HTML(n notify.Notice) string {
 		b.WriteString("</ul>")
 	}
 	if n.Link != "" {
-		b.WriteString(`<p><a href="` + e(n.Link) + `">Open the card to decide</a></p>`)
+		b.WriteString(`<p><a href="` + e(n.Link) + `">` + e(linkText(n)) + `</a></p>`)
 	}
 	b.WriteString("<p>This notice carries no token: deciding happens on the signed-in approver page.</p></body></html>")
 	return b.String()
@@ -114,25 +114,24 @@ type section struct {
 	lines []string
 }
 
+// sections is n's human text (notify.Notice.Sections: the presentation's lines).
 func sections(n notify.Notice) []section {
-	what := []string{"capability: " + n.Capability}
-	if n.Description != "" {
-		what = append(what, n.Description)
-	}
-	what = append(what, "asked by: "+n.AskedBy, "confirmation: "+n.ConfirmationID, "expires: "+n.ExpiresAt.Format(time.RFC3339))
-	args := n.Arguments
-	if n.ArgumentsOmitted > 0 {
-		args = append(append([]string{}, args...), fmt.Sprintf("… and %d more on the card", n.ArgumentsOmitted))
-	}
-	leaves := append([]string{"destination: " + n.Leaves.Destination}, n.Leaves.Hosts...)
-	out := []section{{"What", what}, {"Arguments", args}, {"What leaves the machine", append(leaves, n.Leaves.Fields...)}}
-	if len(n.Provenance) > 0 {
-		out = append(out, section{"Where the values came from", n.Provenance})
-	}
-	if len(n.Flags) > 0 {
-		out = append(out, section{"Look twice", []string{strings.Join(n.Flags, ", ")}})
+	var out []section
+	for _, sec := range n.Sections() {
+		if len(sec.Lines) > 0 {
+			out = append(out, section{sec.Title, sec.Lines})
+		}
 	}
 	return out
+}
+
+// linkText is what the card link says: decide while it waits, look afterwards.
+func linkText(n notify.Notice) string {
+	switch n.Kind {
+	case notify.EventRequested, notify.EventReminder, notify.EventEscalated:
+		return "Open the card to decide"
+	}
+	return "Open the card"
 }
 
 // Message builds the mail of n.

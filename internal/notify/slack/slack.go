@@ -133,23 +133,8 @@ func Render(n notify.Notice) Message {
 		}
 		m.Blocks = append(m.Blocks, Block{Type: "section", Text: plain(label+"\n"+strings.Join(lines, "\n"), 2900)})
 	}
-	what := []string{"capability: " + n.Capability}
-	if n.Description != "" {
-		what = append(what, n.Description)
-	}
-	what = append(what, "asked by: "+n.AskedBy, "confirmation: "+n.ConfirmationID, "expires: "+n.ExpiresAt.Format(time.RFC3339))
-	section("What", what)
-	args := n.Arguments
-	if n.ArgumentsOmitted > 0 {
-		args = append(append([]string{}, args...), fmt.Sprintf("… and %d more on the card", n.ArgumentsOmitted))
-	}
-	section("Arguments", args)
-	leaves := append([]string{"destination: " + n.Leaves.Destination}, n.Leaves.Hosts...)
-	leaves = append(leaves, n.Leaves.Fields...)
-	section("What leaves the machine", leaves)
-	section("Where the values came from", n.Provenance)
-	if len(n.Flags) > 0 {
-		section("Look twice", []string{strings.Join(n.Flags, ", ")})
+	for _, sec := range n.Sections() {
+		section(sec.Title, sec.Lines)
 	}
 	var els []Element
 	if n.Decide != "" {

@@ -1,6 +1,8 @@
 // Package webhook delivers Airlock notices (internal/notify) as signed JSON POSTs (issue 23).
 //
-// The body is the notify.Notice as JSON. Headers: X-Airlock-Delivery (the delivery id: the
+// The body is the notify.Notice as JSON, schema airlock.notice.v1 (docs/notice.v1.schema.json:
+// the event, the confirmation's one presentation, requester, decision, outcome, or the MCP
+// tool that changed; the flat fields of the notice before v1 are kept beside). Headers: X-Airlock-Delivery (the delivery id: the
 // same on every retry, for the receiver's idempotency), X-Airlock-Timestamp (Unix seconds at
 // sending) and X-Airlock-Signature ("v1=" and the hex HMAC-SHA256, keyed by the channel's
 // secret, of the timestamp, ".", and the body). Verify checks them for a receiver. Any 2xx

@@ -1,0 +1,60 @@
+package presentation_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/presentation"
+	"github.com/airlock-dev/airlock/registry"
+)
+
+// The status is said in the same plain words for every viewer and every state, and every
+// hostile string comes out visible.
+func TestStatusInPlainWords(t *testing.T) {
+	now := time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)
+	decided := now.Add(-time.Minute)
+	base := presentation.Input{ID: "cf-1", WorkflowID: "turn/c\u202e/1", CapabilityID: "payments.send", Version: 2, ToolName: "send\x1b[2J",
+		Arguments: json.RawMessage(`{"to":"a\u200bb"}`), Groups: []string{"finance"}, Quorum: 2, Approvals: []string{"erin"},
+		ExpiresAt: now.Add(time.Hour), Now: now, UserRequest: "<b>pay</b>\u202e",
+		Disclosure: &registry.Disclosure{Description: "Send money", Destination: registry.Destination{Kind: "host", Name: "bank.example"}}}
+	for _, tc := range []struct {
+		name string
+		edit func(*presentation.Input)
+		want string
+	}{
+		{"pending", func(*presentation.Input) {}, "waiting for a decision: 2 needed, 1 so far (erin)"},
+		{"voted", func(in *presentation.Input) { in.Viewer = "erin" }, "your approval counted; 1 more needed from finance"},
+		{"ran", func(in *presentation.Input) {
+			in.Decision, in.DecidedBy, in.DecidedAt, in.Outcome = "approved", "bob", &decided, "executed"
+		}, "approved by bob; it ran"},
+		{"failed", func(in *presentation.Input) { in.Decision, in.DecidedBy, in.Outcome = "approved", "bob", "failed" }, "approved by bob; it ran and failed"},
+		{"denied", func(in *presentation.Input) { in.Decision, in.DecidedBy, in.Reason = "denied", "bob", "no\u202e" },
+			"denied by bob: no<U+202E> [flags: bidi_control]; the call never ran"},
+		{"expired", func(in *presentation.Input) { in.Decision = "expired" }, "expired: nobody decided in time; the call never ran"},
+		{"expired undecided", func(in *presentation.Input) { in.Now = now.Add(2 * time.Hour) }, "expired: nobody decided in time; the call never ran"},
+	} {
+		in := base
+		tc.edit(&in)
+		c := presentation.Build(in)
+		if got := c.StatusLine(); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+		b, _ := json.Marshal(c)
+		var lines []string
+		for _, l := range c.Lines(0) {
+			lines = append(lines, l.Label+": "+l.Text)
+		}
+		for _, raw := range []string{"\u202e", "\u200b", "\x1b"} {
+			if strings.Contains(string(b), raw) || strings.Contains(strings.Join(lines, "\n"), raw) {
+				t.Errorf("%s: %q reached the presentation raw", tc.name, raw)
+			}
+		}
+	}
+	c := presentation.Build(base)
+	if c.Destination.Line != "host bank.example" || c.Quorum.Line() != "2 needed, 1 so far (erin)" || c.UserRequest.Text != "<b>pay</b><U+202E>" ||
+		c.Ref() != "payments.send@2" || c.Expiry() != "2026-12-05T09:00:00Z" {
+		t.Fatalf("presentation: %+v", c)
+	}
+}
