@@ -308,18 +308,7 @@ func Build(in Input) Confirmation {
 		limit = DefaultLimit
 	}
 	flags := map[string]bool{}
-	text := func(s string) Text {
-		v := display.Show(s, limit)
-		t := Text{Text: v.Short, Hosts: v.Hosts}
-		if v.Has(display.FlagTruncated) {
-			t.Full = v.Full
-		}
-		for _, f := range v.Flags {
-			t.Flags = append(t.Flags, string(f))
-			flags[string(f)] = true
-		}
-		return t
-	}
+	text := func(s string) Text { return fromValue(display.Show(s, limit), flags) }
 	word := func(s string) string { return display.Visible(display.OneLine(s)) }
 	conv, _ := splitTurnID(in.WorkflowID)
 	c := Confirmation{
@@ -488,6 +477,7 @@ func (c Confirmation) Decided() bool {
 	return c.Status.State != StatePending && c.Status.State != StateVoted
 }
 
+// fromValue is v as a Text, its flags also collected into flags.
 func fromValue(v display.Value, flags map[string]bool) Text {
 	t := Text{Text: v.Short, Hosts: v.Hosts}
 	if v.Has(display.FlagTruncated) {
