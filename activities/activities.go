@@ -499,7 +499,11 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
 	}
 	pol := a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version, Cedar: in.Cedar})
-	if err := a.auditIssued(ctx, in, row, pol.Approvals(), pol.DistinctApprover); err != nil {
+	quorum := row.Quorum // what the stored row was issued with (a retry reports the first attempt's)
+	if quorum < 1 {
+		quorum = pol.Approvals()
+	}
+	if err := a.auditIssued(ctx, in, row, quorum, pol.DistinctApprover); err != nil {
 		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
 	}
 	a.emitPending(ctx, in, row)

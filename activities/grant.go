@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/store"
+	"github.com/airlock-dev/airlock/registry"
 	"github.com/airlock-dev/airlock/internal/token"
 )
 
@@ -95,12 +96,40 @@ func (a *Activities) grant(ctx context.Context, row store.Confirmation, in Consu
 // the grant's approver and audits the use (and the grant's end, when this was its last use,
 // and any grant of this scope found expired or voided by a policy change). ok is false when no
 // grant covers the call; a call that needs more than one approval never uses one.
+// grantAccepts judges whether grant g may answer this call in its approver's name, as a
+// decision by them on this call would be judged (found by an attack helper): "" it may;
+// store.GrantApproverGone when the approver no longer stands (removed, or out of the
+// capability's policy groups: the grant is closed, no use is burnt and the call asks);
+// store.GrantSkip when this call asks for deciders the approver is not (a Cedar ask whose
+// groups depend on the call's context, where each value came from) or for four eyes the
+// approver cannot give (they are the turn's principal or requester): the call asks.
+func (a *Activities) grantAccepts(g store.Grant, in IssueInput, pol registry.PolicyEntry) string {
+	if counted, _, err := a.standing(in.CapabilityID, in.Version, []string{g.Approver}); err != nil || len(counted) == 0 {
+		return store.GrantApproverGone
+	}
+	if len(pol.ApproverGroups) > 0 {
+		if a.Approvers == nil {
+			return store.GrantSkip
+		}
+		set, err := a.Approvers()
+		if err != nil || set == nil || !set.Eligible(g.Approver, pol.ApproverGroups) {
+			return store.GrantSkip
+		}
+	}
+	if pol.DistinctApprover && (a.samePerson(g.Approver, in.Principal) || (in.Requester != "" && a.samePerson(g.Approver, in.Requester))) {
+		return store.GrantSkip
+	}
+	return ""
+}
+
 func (a *Activities) useGrant(ctx context.Context, id, rev string, in IssueInput, now time.Time) (out IssueOutput, ok bool, err error) {
-	if a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version, Cedar: in.Cedar}).Approvals() > 1 {
+	pol := a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version, Cedar: in.Cedar})
+	if pol.Approvals() > 1 {
 		return IssueOutput{}, false, nil
 	}
 	use, lapsed, err := a.Store.UseGrant(ctx, store.GrantScope{ConfirmationID: id, Conversation: turnConversation(in.Conversation, in.WorkflowID),
-		Principal: in.Principal, CapabilityID: in.CapabilityID, Version: in.Version, ArgsDigest: in.ArgsDigest, RegistryRevision: rev, At: now})
+		Principal: in.Principal, CapabilityID: in.CapabilityID, Version: in.Version, ArgsDigest: in.ArgsDigest, RegistryRevision: rev, At: now,
+		Accept: func(g store.Grant) string { return a.grantAccepts(g, in, pol) }})
 	if err != nil {
 		return IssueOutput{}, false, fmt.Errorf("repeat grant for %s: %w", id, err)
 	}
@@ -115,8 +144,11 @@ func (a *Activities) useGrant(ctx context.Context, id, rev string, in IssueInput
 	}
 	for _, g := range lapsed {
 		why := "its time ran out at " + g.ExpiresAt.UTC().Format(time.RFC3339)
-		if g.Closed == store.GrantPolicyChanged {
+		switch g.Closed {
+		case store.GrantPolicyChanged:
 			why = "the capability's registry entry or policy changed since it was granted"
+		case store.GrantApproverGone:
+			why = g.Approver + " no longer stands as an approver of it (removed, or out of its groups)"
 		}
 		if err := audit(g.ID+"/"+AuditGrantClosed, AuditGrantClosed, g.Closed, g.Approver,
 			fmt.Sprintf("repeat grant %s by %s no longer counts (%d of %d uses left): %s; this call asks a human", g.ID, g.Approver, g.Remaining, g.Granted, why)); err != nil {
@@ -141,6 +173,11 @@ func (a *Activities) useGrant(ctx context.Context, id, rev string, in IssueInput
 	}
 	if row.Decision != store.DecisionApproved || row.Approver != g.Approver || row.ArgsDigest != in.ArgsDigest {
 		return IssueOutput{}, false, fmt.Errorf("repeat grant for %s: the confirmation already holds another decision", id)
+	}
+	// The row says how it was approved: by the grant, on the confirmation its approver decided
+	// (their proof is recorded there), never as if the approver had decided this one.
+	if err := a.Store.SetApproverProof(ctx, id, g.Approver, fmt.Sprintf("repeat grant %s, given with the approval of %s", g.ID, g.ConfirmationID)); err != nil {
+		return IssueOutput{}, false, fmt.Errorf("repeat grant for %s: %w", id, err)
 	}
 	if err := audit(fmt.Sprintf("%s/%s/%d/%s", in.WorkflowID, in.RunID, in.Seq, AuditGrantUsed), AuditGrantUsed, g.ID, g.Approver,
 		fmt.Sprintf("ran without asking under repeat grant %s by %s (approved on %s); %d of %d uses left", g.ID, g.Approver, g.ConfirmationID, use.Remaining, g.Granted)); err != nil {

@@ -4,6 +4,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/receipts"
 	"github.com/airlock-dev/airlock/internal/store"
+	"github.com/airlock-dev/airlock/registry"
 )
 
 // receiptFacts is what stage 6 knows of a call beyond its audit row, for the row's receipts
@@ -23,11 +24,15 @@ func (a *Activities) receiptFacts(r *AuditRecord, msgs []inference.Message) *sto
 		if c.Airlock.MCP != nil {
 			f.MCPPin = c.Airlock.MCP.Digest
 		}
-		// A call that ran without a confirmation ran by the structural rule (local and
-		// read-only) or, otherwise, by the automatic-when-user-provided policy.
-		if c.Automatic() {
+		// A call that ran without a confirmation ran by a structural rule (local and
+		// read-only, or a GET of a named internal service) or, otherwise, by the
+		// automatic-when-user-provided policy.
+		switch {
+		case c.Automatic() && c.Airlock.Network != registry.NetworkLocal && c.InternalRead():
+			f.Rule = "internal_read"
+		case c.Automatic():
 			f.Rule = "local_read_only"
-		} else {
+		default:
 			f.Rule = "user_provided"
 		}
 		if pe, ok := reg.Policy().Entry(key); ok {

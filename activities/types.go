@@ -241,6 +241,10 @@ type IssueInput struct {
 	// Principal is the turn's principal: with Conversation, the scope in which a repeat grant
 	// (issue 37, item 4) may answer this confirmation instead of a human.
 	Principal string `json:"principal,omitempty"`
+	// Requester is the client credential that started the turn (its attestation): a repeat
+	// grant never answers a call of a requester who is its own approver where the policy
+	// asks for four eyes.
+	Requester string `json:"requester,omitempty"`
 }
 
 // IssueOutput names the confirmation. It never carries the token: the token is sealed for

@@ -507,3 +507,48 @@ func splitTurnID(id string) (string, string) {
 	}
 	return rest, ""
 }
+
+// Brief is c without the whole forms of cut values (every Text.Full cleared; Truncated then
+// reads false; the "truncated" flag stays in Flags): what leaves Airlock for a channel that is not
+// signed in (webhook, Slack, e-mail notices) carries each value only to its limit, and the
+// whole argument or user request stays on the signed-in surfaces. Slices are copied, so c is
+// unchanged.
+func (c Confirmation) Brief() Confirmation {
+	brief := func(t *Text) {
+		if t != nil {
+			t.Full = ""
+		}
+	}
+	briefP := func(t *Text) *Text {
+		if t == nil {
+			return nil
+		}
+		cp := *t
+		cp.Full = ""
+		return &cp
+	}
+	for _, t := range []*Text{&c.TurnID, &c.CallID, &c.Tool, &c.Description, &c.UserRequest, &c.Requester.Principal, &c.Requester.Client} {
+		brief(t)
+	}
+	c.Arguments = append([]Field(nil), c.Arguments...)
+	for i := range c.Arguments {
+		brief(&c.Arguments[i].Value)
+	}
+	c.Provenance = append([]Origin(nil), c.Provenance...)
+	for i := range c.Provenance {
+		brief(&c.Provenance[i].Label)
+	}
+	c.Destination.Name = briefP(c.Destination.Name)
+	c.Destination.Sends = append([]Field(nil), c.Destination.Sends...)
+	for i := range c.Destination.Sends {
+		brief(&c.Destination.Sends[i].Value)
+	}
+	c.Destination.Hosts = append([]Host(nil), c.Destination.Hosts...)
+	for i := range c.Destination.Hosts {
+		h := &c.Destination.Hosts[i]
+		brief(&h.Host)
+		h.Written, h.Error = briefP(h.Written), briefP(h.Error)
+	}
+	c.Status.DecidedBy, c.Status.Reason = briefP(c.Status.DecidedBy), briefP(c.Status.Reason)
+	return c
+}

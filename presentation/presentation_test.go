@@ -58,3 +58,31 @@ func TestStatusInPlainWords(t *testing.T) {
 		t.Fatalf("presentation: %+v", c)
 	}
 }
+
+// Brief keeps every value only to its limit (what notices carry: found by an attack helper,
+// a webhook carried a 20,000-rune argument and the whole user request) and leaves the
+// presentation it was made from whole.
+func TestBriefCarriesValuesOnlyToTheirLimit(t *testing.T) {
+	long := strings.Repeat("x", 20000)
+	in := presentation.Input{ID: "cf-1", WorkflowID: "turn/c/1", CapabilityID: "mail.send", Version: 1, ToolName: "send_mail",
+		Arguments: json.RawMessage(`{"to":"a@example.com","body":"` + long + `"}`), UserRequest: long, Limit: 200,
+		ExpiresAt: time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC), Now: time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC),
+		Disclosure: &registry.Disclosure{Description: long, Destination: registry.Destination{Kind: "host", Name: "mail.example", Fields: []string{"to", "body"}}}}
+	whole := presentation.Build(in)
+	b, _ := json.Marshal(whole)
+	if !strings.Contains(string(b), long) {
+		t.Fatal("the signed-in presentation must keep the whole value")
+	}
+	brief := whole.Brief()
+	bb, _ := json.Marshal(brief)
+	if strings.Contains(string(bb), strings.Repeat("x", 1000)) || len(bb) > 8000 {
+		t.Fatalf("Brief carries whole values: %d bytes", len(bb))
+	}
+	if !strings.Contains(string(bb), `"truncated"`) {
+		t.Fatalf("Brief must still say a value was cut: %s", bb)
+	}
+	again, _ := json.Marshal(whole)
+	if string(again) != string(b) {
+		t.Fatal("Brief changed the presentation it was made from")
+	}
+}

@@ -3,6 +3,7 @@ package registry
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -62,10 +63,13 @@ type Destination struct {
 }
 
 // InternalRead reports whether the entry is a read of a named internal service: side-effect
-// none, an http block, and a destination declared internal (Destination.Internal).
+// none, an http block whose method is GET (a read by HTTP's own definition: a POST, PUT, PATCH
+// or DELETE is refused with internal at load), and a destination declared internal
+// (Destination.Internal).
 func (e Entry) InternalRead() bool {
 	d := e.Airlock.Destination
-	return e.ReadOnly() && e.Airlock.HTTP != nil && d != nil && d.Internal && d.Kind == DestinationHost && d.Name != AnyHost
+	return e.ReadOnly() && e.Airlock.HTTP != nil && e.Airlock.HTTP.Method == http.MethodGet &&
+		d != nil && d.Internal && d.Kind == DestinationHost && d.Name != AnyHost
 }
 
 // External reports whether the entry reaches outside the machine by its classes (network
@@ -135,6 +139,10 @@ func checkDestination(src string, e Entry) []Diagnostic {
 			bad(RuleDestination, "destination internal is only for a named host (kind host, not %q): the worker checks the address it dials against it", AnyHost)
 		case e.Airlock.HTTP == nil:
 			bad(RuleDestination, "destination internal needs an http block: only Airlock's own HTTP client can hold the call to non-public addresses")
+		case e.ReadOnly() && e.Airlock.HTTP.Method != http.MethodGet:
+			// Side-effect none on an internal destination makes a call automatic: only a GET
+			// may claim it (a DELETE declared "none" would run without a human, and be retried).
+			bad(RuleDestination, "destination internal with side-effect none is a read, and a read is a GET: method %s changes something, so declare its side effect (local-write or external-write) and it will ask", e.Airlock.HTTP.Method)
 		}
 	}
 	seen := map[string]bool{}

@@ -129,3 +129,27 @@ func TestInternalReadIsAutomatic(t *testing.T) {
 		t.Fatalf("decode: %+v %v", d, err)
 	}
 }
+
+// Only a GET is a read: an internal entry declared side-effect none with any other method is
+// refused at load (it would otherwise run without a human and be retried), and is never an
+// internal read (found by an attack helper: DELETE ran automatically).
+func TestInternalReadIsAGet(t *testing.T) {
+	for _, m := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+		doc := strings.Replace(string(externalDoc("none", internalDest, "")), `"method":"GET"`, fmt.Sprintf(`"method":%q`, m), 1)
+		if m != "DELETE" {
+			doc = strings.Replace(doc, `"accept/status":[200],`, `"accept/status":[200],"query":["host"],`, 1)
+			doc = strings.Replace(doc, `"path":"/hosts/{host}",`, ``, 1)
+		}
+		_, err := loadExternal(t, []byte(doc))
+		if err == nil || !strings.Contains(err.Error(), "a read is a GET") {
+			t.Errorf("%s declared an internal read: %v", m, err)
+		}
+		es, derr := Entries(Source{Name: "x", Data: []byte(doc)})
+		if derr != nil {
+			t.Fatal(derr)
+		}
+		if es[0].InternalRead() || es[0].Automatic() {
+			t.Errorf("%s: InternalRead %v, Automatic %v", m, es[0].InternalRead(), es[0].Automatic())
+		}
+	}
+}

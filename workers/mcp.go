@@ -44,7 +44,7 @@ func CloseMCP() {
 }
 
 // AuditMCPChanges makes the process's MCP bridge write an audit row to st for every bound tool
-// that leaves its pin (definition changed, tool missing), once per tool and live digest:
+// that leaves its pin (definition changed, tool missing), once per tool, pin and kind of drift:
 // outcome mcp_definition_changed or mcp_tool_missing, stage resolve, the reason as detail and
 // no workflow (it happened to the registry, not to a turn). `airlock audit` lists them. With
 // an outbox (a notify file is configured), operators are told too: an mcp_tool_changed

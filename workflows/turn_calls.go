@@ -282,6 +282,7 @@ func (t *turn) issue(ctx workflow.Context, pr *proposal) error {
 		WorkflowID: t.workflowID, Conversation: t.req.Conversation, RunID: t.runID, Seq: pr.po.Seq, CallID: call.CallID, CapabilityID: adm.CapabilityID,
 		Version: adm.Version, ArgsDigest: adm.ArgsDigest, Arguments: call.Arguments, Display: adm.Display, TTL: t.req.ConfirmationTTL,
 		RegistryRevision: adm.RegistryRevision, Surfaced: pr.surfaced, Cedar: adm.Cedar, Principal: t.req.Principal,
+		Requester: t.requester(),
 	}).Get(ctx, &iss); err != nil {
 		return fmt.Errorf("issue confirmation #%d: %w", pr.po.Seq, err)
 	}

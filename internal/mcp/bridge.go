@@ -48,7 +48,8 @@ const (
 // Safe for concurrent use.
 type Bridge struct {
 	log *slog.Logger
-	// OnChange, when set, is told once per tool and live digest that a bound tool's live
+	// OnChange, when set, is told once per tool, pin and kind of drift (changed, missing; again
+	// after the tool returned to its pin) that a bound tool's live
 	// definition left its pin, or that the server stopped listing it. It runs on the bridge's
 	// goroutine: it must not block for long.
 	OnChange func(Change)
@@ -632,10 +633,20 @@ func (s *server) list(ctx context.Context, sess *sdk.ClientSession) error {
 	var changes []Change
 	for name, p := range s.pins {
 		lt, ok := tools[name]
+		// Reported once per pin and kind of drift (changed, missing), not per live digest: a
+		// hostile server that rewrites a description on every list would otherwise raise an
+		// audit row and a notice each time, and grow this map without bound (found by an
+		// attack helper). Back at its pin, the tool may be reported again when it next drifts.
+		changedKey, missingKey := name+"\x00"+p.digest+"\x00changed", name+"\x00"+p.digest+"\x00missing"
 		if ok && lt.digest == p.digest {
+			delete(s.reported, changedKey)
+			delete(s.reported, missingKey)
 			continue
 		}
-		key := name + "\x00" + lt.digest
+		key := changedKey
+		if !ok {
+			key = missingKey
+		}
 		if s.reported[key] {
 			continue
 		}

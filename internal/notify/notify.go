@@ -294,6 +294,7 @@ func Build(c store.Confirmation, kind, channel, baseURL string) Notice {
 
 // Present sets n's confirmation to p, and the requester, decision and outcome it states.
 func (n *Notice) Present(p presentation.Confirmation) {
+	p = p.Brief() // a channel is not signed in: values only to their limit (found by an attack helper)
 	n.Confirmation = &p
 	rq := p.Requester
 	n.Requester = &rq

@@ -91,7 +91,7 @@ type Record struct {
 // Authorization is how a call was authorized.
 type Authorization struct {
 	Mode string `json:"mode"`
-	// Rule names why: "local_read_only" or "user_provided" (automatic), "confirmation" (put to
+	// Rule names why: "local_read_only", "internal_read" or "user_provided" (automatic), "confirmation" (put to
 	// people), "<stage>:<reason>" (refused).
 	Rule string `json:"rule"`
 	// RegistryRevision is the whole registry's revision the record was made under.

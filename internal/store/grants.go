@@ -18,6 +18,9 @@ const (
 	GrantExhausted     = "exhausted"      // every use was taken
 	GrantExpired       = "expired"        // its time ran out
 	GrantPolicyChanged = "policy_changed" // the capability's registry entry or policy changed
+	// GrantApproverGone: its approver no longer stands (removed from the approvers, or out of
+	// the capability's groups): their approval cannot answer more calls.
+	GrantApproverGone = "approver_gone"
 )
 
 // Grant is one repeat grant.
@@ -101,7 +104,15 @@ type GrantScope struct {
 	ArgsDigest       string
 	RegistryRevision string
 	At               time.Time
+	// Accept, when set, judges each open grant of the scope before a use is taken (inside the
+	// transaction: it must not touch the store). "" takes the use; GrantSkip leaves the grant
+	// open but not for this call (its approver may not decide this one); any other reason
+	// closes the grant with it (returned in lapsed).
+	Accept func(Grant) string
 }
+
+// GrantSkip is the Accept verdict that leaves a grant open and unused for this call.
+const GrantSkip = "skip"
 
 // GrantUse is one call run under a repeat grant: the grant (as it stands after the use) and
 // how many uses remain.
@@ -159,6 +170,14 @@ func (s *Store) UseGrant(ctx context.Context, sc GrantScope) (use *GrantUse, lap
 			g.Closed = GrantPolicyChanged
 		case g.Remaining < 1:
 			g.Closed = GrantExhausted
+		case sc.Accept != nil:
+			switch why := sc.Accept(g); why {
+			case "":
+			case GrantSkip:
+				continue
+			default:
+				g.Closed = why
+			}
 		}
 		if g.Closed != "" {
 			if err := closeAs(g, g.Closed); err != nil {

@@ -68,3 +68,33 @@ func TestRepeatGrants(t *testing.T) {
 		}
 	})
 }
+
+// The caller's Accept judges each open grant before a use is taken: GrantSkip leaves it open
+// and unused (another call may take it), any other reason closes it and reports it lapsed.
+func TestUseGrantAsksTheCallerFirst(t *testing.T) {
+	eachDriver(t, func(t *testing.T, s *Store, _ string) {
+		ctx := testCtx(t)
+		at := time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)
+		g := Grant{ID: "rg-a", ConfirmationID: "cf-a", Conversation: "c", Principal: "p", CapabilityID: "x.send", Version: 1,
+			ArgsDigest: "d", RegistryRevision: "cap:1", Approver: "alice", Granted: 2, GrantedAt: at, ExpiresAt: at.Add(time.Hour)}
+		if _, err := s.CreateGrant(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+		sc := GrantScope{ConfirmationID: "cf-b", Conversation: "c", Principal: "p", CapabilityID: "x.send", Version: 1, ArgsDigest: "d",
+			RegistryRevision: "cap:1", At: at.Add(time.Minute), Accept: func(Grant) string { return GrantSkip }}
+		if use, lapsed, err := s.UseGrant(ctx, sc); err != nil || use != nil || len(lapsed) != 0 {
+			t.Fatalf("skipped: use %+v, lapsed %v, %v", use, lapsed, err)
+		}
+		if got, err := s.GetGrant(ctx, "rg-a"); err != nil || got.Remaining != 2 || got.Closed != "" {
+			t.Fatalf("after a skip the grant is %+v, %v: want it open with both uses", got, err)
+		}
+		sc.Accept = func(Grant) string { return GrantApproverGone }
+		if use, lapsed, err := s.UseGrant(ctx, sc); err != nil || use != nil || len(lapsed) != 1 || lapsed[0].Closed != GrantApproverGone {
+			t.Fatalf("refused: use %+v, lapsed %+v, %v", use, lapsed, err)
+		}
+		sc.Accept = nil
+		if use, _, err := s.UseGrant(ctx, sc); err != nil || use != nil {
+			t.Fatalf("a closed grant was used: %+v, %v", use, err)
+		}
+	})
+}

@@ -32,7 +32,7 @@ import (
 // for its authorization and settlement records. Every member is optional.
 type ReceiptFacts struct {
 	// Rule is why an automatic call ran without a person (receipts.Authorization.Rule):
-	// "local_read_only" or "user_provided".
+	// "local_read_only", "internal_read" or "user_provided".
 	Rule string
 	// RegistryRevision is the served registry's revision; Fingerprint the capability's
 	// registry fingerprint; MCPPin the pinned MCP definition's digest (MCP tools).
