@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/store"
-	"github.com/airlock-dev/airlock/registry"
 	"github.com/airlock-dev/airlock/internal/token"
+	"github.com/airlock-dev/airlock/registry"
 )
 
 // Bounds of a repeat grant: at most MaxRepeatCalls later calls, for at most MaxRepeatMinutes.
