@@ -42,6 +42,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/airlock-dev/airlock/activities"
 	"github.com/airlock-dev/airlock/internal/approval"
 	"github.com/airlock-dev/airlock/internal/config"
 	"github.com/airlock-dev/airlock/internal/stack"
@@ -408,7 +409,12 @@ func (e *clusterEnv) checkTurns(t *testing.T, ids []string) (lost, twice, gaps, 
 			t.Fatal(err)
 		}
 		byCall := map[string][]store.AuditEvent{}
+		issued := map[string]int{} // call → confirmation_issued rows (when it was put to people)
 		for _, r := range rows {
+			if r.Outcome == activities.AuditConfirmationIssued {
+				issued[r.CallID]++
+				continue
+			}
 			byCall[r.CallID] = append(byCall[r.CallID], r)
 		}
 		for _, o := range res.Outcomes {
@@ -416,6 +422,10 @@ func (e *clusterEnv) checkTurns(t *testing.T, ids []string) (lost, twice, gaps, 
 			if len(rs) != 1 || rs[0].Outcome != string(o.Outcome) {
 				gaps++
 				t.Errorf("turn %s call %s: outcome %s, audit rows %+v (want exactly one, same outcome)", id, o.CallID, o.Outcome, rs)
+			}
+			if want := map[bool]int{true: 1, false: 0}[o.ConfirmationID != ""]; issued[o.CallID] != want {
+				gaps++
+				t.Errorf("turn %s call %s: %d confirmation_issued rows, want %d (one per call put to people, none otherwise)", id, o.CallID, issued[o.CallID], want)
 			}
 		}
 	}
