@@ -123,23 +123,40 @@ func TestCluster(t *testing.T) {
 
 func newClusterEnv(t *testing.T) *clusterEnv {
 	t.Helper()
-	ports, err := stack.FreeClusterPorts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := make([]byte, 4)
-	rand.Read(b)
-	suffix := hex.EncodeToString(b)
-	o := stack.ClusterOptions{
-		Dir: filepath.Join(t.TempDir(), "cluster"), Ports: ports, Namespace: "airlock-cluster", NoUI: true,
-		SQL:              stack.SQLOptions{Password: "temporal", Database: "temporal_it_" + suffix, VisibilityDatabase: "temporal_vis_it_" + suffix},
-		SearchAttributes: workflows.SearchAttributes(), Log: os.Stderr,
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cl, err := stack.StartCluster(ctx, o)
-	if err != nil {
-		t.Fatalf("start the cluster (make cluster-bin; scripts/ensure-cluster-postgres.sh): %v", err)
+	// A service that exits while the cluster starts (its ports are picked free, then bound a
+	// moment later: seen once here right after a whole `make test`) is retried on fresh ports
+	// and databases, at most three times, each failure logged whole.
+	var o stack.ClusterOptions
+	var cl *stack.Cluster
+	var err error
+	for attempt := 1; ; attempt++ {
+		var ports stack.ClusterPorts
+		ports, err = stack.FreeClusterPorts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, 4)
+		rand.Read(b)
+		suffix := hex.EncodeToString(b)
+		o = stack.ClusterOptions{
+			Dir: filepath.Join(t.TempDir(), "cluster"), Ports: ports, Namespace: "airlock-cluster", NoUI: true,
+			SQL:              stack.SQLOptions{Password: "temporal", Database: "temporal_it_" + suffix, VisibilityDatabase: "temporal_vis_it_" + suffix},
+			SearchAttributes: workflows.SearchAttributes(), Log: os.Stderr,
+		}
+		cl, err = stack.StartCluster(ctx, o)
+		if err == nil {
+			break
+		}
+		_ = stack.StopCluster(o.Dir)
+		dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
+		_ = stack.DropDatabases(dctx, o)
+		dcancel()
+		if attempt == 3 {
+			t.Fatalf("start the cluster (make cluster-bin; scripts/ensure-cluster-postgres.sh): %v", err)
+		}
+		t.Logf("the cluster did not start (attempt %d of 3), starting another: %v", attempt, err)
 	}
 	t.Cleanup(func() {
 		if err := cl.Stop(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -81,15 +82,24 @@ func run(m *testing.M) int {
 	if out, err := build.CombinedOutput(); err != nil {
 		return fail("build airlock: %v\n%s", err, out)
 	}
-	devServer, err = stack.EnsureTemporal(ctx, stack.TemporalOptions{
-		Dir: filepath.Join(tmp, "temporal"), UIPort: 0, Namespace: "airlock-it", // the UI on a free port: the browser tests screenshot it
-		SearchAttributes: workflows.SearchAttributes(), Log: os.Stderr,
-		// Every test's worker runs as a Worker Deployment of its own (named after its task
-		// queue), and the server refuses the 101st of a namespace (matching.maxDeployments):
-		// a run of this package makes about that many, and go test -count=2 made every test
-		// after the limit fail with "Worker Deployment not found".
-		ExtraArgs: []string{"--dynamic-config-value", "matching.maxDeployments=100000"},
-	})
+	// A dev server that exits while starting (seen twice in a row on this machine right after
+	// a whole run: its ports are picked free, then bound a moment later) is started again in a
+	// fresh directory on fresh ports, at most three times; each failure is printed whole.
+	for attempt := 1; ; attempt++ {
+		devServer, err = stack.EnsureTemporal(ctx, stack.TemporalOptions{
+			Dir: filepath.Join(tmp, fmt.Sprintf("temporal-%d", attempt)), UIPort: 0, Namespace: "airlock-it", // the UI on a free port: the browser tests screenshot it
+			SearchAttributes: workflows.SearchAttributes(), Log: os.Stderr,
+			// Every test's worker runs as a Worker Deployment of its own (named after its task
+			// queue), and the server refuses the 101st of a namespace (matching.maxDeployments):
+			// a run of this package makes about that many, and go test -count=2 made every test
+			// after the limit fail with "Worker Deployment not found".
+			ExtraArgs: []string{"--dynamic-config-value", "matching.maxDeployments=100000"},
+		})
+		if err == nil || attempt == 3 || !errors.Is(err, stack.ErrStart) {
+			break
+		}
+		fmt.Fprintf(os.Stderr, "integration: the Temporal dev server did not start (attempt %d of 3), starting another: %v\n", attempt, err)
+	}
 	if err != nil {
 		return fail("start the Temporal dev server: %v", err)
 	}
