@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,52 +92,14 @@ func (s *Server) follow(ctx context.Context, turn string, after int64, interrupt
 	emit func(store.StreamEvent) error, interrupt func([]stream.Pending) error) error {
 	wake, unsub := s.hub.subscribe(turn)
 	defer unsub()
-	pending := map[string]stream.Pending{}
-	var final *store.StreamEvent
-	track := func(e store.StreamEvent) {
-		if e.Type == stream.Custom {
-			var ev stream.Event
-			if json.Unmarshal(e.Payload, &ev) == nil {
-				switch ev.Name {
-				case stream.ConfirmationPending:
-					var p stream.Pending
-					if json.Unmarshal(ev.Value, &p) == nil {
-						pending[p.ConfirmationID] = p
-					}
-				case stream.Decided:
-					var d stream.DecidedValue
-					if json.Unmarshal(ev.Value, &d) == nil {
-						delete(pending, d.ConfirmationID)
-					}
-				}
-			}
-		}
-		if isFinal(e) {
-			ec := e
-			final = &ec
-		}
+	tr := stream.NewTracker()
+	if err := tr.Seen(ctx, s.opt.Store, turn, after); err != nil {
+		return err
 	}
-	var cursor int64
-	for cursor < after { // what the client saw: only its pending confirmations and the end matter
-		evs, err := s.opt.Store.StreamEvents(ctx, turn, cursor, 0)
-		if err != nil {
-			return err
-		}
-		for _, e := range evs {
-			if e.Seq > after {
-				break
-			}
-			track(e)
-			cursor = e.Seq
-		}
-		if len(evs) < store.MaxStreamPage {
-			break
-		}
+	if tr.Final != nil {
+		return emit(*tr.Final)
 	}
-	if final != nil {
-		return emit(*final)
-	}
-	cursor = after
+	cursor := after
 	announced := ""
 	lastEvent := time.Now()
 	for {
@@ -147,13 +108,13 @@ func (s *Server) follow(ctx context.Context, turn string, after int64, interrupt
 			return err
 		}
 		for _, e := range evs {
-			track(e)
+			tr.Track(e)
 			cursor = e.Seq
 			lastEvent = time.Now()
 			if err := emit(e); err != nil {
 				return err
 			}
-			if final != nil {
+			if tr.Final != nil {
 				return nil
 			}
 		}
@@ -161,7 +122,7 @@ func (s *Server) follow(ctx context.Context, turn string, after int64, interrupt
 			continue
 		}
 		wait := s.opt.StreamIdle - time.Since(lastEvent)
-		if len(pending) > 0 && pendingKey(pending) != announced {
+		if len(tr.Pending) > 0 && tr.PendingKey() != announced {
 			// Idle with confirmations pending: announce them once the round has settled.
 			wait = settle
 		}
@@ -181,7 +142,7 @@ func (s *Server) follow(ctx context.Context, turn string, after int64, interrupt
 			continue
 		case <-t.C:
 		}
-		if len(pending) > 0 && pendingKey(pending) != announced {
+		if len(tr.Pending) > 0 && tr.PendingKey() != announced {
 			// No event arrived within settle: the turn waits for these.
 			evs, err := s.opt.Store.StreamEvents(ctx, turn, cursor, 1)
 			if err != nil {
@@ -190,8 +151,8 @@ func (s *Server) follow(ctx context.Context, turn string, after int64, interrupt
 			if len(evs) > 0 {
 				continue // something arrived after all: deliver it first
 			}
-			announced = pendingKey(pending)
-			if err := interrupt(sortedPending(pending)); err != nil {
+			announced = tr.PendingKey()
+			if err := interrupt(tr.SortedPending()); err != nil {
 				return err
 			}
 			if interruptEnds {
@@ -199,38 +160,6 @@ func (s *Server) follow(ctx context.Context, turn string, after int64, interrupt
 			}
 		}
 	}
-}
-
-func isFinal(e store.StreamEvent) bool {
-	if e.Type == stream.RunError {
-		return true
-	}
-	if e.Type != stream.RunFinished {
-		return false
-	}
-	var ev struct {
-		Outcome string `json:"outcome"`
-	}
-	_ = json.Unmarshal(e.Payload, &ev)
-	return ev.Outcome != "interrupt"
-}
-
-func pendingKey(p map[string]stream.Pending) string {
-	ids := make([]string, 0, len(p))
-	for id := range p {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return strings.Join(ids, ",")
-}
-
-func sortedPending(p map[string]stream.Pending) []stream.Pending {
-	out := make([]stream.Pending, 0, len(p))
-	for _, v := range p {
-		out = append(out, v)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ConfirmationID < out[j].ConfirmationID })
-	return out
 }
 
 // agui turns one stored event into AG-UI 1.0 events as @ag-ui/core's schemas define them:

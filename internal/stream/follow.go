@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -103,9 +102,9 @@ type Delivered struct {
 	Payload json.RawMessage
 }
 
-// final reports whether an event ends the stream: RUN_ERROR, or RUN_FINISHED other than an
+// IsFinal reports whether an event ends the stream: RUN_ERROR, or RUN_FINISHED other than an
 // interrupt.
-func final(typ string, payload json.RawMessage) bool {
+func IsFinal(typ string, payload json.RawMessage) bool {
 	if typ == RunError {
 		return true
 	}
@@ -132,52 +131,14 @@ func Follow(ctx context.Context, st *store.Store, turn string, after int64, poll
 	if poll <= 0 {
 		poll = DefaultPoll
 	}
-	pending := map[string]Pending{}
-	var cursor int64
-	var finalEv *Delivered
-	track := func(e store.StreamEvent) {
-		if e.Type == Custom {
-			var ev Event
-			if json.Unmarshal(e.Payload, &ev) == nil {
-				switch ev.Name {
-				case ConfirmationPending:
-					var p Pending
-					if json.Unmarshal(ev.Value, &p) == nil {
-						pending[p.ConfirmationID] = p
-					}
-				case Decided:
-					var d DecidedValue
-					if json.Unmarshal(ev.Value, &d) == nil {
-						delete(pending, d.ConfirmationID)
-					}
-				}
-			}
-		}
-		if final(e.Type, e.Payload) {
-			finalEv = &Delivered{Seq: e.Seq, Type: e.Type, Payload: e.Payload}
-		}
+	tr := NewTracker()
+	if err := tr.Seen(ctx, st, turn, after); err != nil {
+		return err
 	}
-	// What the client saw already: only its pending confirmations and the end matter.
-	for cursor < after {
-		evs, err := st.StreamEvents(ctx, turn, cursor, 0)
-		if err != nil {
-			return err
-		}
-		for _, e := range evs {
-			if e.Seq > after {
-				break
-			}
-			track(e)
-			cursor = e.Seq
-		}
-		if len(evs) < store.MaxStreamPage {
-			break
-		}
+	if tr.Final != nil {
+		return fn(Delivered{Seq: tr.Final.Seq, Type: tr.Final.Type, Payload: tr.Final.Payload})
 	}
-	if finalEv != nil {
-		return fn(*finalEv)
-	}
-	cursor = after
+	cursor := after
 	interrupted := ""
 	for {
 		evs, err := st.StreamEvents(ctx, turn, cursor, 0)
@@ -185,22 +146,22 @@ func Follow(ctx context.Context, st *store.Store, turn string, after int64, poll
 			return err
 		}
 		for _, e := range evs {
-			track(e)
+			tr.Track(e)
 			cursor = e.Seq
 			if err := fn(Delivered{Seq: e.Seq, Type: e.Type, Payload: e.Payload}); err != nil {
 				return err
 			}
-			if finalEv != nil {
+			if tr.Final != nil {
 				return nil
 			}
 		}
 		if len(evs) == store.MaxStreamPage {
 			continue
 		}
-		if key := pendingKey(pending); key != interrupted {
+		if key := tr.PendingKey(); key != interrupted {
 			interrupted = key
-			if len(pending) > 0 {
-				if err := fn(interruptEvent(turn, pending)); err != nil {
+			if len(tr.Pending) > 0 {
+				if err := fn(interruptEvent(turn, tr.SortedPending())); err != nil {
 					return err
 				}
 			}
@@ -213,24 +174,11 @@ func Follow(ctx context.Context, st *store.Store, turn string, after int64, poll
 	}
 }
 
-func pendingKey(p map[string]Pending) string {
-	ids := make([]string, 0, len(p))
-	for id := range p {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return strings.Join(ids, ",")
-}
-
-func interruptEvent(turn string, pending map[string]Pending) Delivered {
-	ids := make([]string, 0, len(pending))
-	for id := range pending {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
+// interruptEvent is the RUN_FINISHED "interrupt" event (Seq 0) listing pending, in order.
+func interruptEvent(turn string, pending []Pending) Delivered {
 	ev := Event{Type: RunFinished, RunID: turn, Outcome: "interrupt", Timestamp: time.Now().UnixMilli()}
-	for _, id := range ids {
-		ev.Interrupts = append(ev.Interrupts, Interrupt{ID: id, Reason: "confirmation_required", Payload: pending[id]})
+	for _, p := range pending {
+		ev.Interrupts = append(ev.Interrupts, Interrupt{ID: p.ConfirmationID, Reason: "confirmation_required", Payload: p})
 	}
 	b, _ := json.Marshal(ev) // a struct of strings, numbers and raw JSON objects always encodes
 	return Delivered{Type: RunFinished, Payload: b}
