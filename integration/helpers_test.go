@@ -264,11 +264,3 @@ func outcomeRows(rows []store.AuditEvent) []store.AuditEvent {
 
 // issuedRows counts a turn's confirmation_issued audit rows.
 func issuedRows(rows []store.AuditEvent) int { return len(rows) - len(outcomeRows(rows)) }
-
-// rows0Seq is the proposal seq of the first row (0 when there is none).
-func rows0Seq(rows []store.AuditEvent) int {
-	if len(rows) == 0 {
-		return 0
-	}
-	return rows[0].Seq
-}
