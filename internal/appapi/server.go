@@ -475,8 +475,11 @@ func (s *Server) turnOf(ctx context.Context, id string, c Caller) (Turn, error) 
 		}
 		t.Result = &res
 	default:
+		// The API's status stays within its five values; the error names how the run ended
+		// in the words every other surface uses (workflows.TurnStatus: "terminated",
+		// "timed_out", "canceled", "failed").
 		t.Status = workflows.StatusFailed
-		t.Error = strings.ToLower(strings.TrimPrefix(status.String(), "WORKFLOW_EXECUTION_STATUS_"))
+		t.Error = workflows.TurnStatus(status, "")
 	}
 	return t, nil
 }
