@@ -472,6 +472,12 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 			return IssueOutput{}, err
 		} else if ok {
 			return out, nil
+		} else if prev.Decision != "" {
+			// An earlier attempt approved this confirmation by a grant that no longer covers
+			// the call (the registry, the policy or the approver changed while the worker
+			// restarted). The id holds that decision, so no person can be asked on it:
+			// the call is refused, never run (found by an attack helper).
+			return IssueOutput{}, errGrantVoided(id)
 		}
 	} else if err != nil {
 		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
@@ -498,6 +504,9 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 	if err != nil {
 		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
 	}
+	if row.Decision != "" {
+		return IssueOutput{}, errGrantVoided(id) // decided before this attempt: never put to people as if pending
+	}
 	pol := a.approvalPolicy(ConsumeInput{CapabilityID: in.CapabilityID, Version: in.Version, Cedar: in.Cedar})
 	quorum := row.Quorum // what the stored row was issued with (a retry reports the first attempt's)
 	if quorum < 1 {
@@ -523,6 +532,18 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 	}
 	return IssueOutput{ConfirmationID: row.ID, ExpiresAt: row.ExpiresAt, Disclosure: disc, Provenance: row.Provenance,
 		ApproverGroups: row.ApproverGroups, Quorum: pol.Approvals(), PasskeyRequired: row.PasskeyRequired}, nil
+}
+
+// ErrTypeGrantVoided is the application error type of a confirmation an earlier attempt of
+// its issue approved by a repeat grant that no longer covers the call (errGrantVoided).
+const ErrTypeGrantVoided = "GrantVoided"
+
+// errGrantVoided refuses, non-retryably, to put confirmation id to people or run it: its row
+// holds a grant's approval that no longer stands. The turn fails closed; nothing runs.
+func errGrantVoided(id string) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+		"confirmation %s was approved by a repeat grant that no longer covers the call (the registry, the policy or the approver changed while the worker restarted): the call is not run", id),
+		ErrTypeGrantVoided, nil)
 }
 
 // auditIssued writes the AuditConfirmationIssued row of confirmation row (idempotent by its

@@ -362,7 +362,7 @@ func Build(in Input) Confirmation {
 		}
 	}
 	for _, l := range provenance.Lines(in.Provenance) {
-		c.Provenance = append(c.Provenance, Origin{Path: display.Visible(l.Path), Label: text(l.Label), Origin: word(l.Origin),
+		c.Provenance = append(c.Provenance, Origin{Path: display.Show(l.Path, limit).Short, Label: text(l.Label), Origin: word(l.Origin),
 			UntrustedOnly: l.Untrusted, Unattributed: l.Unattributed})
 	}
 	switch {

@@ -546,7 +546,7 @@ func (s *Server) mayDecide(row store.Confirmation, c Caller, owner string, set *
 
 func (s *Server) confirmation(ctx context.Context, row store.Confirmation, c Caller, owner string, set *approvers.Set) Confirmation {
 	conv, seq := splitTurnID(row.WorkflowID)
-	out := Confirmation{ID: row.ID, TurnID: row.WorkflowID, Conversation: conv, Seq: seq, CallID: row.CallID, Capability: row.CapabilityID,
+	out := Confirmation{ID: row.ID, TurnID: row.WorkflowID, Conversation: conv, Seq: seq, CallID: display.Visible(row.CallID), Capability: row.CapabilityID,
 		Version: row.Version, ArgsDigest: row.ArgsDigest, Arguments: display.JSON(row.Arguments), Display: display.Text(row.Display), ExpiresAt: row.ExpiresAt.UTC(),
 		ApproverGroups: row.ApproverGroups}
 	if out.ApproverGroups == nil {

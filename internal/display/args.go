@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Field is one leaf of a call's arguments made fit to show.
@@ -81,6 +82,13 @@ func walk(dec *json.Decoder, path string, keyFlags []Flag, limit int, out *[]Fie
 				if fs := CharFlags(key); len(fs) > 0 {
 					kf = append(append([]Flag{}, keyFlags...), fs...)
 				}
+				// A key is cut to the limit like a value: a model can put anything in a key,
+				// and every surface prints the path (found by an attack helper: a 21 KB key
+				// went whole into notices).
+				if cut, ok := cutKey(key, limit); ok {
+					key = cut
+					kf = append(append([]Flag{}, kf...), FlagTruncated)
+				}
 				if err := walk(dec, join(path, key), kf, limit, out); err != nil {
 					return err
 				}
@@ -111,6 +119,19 @@ func walk(dec *json.Decoder, path string, keyFlags []Flag, limit int, out *[]Fie
 		leaf(Value{Short: "null", Full: "null"})
 	}
 	return nil
+}
+
+// cutKey is key cut to limit runes (DefaultLimit when limit <= 0) with "…" after it, and
+// whether it was cut.
+func cutKey(key string, limit int) (string, bool) {
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	if utf8.RuneCountInString(key) <= limit {
+		return key, false
+	}
+	r := []rune(key)
+	return string(r[:limit]) + "…", true
 }
 
 func join(path, key string) string {

@@ -306,3 +306,19 @@ func TestJSONEscapesHiddenRunesAndKeepsTheValue(t *testing.T) {
 		t.Fatalf("round trip = %v, %v; want %v", back, err, v)
 	}
 }
+
+// A key is cut to the limit like a value, flagged truncated and quoted (the cut key is not a
+// plain identifier), so no surface prints a model's 21 KB key whole.
+func TestArgumentKeysAreCutToTheLimit(t *testing.T) {
+	long := strings.Repeat("k", 21000)
+	fs, err := Arguments(json.RawMessage(`{"`+long+`":"x","to":"y"}`), 200)
+	if err != nil || len(fs) != 2 {
+		t.Fatalf("fields %+v, %v", fs, err)
+	}
+	if n := utf8.RuneCountInString(fs[0].Path); n > 210 || !strings.HasSuffix(fs[0].Path, `…"]`) || !fs[0].Has(FlagTruncated) {
+		t.Fatalf("long key shown as %d runes %q…, flags %v", n, fs[0].Path[:20], fs[0].Flags)
+	}
+	if fs[1].Path != "to" || fs[1].Has(FlagTruncated) {
+		t.Fatalf("short key: %+v", fs[1])
+	}
+}

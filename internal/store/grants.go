@@ -147,7 +147,17 @@ func (s *Store) UseGrant(ctx context.Context, sc GrantScope) (use *GrantUse, lap
 		if err := tx.GetContext(ctx, &row, s.q(`SELECT `+grantCols+` FROM repeat_grants WHERE id = ?`), prev.GrantID); err != nil {
 			return nil, nil, fmt.Errorf("store: use repeat grant: %w", err)
 		}
-		return &GrantUse{Grant: row.grant(), Remaining: prev.Remaining, Again: true}, nil, nil
+		g := row.grant()
+		// A use taken by an earlier attempt counts again only if the grant still covers the
+		// call as asked now (found by an attack helper: a retry after a registry or policy
+		// change, or an approver's removal, reused it unchecked). Otherwise the use is spent
+		// and the call has none: safe, it asks or is refused.
+		if g.RegistryRevision != sc.RegistryRevision || g.Conversation != sc.Conversation || g.Principal != sc.Principal ||
+			g.CapabilityID != sc.CapabilityID || g.Version != sc.Version || g.ArgsDigest != sc.ArgsDigest ||
+			!sc.At.Before(g.ExpiresAt) || (sc.Accept != nil && sc.Accept(g) != "") {
+			return nil, nil, nil
+		}
+		return &GrantUse{Grant: g, Remaining: prev.Remaining, Again: true}, nil, nil
 	case !errors.Is(err, sql.ErrNoRows):
 		return nil, nil, fmt.Errorf("store: use repeat grant: %w", err)
 	}
@@ -188,18 +198,22 @@ func (s *Store) UseGrant(ctx context.Context, sc GrantScope) (use *GrantUse, lap
 			}
 			continue
 		}
-		res, err := tx.ExecContext(ctx, s.q(`UPDATE repeat_grants SET remaining = remaining - 1,
-			closed = CASE WHEN remaining = 1 THEN ? ELSE '' END WHERE id = ? AND remaining > 0 AND closed = ''`), GrantExhausted, g.ID)
-		if err != nil {
+		// The counts come back from the update itself: under READ COMMITTED another use may
+		// have taken one since the select (found by an attack helper: the uses left and the
+		// exhausted row were computed from the stale read).
+		var after struct {
+			Remaining int    `db:"remaining"`
+			Closed    string `db:"closed"`
+		}
+		err := tx.GetContext(ctx, &after, s.q(`UPDATE repeat_grants SET remaining = remaining - 1,
+			closed = CASE WHEN remaining = 1 THEN ? ELSE '' END WHERE id = ? AND remaining > 0 AND closed = ''
+			RETURNING remaining, closed`), GrantExhausted, g.ID)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue // taken to its end by another use meanwhile
+		} else if err != nil {
 			return nil, nil, fmt.Errorf("store: use repeat grant %q: %w", g.ID, err)
 		}
-		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			continue
-		}
-		g.Remaining--
-		if g.Remaining == 0 {
-			g.Closed = GrantExhausted
-		}
+		g.Remaining, g.Closed = after.Remaining, after.Closed
 		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO repeat_grant_uses (confirmation_id, grant_id, remaining, at) VALUES (?, ?, ?, ?)`),
 			sc.ConfirmationID, g.ID, g.Remaining, tsArg(orNow(sc.At))); err != nil {
 			return nil, nil, fmt.Errorf("store: record use of repeat grant %q: %w", g.ID, err)
