@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -151,5 +152,59 @@ func TestInternalReadIsAGet(t *testing.T) {
 		if es[0].InternalRead() || es[0].Automatic() {
 			t.Errorf("%s: InternalRead %v, Automatic %v", m, es[0].InternalRead(), es[0].Automatic())
 		}
+	}
+}
+
+// jsonBlocks returns the ```json blocks of a Markdown file of the repository that contain
+// want.
+func jsonBlocks(t *testing.T, path, want string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, part := range strings.Split(string(b), "```json\n")[1:] {
+		block, _, ok := strings.Cut(part, "```")
+		if ok && strings.Contains(block, want) {
+			out = append(out, block)
+		}
+	}
+	return out
+}
+
+// The layer README's "Your first tool behind Airlock" tells a new user to write loads as
+// written, with its structural policy: short (none of the fields only built-in capabilities
+// use), a write held for a human, its destination and secret header kept. So does the capability
+// authors' short internal read, which runs without a human.
+func TestDocumentedExternalEntriesLoad(t *testing.T) {
+	readme := jsonBlocks(t, "../README.md", `"capability-registry.v1"`)
+	if len(readme) != 1 {
+		t.Fatalf("README has %d registry layers, want the first tool's one", len(readme))
+	}
+	for _, builtInOnly := range []string{`"surfaces"`, `"flags"`, `"wire/name"`, `"status"`, `"per-turn/cap"`, `"timeout"`, `"model-visible"`} {
+		if strings.Contains(readme[0], builtInOnly) {
+			t.Errorf("README's first layer declares %s, which an HTTP entry need not", builtInOnly)
+		}
+	}
+	r, err := loadExternal(t, []byte(readme[0]))
+	if err != nil {
+		t.Fatalf("README's first layer must load: %v", err)
+	}
+	c, ok := r.ByToolName("create_ticket")
+	if !ok || c.Automatic() || c.Airlock.PerTurnCap != ExternalWriteCap || c.Airlock.Destination.Name != "tickets.internal.example" ||
+		len(c.Airlock.HTTP.Headers) != 1 || c.Airlock.HTTP.Headers[0].Secret != "tickets-token" {
+		t.Fatalf("README's create_ticket: ok %v, %+v", ok, c)
+	}
+	short := jsonBlocks(t, "../docs/capability-authors.md", `"inventory.lookup"`)
+	if len(short) != 1 {
+		t.Fatalf("capability-authors.md has %d inventory.lookup examples, want 1", len(short))
+	}
+	doc := `{"schema/v":"capability-registry.v1","revision":"docs","entries":[` + short[0] + `]}`
+	if r, err = loadExternal(t, []byte(doc)); err != nil {
+		t.Fatalf("capability-authors.md's short entry must load: %v", err)
+	}
+	if c, ok := r.ByToolName("inventory_lookup"); !ok || !c.Automatic() {
+		t.Fatalf("the documented internal read must run without a human: %v %+v", ok, c)
 	}
 }
