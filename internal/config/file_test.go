@@ -151,3 +151,28 @@ func TestFileRefusesSecondDocumentAndShowEscapes(t *testing.T) {
 		t.Fatalf("a raw control character reaches the terminal: %q", line)
 	}
 }
+
+// The small production deployment's airlock.yaml in docs/operators.md parses as written:
+// every key is a setting (an unknown one would be refused with the nearest), none is
+// repeated in another spelling.
+func TestOperatorsExampleFileParses(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "operators.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(string(b), "```yaml\n# airlock.yaml of a small production deployment")
+	ok := i >= 0
+	block, _, closed := strings.Cut(string(b)[max(i, 0)+len("```yaml\n"):], "```")
+	if !ok || !closed {
+		t.Fatal("docs/operators.md has no small production airlock.yaml")
+	}
+	vals, err := ParseFile([]byte(block))
+	if err != nil {
+		t.Fatalf("docs/operators.md's airlock.yaml: %v", err)
+	}
+	for _, k := range []string{"database_url", "temporal_address", "temporal_ui", "registry_layers", "approvers", "passkey_origins", "anthropic_api_key_file"} {
+		if _, ok := vals[k]; !ok {
+			t.Errorf("the example lost %s: %v", k, vals)
+		}
+	}
+}
