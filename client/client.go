@@ -46,7 +46,7 @@ type Options struct {
 	// token from it. The store must exist (a worker creates it).
 	DatabaseURL string
 	// ApproverKey (64 hex characters) or ApproverKeyFile (a file holding them) is the key the
-	// workers seal tokens with for approvers (AIRLOCK_APPROVER_KEY, $AIRLOCK_HOME/approver.key).
+	// workers seal tokens with for approvers (AIRLOCK_APPROVER_KEY, $AIRLOCK_HOME/keys/approver.key).
 	// Decide needs one; ApproverKey wins when both are set.
 	ApproverKey     string
 	ApproverKeyFile string
@@ -84,7 +84,7 @@ type Options struct {
 // OptionsFromEnv returns the Options the airlock CLI would use on this machine: task queue
 // AIRLOCK_TASK_QUEUE; store AIRLOCK_DATABASE_URL, else the SQLite file under AIRLOCK_HOME
 // (default .airlock); approver key AIRLOCK_APPROVER_KEY, else AIRLOCK_APPROVER_KEY_FILE, else
-// $AIRLOCK_HOME/approver.key; infer mode AIRLOCK_INFER_MODE; credential AIRLOCK_CREDENTIAL, else
+// $AIRLOCK_HOME/keys/approver.key; infer mode AIRLOCK_INFER_MODE; credential AIRLOCK_CREDENTIAL, else
 // <user config dir>/airlock/credential.json. Temporal settings stay with Dial (TEMPORAL_*).
 // Files that do not exist are left out, so a client that only starts turns works without them.
 func OptionsFromEnv() Options {

@@ -48,7 +48,10 @@ func newConfigShowCmd() *cobra.Command {
 				for flag, k := range rootFlagKeys {
 					if k == key && cmd.Flags().Changed(flag) {
 						v, _ := cmd.Flags().GetString(flag)
-						return redact.URL(v), true
+						if key == "database_url" {
+							return redact.URL(v), true // its password never shows
+						}
+						return v, true
 					}
 				}
 				return "", false

@@ -70,7 +70,7 @@ what is in effect and where it came from), overridden by the environment, overri
   AIRLOCK_GUIDANCE            capability guidance (capability-guidance.v1) for catalog describe,
                               bound by digest to each contract (default embedded; watched)
   AIRLOCK_TASK_QUEUE          Temporal task queue (default airlock-turns)
-  AIRLOCK_APPROVER_KEY_FILE   approver key sealing tokens (default $AIRLOCK_HOME/approver.key;
+  AIRLOCK_APPROVER_KEY_FILE   approver key sealing tokens (default $AIRLOCK_HOME/keys/approver.key;
                               or AIRLOCK_APPROVER_KEY as 64 hex characters)
   AIRLOCK_APPROVERS           approvers file: who may decide (default $AIRLOCK_HOME/approvers.json;
                               see airlock approvers --help)

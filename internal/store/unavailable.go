@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/url"
 	"strings"
 
 	"github.com/lib/pq"
@@ -14,8 +15,17 @@ import (
 // connection (PostgreSQL down, restarting or shutting down; the network to it gone), as
 // opposed to a statement the store refused. A step that failed so did not change the store
 // and may be tried again once the store is back (the turn's activities retry with backoff).
+//
+// A failed HTTP request (*url.Error: a model provider, a fetched page, an HTTP capability, an
+// MCP server or webhook over HTTP) is never the store's, even when the network under it
+// failed: neither store driver speaks HTTP, and an operator told "store unreachable" about a
+// model's DNS failure debugs the wrong part.
 func Unavailable(err error) bool {
 	if err == nil {
+		return false
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
 		return false
 	}
 	var ne net.Error

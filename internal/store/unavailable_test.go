@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"testing"
 
 	"github.com/lib/pq"
@@ -16,11 +18,26 @@ func TestUnavailable(t *testing.T) {
 	if refused == nil {
 		t.Fatal("a store on a closed port opened")
 	}
+	// Real failed HTTP requests: a closed port and a name that does not resolve (RFC 6761
+	// .invalid): a model provider or a fetched page that cannot be reached, not the store.
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := closed.Addr().String()
+	closed.Close()
+	_, httpRefused := http.Get("http://" + addr + "/v1/messages")
+	_, httpDNS := http.Get("http://api.provider.invalid/v1/messages")
+	if httpRefused == nil || httpDNS == nil {
+		t.Fatalf("requests that must fail: %v, %v", httpRefused, httpDNS)
+	}
 	for _, tc := range []struct {
 		err  error
 		want bool
 	}{
 		{refused, true},
+		{fmt.Errorf("infer: %w", httpRefused), false},
+		{fmt.Errorf("infer: %w", httpDNS), false},
 		{fmt.Errorf("save turn result: %w", &pq.Error{Code: "57P01", Message: "terminating connection due to administrator command"}), true},
 		{&pq.Error{Code: "57P03", Message: "the database system is starting up"}, true},
 		{&pq.Error{Code: "08006"}, true},
