@@ -8,6 +8,7 @@
 package redact
 
 import (
+	"errors"
 	"net/url"
 	"strings"
 )
@@ -228,6 +229,11 @@ func String(s string, secrets ...string) string {
 // Error returns err with every secret scrubbed from its message (see String); errors.Is and
 // errors.As still reach err and everything it wraps. A nil err stays nil; an err whose
 // message holds no secret is returned unchanged.
+//
+// The result does not Unwrap: whatever walks an error's chain by Unwrap and writes each
+// link's message (Temporal's failure converter puts every link into history as a cause, and
+// from there into turn show, the audit and the receipts) would otherwise write the secrets
+// back. Its own message already says everything the links did, scrubbed.
 func Error(err error, secrets ...string) error {
 	if err == nil {
 		return nil
@@ -239,11 +245,13 @@ func Error(err error, secrets ...string) error {
 	return err
 }
 
-// scrubbed is an error whose message had secrets removed.
+// scrubbed is an error whose message had secrets removed: Is and As reach the original
+// chain, Unwrap does not (see Error).
 type scrubbed struct {
 	msg string
 	err error
 }
 
-func (e *scrubbed) Error() string { return e.msg }
-func (e *scrubbed) Unwrap() error { return e.err }
+func (e *scrubbed) Error() string        { return e.msg }
+func (e *scrubbed) Is(target error) bool { return errors.Is(e.err, target) }
+func (e *scrubbed) As(target any) bool   { return errors.As(e.err, target) }

@@ -4,8 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
+
+	"go.temporal.io/sdk/temporal"
 )
 
 func TestURLMasksSecretsAndKeepsTheRest(t *testing.T) {
@@ -113,5 +118,33 @@ func TestURLMasksSecretsNestedInOtherParameters(t *testing.T) {
 	}
 	if got := URL("postgres://u@db/x?options=-c%20search_path%3Dapp"); !strings.Contains(got, "search_path") {
 		t.Errorf("a harmless options value is kept: %q", got)
+	}
+}
+
+// Whatever walks a scrubbed error's chain by Unwrap and prints each link (Temporal's failure
+// converter writes every link into history as a cause, and from there turn show, the audit and
+// the receipts read it) finds no secret; errors.As still reaches the typed errors inside.
+func TestErrorChainWalkersSeeNoSecret(t *testing.T) {
+	base := "https://llm.internal.example/v1?token=t0psecret99"
+	_, reqErr := http.Get(strings.Replace(base, "llm.internal.example", "llm.invalid", 1))
+	if reqErr == nil {
+		t.Fatal("a request to .invalid must fail")
+	}
+	err := fmt.Errorf("infer round 1: %w", Error(fmt.Errorf("inference: openai: %w", reqErr), URLSecrets(base)...))
+	for link := error(err); link != nil; link = errors.Unwrap(link) {
+		if strings.Contains(link.Error(), "t0psecret99") {
+			t.Errorf("a link of the chain shows the secret: %q", link.Error())
+		}
+	}
+	f := temporal.GetDefaultFailureConverter().ErrorToFailure(err)
+	for depth := 0; f != nil; f, depth = f.GetCause(), depth+1 {
+		if strings.Contains(f.GetMessage(), "t0psecret99") || strings.Contains(f.GetStackTrace(), "t0psecret99") {
+			t.Errorf("history cause %d shows the secret: %q", depth, f.GetMessage())
+		}
+	}
+	var ue *url.Error
+	var ne net.Error
+	if !errors.As(err, &ue) || !errors.As(err, &ne) {
+		t.Errorf("errors.As must still reach *url.Error and net.Error: %v %v", ue, ne)
 	}
 }
