@@ -57,6 +57,15 @@ func (a *Activities) issueContext(ctx context.Context, conversation string, args
 // further for display).
 const maxUserRequest = 4096
 
+// UserRequestExcerpt is the user's request as a confirmation keeps it: at most 4096 bytes of
+// valid UTF-8, "…" after a cut. The turn's pending query states it the same way as the store.
+func UserRequestExcerpt(s string) string {
+	if len(s) > maxUserRequest {
+		return strings.ToValidUTF8(s[:maxUserRequest], "") + "…"
+	}
+	return s
+}
+
 func (a *Activities) computeProvenance(ctx context.Context, conversation string, args json.RawMessage) (provenance.Report, string, error) {
 	if conversation == "" {
 		return provenance.Report{}, "", fmt.Errorf("provenance: the turn names no conversation")
@@ -72,9 +81,7 @@ func (a *Activities) computeProvenance(ctx context.Context, conversation string,
 			break
 		}
 	}
-	if len(userRequest) > maxUserRequest {
-		userRequest = strings.ToValidUTF8(userRequest[:maxUserRequest], "") + "…"
-	}
+	userRequest = UserRequestExcerpt(userRequest)
 	rep, err := provenance.Compute(args, provenance.FromContext(msgs, a.catalogTools()))
 	return rep, userRequest, err
 }

@@ -332,6 +332,10 @@ type PendingConfirmation struct {
 	// Quorum how many distinct approvals it needs (the capability's policy, issue 21).
 	ApproverGroups []string `json:"approver_groups,omitempty"`
 	Quorum         int      `json:"quorum,omitempty"`
+	// UserRequest is what the user asked in this turn (activities.UserRequestExcerpt of the
+	// turn's message): the line the approver reads the call against. Empty for a turn started
+	// without a message (a replayed session's request is in its recording).
+	UserRequest string `json:"user_request,omitempty"`
 	// Approvals are the approvers whose approval counts so far towards Quorum (the store's;
 	// surfaces that read the store fill it, the workflow's query leaves it empty).
 	Approvals []string `json:"approvals,omitempty"`

@@ -299,7 +299,8 @@ func (t *turn) issue(ctx workflow.Context, pr *proposal) error {
 	pr.wait = &awaited{adm: adm, p: PendingConfirmation{ConfirmationID: iss.ConfirmationID, WorkflowID: t.workflowID, Seq: pr.po.Seq,
 		CallID: call.CallID, ToolName: call.Name, CapabilityID: adm.CapabilityID, Version: adm.Version, Arguments: call.Arguments,
 		Display: adm.Display, ArgsDigest: adm.ArgsDigest, ExpiresAt: iss.ExpiresAt, Provenance: iss.Provenance, Disclosure: iss.Disclosure,
-		Requester: t.requesterOf(), ApproverGroups: iss.ApproverGroups, Quorum: iss.Quorum, PasskeyRequired: iss.PasskeyRequired}}
+		Requester: t.requesterOf(), ApproverGroups: iss.ApproverGroups, Quorum: iss.Quorum, PasskeyRequired: iss.PasskeyRequired,
+		UserRequest: activities.UserRequestExcerpt(t.req.Message)}}
 	return nil
 }
 
