@@ -32,7 +32,7 @@ build: ## build bin/airlock
 temporal: $(TEMPORAL) ## build the Temporal CLI into bin/ (once)
 
 $(TEMPORAL):
-	@echo "› building the Temporal CLI $(TEMPORAL_VERSION) into bin/ with go install (once: about 6 minutes on 2 cores with an empty Go build cache, seconds with a warm one)"
+	@echo "› building the Temporal CLI $(TEMPORAL_VERSION) into bin/ with go install (once: about 6 minutes on 2 cores with an empty Go build cache, under 30 seconds with a warm one)"
 	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_VERSION)
 
 check: $(WORKFLOWCHECK) $(STATICCHECK) ## gofmt, go vet, staticcheck, workflowcheck (determinism of workflow code) and the registry projection's drift check
