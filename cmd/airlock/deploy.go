@@ -21,7 +21,7 @@ func newDeployCmd() *cobra.Command {
 		Use:   "deploy",
 		Short: "See and steer Worker Versioning: which build new turns start on, which builds run, which turns wait",
 		Long: `A turn is pinned to the worker build it started on; new turns start on the deployment's
-current build. Deploying a new build (docs/deploy.md, scripts/deploy.sh):
+current build. Deploying a new build (docs/operators.md, "Deploying a new version"; scripts/deploy.sh):
 
   1. start workers of the new build beside the old ones (AIRLOCK_PROMOTE=never keeps it off
      until you promote it);

@@ -296,7 +296,7 @@ func newRegistryDocCmd() *cobra.Command {
 		Long: `Write the human projection of the checked-in registry (base and embedded layers) and their
 policy sidecars: capability, version, status, removal deadline, surfaces, wire name, tool name,
 side effect, network, confirmation class and grants, then the load-time rules. The document is
-generated, never edited; with --check, exit non-zero when FILE differs (make check does this).`,
+generated, never edited; with --check, exit non-zero when FILE differs (make check runs the same comparison as a test).`,
 		Example: "  airlock registry doc\n  airlock registry doc --check",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

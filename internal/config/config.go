@@ -1,4 +1,5 @@
-// Package config reads Airlock's settings from the environment, with defaults that make a
+// Package config reads Airlock's settings: the configuration file (airlock.yaml, --config or
+// AIRLOCK_CONFIG; file.go), then the environment, which overrides it, with defaults that make a
 // fresh checkout work with no setup: state under .airlock/, an embedded SQLite store, the
 // replay corpus beside the repository, a generated approver key. Flags override these values
 // in cmd/airlock. Temporal connection settings come from the SDK's envconfig
