@@ -543,6 +543,15 @@ func TestAGUIHttpAgent(t *testing.T) {
 	if it.ToolCallID != "c1" || meta == nil || meta["mayDecide"] != false || meta["whoMayDecide"] == "" {
 		t.Fatalf("interrupt: %+v", it)
 	}
+	// The interrupt carries the one presentation every approver surface shows: this call,
+	// its arguments' digest, who asked, the quorum and the user's request.
+	pres, _ := meta["presentation"].(map[string]any)
+	quorum, _ := pres["quorum"].(map[string]any)
+	request, _ := pres["user_request"].(map[string]any)
+	if pres == nil || pres["capability"] != "web.fetch" || pres["args_digest"] != meta["argsDigest"] || pres["id"] != it.ID ||
+		quorum == nil || quorum["needed"] != float64(1) || request == nil || !strings.Contains(fmt.Sprint(request["text"]), "fetch the page") {
+		t.Fatalf("interrupt presentation: %v", meta["presentation"])
+	}
 	// Re-attach while waiting: the same interrupt, one RUN_FINISHED.
 	r = runAGUI(t, dir, env("app-alice", "MODE=attach", "RUN=run-2")...)
 	if !r.OK || len(r.Finished) != 1 || len(r.Interrupts) != 1 || r.Interrupts[0].ID != it.ID {

@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/display"
+	"github.com/airlock-dev/airlock/internal/present"
 	"github.com/airlock-dev/airlock/internal/store"
 	"github.com/airlock-dev/airlock/internal/stream"
+	"github.com/airlock-dev/airlock/presentation"
 )
 
 // hub wakes the followers of a stream when the store signals it (store.WatchStreams): one
@@ -152,7 +154,16 @@ func (s *Server) follow(ctx context.Context, turn string, after int64, interrupt
 				continue // something arrived after all: deliver it first
 			}
 			announced = tr.PendingKey()
-			if err := interrupt(tr.SortedPending()); err != nil {
+			open, err := stream.Undecided(ctx, s.opt.Store, tr.SortedPending())
+			if err != nil {
+				return err
+			}
+			if len(open) == 0 {
+				// Every one is decided already (a resume just answered it; the turn has not
+				// yet written that it took the decision): its outcome is on its way.
+				continue
+			}
+			if err := interrupt(open); err != nil {
 				return err
 			}
 			if interruptEnds {
@@ -219,10 +230,14 @@ func (s *Server) interruptOutcome(ctx context.Context, c Caller, pending []strea
 	for _, p := range pending {
 		may, why := false, "the confirmation is no longer pending"
 		who := "an approver other than the turn's requester"
+		var shown *presentation.Confirmation
 		if row, err := s.opt.Store.GetConfirmation(ctx, p.ConfirmationID); err == nil {
 			owner, _ := s.opt.Store.TurnOwner(ctx, row.WorkflowID)
 			may, why = s.mayDecide(row, c, owner, set)
 			who = whoMayDecide(row)
+			if pc, err := present.Present(ctx, s.opt.Store, row, c.Approver, time.Now()); err == nil {
+				shown = &pc // the one presentation every approver surface shows
+			}
 		}
 		it := map[string]any{
 			"id":        p.ConfirmationID,
@@ -237,6 +252,9 @@ func (s *Server) interruptOutcome(ctx context.Context, c Caller, pending []strea
 				"capability": p.Capability, "version": p.Version, "argsDigest": p.ArgsDigest,
 				"arguments": p.Arguments, "display": display.Text(p.Display),
 				"mayDecide": may, "whyNot": why, "whoMayDecide": who}},
+		}
+		if shown != nil {
+			it["metadata"].(map[string]any)["airlock"].(map[string]any)["presentation"] = shown
 		}
 		if p.CallID != "" {
 			it["toolCallId"] = p.CallID

@@ -123,8 +123,9 @@ func IsFinal(typ string, payload json.RawMessage) bool {
 // the final event is at or before after, it is handed again: a client that reconnects after
 // the end gets the final result. Whenever the stream is idle while confirmations are pending
 // (pending events, from the start of the stream, without their decided event), it hands a
-// RUN_FINISHED with outcome "interrupt" listing them (Seq 0), once per change: a client that
-// reconnects after their pending events sees them again.
+// RUN_FINISHED with outcome "interrupt" listing them (Seq 0), once per change, leaving out
+// those the store holds a decision for (Undecided): a client that reconnects after their
+// pending events sees them again.
 //
 // Errors: ctx's error, fn's error, or the store's.
 func Follow(ctx context.Context, st *store.Store, turn string, after int64, poll time.Duration, fn func(Delivered) error) error {
@@ -160,8 +161,12 @@ func Follow(ctx context.Context, st *store.Store, turn string, after int64, poll
 		}
 		if key := tr.PendingKey(); key != interrupted {
 			interrupted = key
-			if len(tr.Pending) > 0 {
-				if err := fn(interruptEvent(turn, tr.SortedPending())); err != nil {
+			open, err := Undecided(ctx, st, tr.SortedPending())
+			if err != nil {
+				return err
+			}
+			if len(open) > 0 {
+				if err := fn(interruptEvent(turn, open)); err != nil {
 					return err
 				}
 			}

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sort"
 	"strings"
 
@@ -96,4 +97,25 @@ func (t *Tracker) pendingIDs() []string {
 	}
 	sort.Strings(ids)
 	return ids
+}
+
+// Undecided is pending without the confirmations the store already holds a decision for: the
+// stream says a confirmation was decided only once the turn took the decision, so a follower
+// must not announce, as still waiting, one an approver answered a moment ago (an AG-UI resume
+// would end on the very question it answered). A confirmation the store does not know stays
+// (the stream says it waits). Errors are the store's.
+func Undecided(ctx context.Context, st *store.Store, pending []Pending) ([]Pending, error) {
+	var open []Pending
+	for _, p := range pending {
+		row, err := st.GetConfirmation(ctx, p.ConfirmationID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return nil, err
+		case row.Decision != "":
+			continue
+		}
+		open = append(open, p)
+	}
+	return open, nil
 }
