@@ -9,6 +9,8 @@ import (
 // config show prints a flag's value as given (a home directory is no URL to mask), except the
 // database URL, whose password never shows.
 func TestConfigShowFlagValues(t *testing.T) {
+	saved := cfg // the root's flags write the process's Config: later tests must not inherit them
+	t.Cleanup(func() { cfg = saved })
 	home := filepath.Join(t.TempDir(), "airlock-home")
 	out, err := run(t, "", "--home", home, "--corpus", "/srv/corpus", "--database-url", "postgres://airlock:hunter22@db.internal/airlock", "config", "show")
 	if err != nil {
