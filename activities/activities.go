@@ -499,7 +499,7 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 		Arguments: in.Arguments, Display: in.Display, CreatedAt: now, ExpiresAt: now.Add(in.TTL),
 		RegistryRevision: rev, Disclosure: discJSON,
 		Provenance: prov, ApproverGroups: policy.ApproverGroups, PasskeyRequired: policy.Passkey,
-		Quorum: policy.Approvals(), UserRequest: userRequest,
+		Quorum: policy.Approvals(), DistinctApprover: policy.DistinctApprover, UserRequest: userRequest,
 	})
 	if err != nil {
 		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
@@ -512,7 +512,7 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 	if quorum < 1 {
 		quorum = pol.Approvals()
 	}
-	if err := a.auditIssued(ctx, in, row, quorum, pol.DistinctApprover); err != nil {
+	if err := a.auditIssued(ctx, in, row, quorum, row.DistinctApprover); err != nil {
 		return IssueOutput{}, fmt.Errorf("issue confirmation %s: %w", id, err)
 	}
 	a.emitPending(ctx, in, row)
@@ -531,7 +531,8 @@ func (a *Activities) IssueConfirmation(ctx context.Context, in IssueInput) (Issu
 		}
 	}
 	return IssueOutput{ConfirmationID: row.ID, ExpiresAt: row.ExpiresAt, Disclosure: disc, Provenance: row.Provenance,
-		ApproverGroups: row.ApproverGroups, Quorum: pol.Approvals(), PasskeyRequired: row.PasskeyRequired}, nil
+		ApproverGroups: row.ApproverGroups, Quorum: pol.Approvals(), PasskeyRequired: row.PasskeyRequired,
+		DistinctApprover: row.DistinctApprover}, nil
 }
 
 // ErrTypeGrantVoided is the application error type of a confirmation an earlier attempt of

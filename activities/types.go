@@ -264,6 +264,9 @@ type IssueOutput struct {
 	// PasskeyRequired: a decision counts only with the approver's passkey assertion
 	// (policy "approval/passkey", issue 21 item 3).
 	PasskeyRequired bool `json:"passkey_required,omitempty"`
+	// DistinctApprover: only an approver other than the turn's requester may decide it (policy
+	// "approval/distinct-approver", four eyes), as the stored confirmation was issued.
+	DistinctApprover bool `json:"distinct_approver,omitempty"`
 	// Granted: a repeat grant (issue 37, item 4) answered this confirmation. It is recorded
 	// approved by Approver (store: reason "repeat grant <id>"), and the call runs without a
 	// human; GrantID names the grant and GrantRemaining the uses left after this one.

@@ -137,6 +137,7 @@ func (c apiConfirmation) pending() PendingConfirmation {
 		Presentation: c.Presentation}
 	if pr := c.Presentation; pr != nil {
 		p.Quorum, p.Approvals, p.PasskeyRequired = pr.Quorum.Needed, pr.Quorum.Approvals, pr.PasskeyRequired
+		p.DistinctApprover = pr.Quorum.DistinctFromRequester
 		if pr.Requester.Attested {
 			p.Requester = &workflows.Requester{Principal: pr.Requester.Principal.Text, Client: pr.Requester.Client.Text}
 		}

@@ -411,8 +411,9 @@ func TestWebApproveRunsTheCall(t *testing.T) {
 	b.noDialogs()
 }
 
-// TestWebFourEyesAndDeny: alice, who asked, is refused approver_is_requester (shown at once,
-// the call does not run); then she denies with a reason, and the reason reaches the turn's
+// TestWebFourEyesAndDeny: alice, who asked, reads on the card that an approver other than the
+// requester must decide, and is refused approver_is_requester (shown at once, the call does
+// not run); then she denies with a reason, and the reason reaches the turn's
 // result and the turn's page.
 func TestWebFourEyesAndDeny(t *testing.T) {
 	t.Parallel()
@@ -423,6 +424,9 @@ func TestWebFourEyesAndDeny(t *testing.T) {
 	b.signIn(e.url, "alice")
 	b.waitCard(e.url, p.ConfirmationID)
 	c := card(p.ConfirmationID)
+	if got := b.text(c + ` dd.deciders`); !strings.Contains(got, "any approver other than the requester") || !p.DistinctApprover {
+		t.Fatalf("before alice tries, the card's deciders = %q (pending query DistinctApprover %v): it must say four eyes", got, p.DistinctApprover)
+	}
 	b.do("approve own request", chromedp.Click(css(c+` button.approve`)), chromedp.WaitVisible(css(`#answer`)))
 	if got := b.text(`#answer`); !strings.Contains(got, "approver_is_requester") {
 		t.Fatalf("answer to a four-eyes violation = %q", got)

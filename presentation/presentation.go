@@ -171,6 +171,9 @@ type Quorum struct {
 	Needed int `json:"needed"`
 	// Approvals are the approvers whose approval counted so far, in the order given.
 	Approvals []string `json:"approvals"`
+	// DistinctFromRequester: only an approver other than the turn's requester may decide it
+	// (policy "approval/distinct-approver", four eyes).
+	DistinctFromRequester bool `json:"distinct_from_requester"`
 }
 
 // Remaining is how many more approvals the call needs (0 once reached).
@@ -186,12 +189,17 @@ func (q Quorum) Line() string {
 	return fmt.Sprintf("%d needed, %s", q.Needed, so)
 }
 
-// Deciders is who may decide, in words: "any approver" or "members of finance, ops".
+// Deciders is who may decide, in words: "any approver" or "members of finance, ops", followed
+// by " other than the requester" when DistinctFromRequester.
 func (q Quorum) Deciders() string {
-	if len(q.Groups) == 0 {
-		return "any approver"
+	who := "any approver"
+	if len(q.Groups) > 0 {
+		who = "members of " + strings.Join(q.Groups, ", ")
 	}
-	return "members of " + strings.Join(q.Groups, ", ")
+	if q.DistinctFromRequester {
+		who += " other than the requester"
+	}
+	return who
 }
 
 // Status is where the confirmation stands, for the viewer when one is named.
@@ -283,8 +291,10 @@ type Input struct {
 	Quorum          int
 	Approvals       []string
 	PasskeyRequired bool
-	CreatedAt       time.Time
-	ExpiresAt       time.Time
+	// DistinctApprover: the policy requires an approver other than the requester (four eyes).
+	DistinctApprover bool
+	CreatedAt        time.Time
+	ExpiresAt        time.Time
 	// Decision is the stored decision (approved, denied, expired; "" while undecided), with
 	// who decided (DecidedBy, proof included), when and why.
 	Decision, DecidedBy, Reason string
@@ -371,7 +381,7 @@ func Build(in Input) Confirmation {
 	case in.ClaimedPrincipal != "":
 		c.Requester = Requester{Principal: text(in.ClaimedPrincipal)}
 	}
-	c.Quorum = Quorum{Groups: []string{}, Needed: max(in.Quorum, 1), Approvals: []string{}}
+	c.Quorum = Quorum{Groups: []string{}, Needed: max(in.Quorum, 1), Approvals: []string{}, DistinctFromRequester: in.DistinctApprover}
 	for _, g := range in.Groups {
 		c.Quorum.Groups = append(c.Quorum.Groups, word(g))
 	}

@@ -2,6 +2,7 @@ package presentation_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +57,43 @@ func TestStatusInPlainWords(t *testing.T) {
 	if c.Destination.Line != "host bank.example" || c.Quorum.Line() != "2 needed, 1 so far (erin)" || c.UserRequest.Text != "<b>pay</b><U+202E>" ||
 		c.Ref() != "payments.send@2" || c.Expiry() != "2026-12-05T09:00:00Z" {
 		t.Fatalf("presentation: %+v", c)
+	}
+}
+
+// Deciders says who may decide, with or without groups, and says "other than the requester"
+// where the policy asks for four eyes: the card, the CLI, the API and the notices all print it.
+func TestDecidersSayFourEyes(t *testing.T) {
+	for _, tc := range []struct {
+		groups   []string
+		distinct bool
+		want     string
+	}{
+		{nil, false, "any approver"},
+		{nil, true, "any approver other than the requester"},
+		{[]string{"finance", "ops"}, false, "members of finance, ops"},
+		{[]string{"finance", "ops"}, true, "members of finance, ops other than the requester"},
+	} {
+		c := presentation.Build(presentation.Input{ID: "cf-1", CapabilityID: "payments.send", Version: 1,
+			Groups: tc.groups, DistinctApprover: tc.distinct})
+		if got := c.Quorum.Deciders(); got != tc.want {
+			t.Errorf("groups %v, distinct %v: Deciders() = %q, want %q", tc.groups, tc.distinct, got, tc.want)
+		}
+		if c.Quorum.DistinctFromRequester != tc.distinct {
+			t.Errorf("groups %v: DistinctFromRequester = %v, want %v", tc.groups, c.Quorum.DistinctFromRequester, tc.distinct)
+		}
+		found := false
+		for _, l := range c.Lines(0) {
+			if l.Label == presentation.LabelDeciders {
+				found = l.Text == tc.want+"; 1 needed, none so far"
+			}
+		}
+		if !found {
+			t.Errorf("groups %v, distinct %v: no deciders line %q in %v", tc.groups, tc.distinct, tc.want, c.Lines(0))
+		}
+		b, _ := json.Marshal(c.Quorum)
+		if !strings.Contains(string(b), fmt.Sprintf(`"distinct_from_requester":%v`, tc.distinct)) {
+			t.Errorf("quorum JSON %s lacks distinct_from_requester", b)
+		}
 	}
 }
 

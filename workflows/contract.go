@@ -342,6 +342,9 @@ type PendingConfirmation struct {
 	// PasskeyRequired: a decision counts only with the approver's passkey assertion
 	// (policy "approval/passkey", issue 21 item 3).
 	PasskeyRequired bool `json:"passkey_required,omitempty"`
+	// DistinctApprover: only an approver other than the turn's requester may decide it (policy
+	// "approval/distinct-approver", four eyes), as the confirmation was issued.
+	DistinctApprover bool `json:"distinct_approver,omitempty"`
 	// Presentation is the confirmation as every approver surface presents it (the one
 	// presentation: user's request, votes so far, status, every hostile string made visible).
 	// The turn's pending query leaves it nil; the client package and the application API fill

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/registry"
 	"github.com/airlock-dev/airlock/workflows"
 )
 
@@ -30,6 +31,39 @@ func TestPendingQueryCarriesTheUsersRequest(t *testing.T) {
 		f.signal(f.decision(p[0].ConfirmationID, workflows.DecisionDeny, "alice", "no"))
 	})
 	f.run(workflows.TurnRequest{Message: long, ConfirmationTTL: 4 * time.Minute})
+}
+
+// A four-eyes capability's pending query says so (DistinctApprover), as its stored
+// confirmation does: surfaces without the store say "other than the requester" too. A
+// capability without the rule says nothing of it.
+func TestPendingQueryCarriesFourEyes(t *testing.T) {
+	for _, fourEyes := range []bool{true, false} {
+		f := newFixture(t, calls(call("c1", "test_send", `{"to":"a","amount":1}`)), answer("done"))
+		if fourEyes {
+			src := registry.Source{Name: "test", Data: []byte(testRegistry)}
+			reg, err := registry.Load([]registry.Source{src, registry.StructuralPolicy("four-eyes policy", "test.1",
+				func(e registry.Entry) bool { return e.ID == "test.send" }, src)}, testImpls(f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.acts.Registry = reg
+		}
+		f.at(time.Minute, func() {
+			p := f.pending()
+			if len(p) != 1 {
+				t.Fatalf("pending: %+v", p)
+			}
+			row, err := f.store.GetConfirmation(context.Background(), p[0].ConfirmationID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p[0].DistinctApprover != fourEyes || row.DistinctApprover != fourEyes {
+				t.Errorf("four eyes %v: query DistinctApprover %v, store %v", fourEyes, p[0].DistinctApprover, row.DistinctApprover)
+			}
+			f.signal(f.decision(p[0].ConfirmationID, workflows.DecisionDeny, "bob", "no"))
+		})
+		f.run(workflows.TurnRequest{Principal: "alice", Message: "send a 1", ConfirmationTTL: 4 * time.Minute})
+	}
 }
 
 func first(s string, n int) string {

@@ -300,7 +300,7 @@ func (t *turn) issue(ctx workflow.Context, pr *proposal) error {
 		CallID: call.CallID, ToolName: call.Name, CapabilityID: adm.CapabilityID, Version: adm.Version, Arguments: call.Arguments,
 		Display: adm.Display, ArgsDigest: adm.ArgsDigest, ExpiresAt: iss.ExpiresAt, Provenance: iss.Provenance, Disclosure: iss.Disclosure,
 		Requester: t.requesterOf(), ApproverGroups: iss.ApproverGroups, Quorum: iss.Quorum, PasskeyRequired: iss.PasskeyRequired,
-		UserRequest: activities.UserRequestExcerpt(t.req.Message)}}
+		DistinctApprover: iss.DistinctApprover, UserRequest: activities.UserRequestExcerpt(t.req.Message)}}
 	return nil
 }
 

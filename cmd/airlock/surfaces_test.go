@@ -57,8 +57,8 @@ var rawHostile = []string{"\u202e", "\u200b", "\x1b"}
 // rawHTML are the tags no HTML surface may carry unescaped.
 var rawHTML = []string{"<script>", "<img", "<b>now"}
 
-// surfaceFixture stores one confirmation of a quorum-2 call of approver group finance,
-// approved once by erin, with a disclosure, a provenance report whose values came from the
+// surfaceFixture stores one confirmation of a quorum-2 call of approver group finance that
+// only an approver other than the requester may decide (four eyes), approved once by erin, with a disclosure, a provenance report whose values came from the
 // user, a tool result, both and nowhere, an attested requester and the user's request.
 func surfaceFixture(t *testing.T, dir string) (string, store.Confirmation) {
 	t.Helper()
@@ -87,7 +87,7 @@ func surfaceFixture(t *testing.T, dir string) (string, store.Confirmation) {
 		SealedToken: []byte("sealed"), WorkflowID: "turn/billing/3", RunID: "run-1", Seq: 2, CallID: "call-7",
 		CapabilityID: "payments.send", Version: 2, ArgsDigest: "sha256:fixture", Arguments: args, Display: "send_money " + string(args),
 		Disclosure: disc, Provenance: prov, CreatedAt: now, ExpiresAt: now.Add(time.Hour), ApproverGroups: []string{"finance"},
-		Quorum: 2, UserRequest: hostileRequest})
+		Quorum: 2, DistinctApprover: true, UserRequest: hostileRequest})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,12 +105,12 @@ func jsonString(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 // facts are what every surface must state the same about the fixture.
 type facts struct {
-	quorum, destination, userRequest, expiry string
-	origins                                  []presentation.Origin
+	quorum, deciders, destination, userRequest, expiry string
+	origins                                            []presentation.Origin
 }
 
 func factsOf(p presentation.Confirmation) facts {
-	return facts{quorum: p.Quorum.Line(), destination: p.Destination.Line, userRequest: p.UserRequest.Text, expiry: p.Expiry(), origins: p.Provenance}
+	return facts{quorum: p.Quorum.Line(), deciders: p.Quorum.Deciders(), destination: p.Destination.Line, userRequest: p.UserRequest.Text, expiry: p.Expiry(), origins: p.Provenance}
 }
 
 // comparePresentation checks that a surface's presentation (decoded from its JSON) states the
@@ -121,6 +121,9 @@ func comparePresentation(t *testing.T, surface string, got presentation.Confirma
 	if g.quorum != want.quorum || g.destination != want.destination || g.userRequest != want.userRequest || g.expiry != want.expiry {
 		t.Errorf("%s: quorum %q destination %q user request %q expiry %q; want %q %q %q %q", surface, g.quorum, g.destination,
 			g.userRequest, g.expiry, want.quorum, want.destination, want.userRequest, want.expiry)
+	}
+	if g.deciders != want.deciders || !got.Quorum.DistinctFromRequester {
+		t.Errorf("%s: deciders %q (distinct_from_requester %v), want %q", surface, g.deciders, got.Quorum.DistinctFromRequester, want.deciders)
 	}
 	if len(g.origins) != len(want.origins) {
 		t.Fatalf("%s: %d provenance lines, want %d", surface, len(g.origins), len(want.origins))
@@ -136,7 +139,7 @@ func comparePresentation(t *testing.T, surface string, got presentation.Confirma
 // unescaping) states each fact in the same words.
 func inText(t *testing.T, surface, text string, want facts, withExpiry bool) {
 	t.Helper()
-	needs := []string{want.quorum, want.destination, want.userRequest}
+	needs := []string{want.quorum, want.deciders, want.destination, want.userRequest}
 	if withExpiry {
 		needs = append(needs, want.expiry)
 	}
@@ -164,8 +167,9 @@ func noRawHostile(t *testing.T, surface, out string, isHTML bool) {
 }
 
 // TestEverySurfaceSaysTheSame builds every approver surface from one stored confirmation (a
-// quorum-2 call with hostile arguments, description and user's request) and checks that each
-// states the same facts — "2 needed, 1 so far (erin)", the destination, the provenance
+// quorum-2, four-eyes call with hostile arguments, description and user's request) and checks
+// that each states the same facts — "2 needed, 1 so far (erin)", who may decide ("members of
+// finance other than the requester"), the destination, the provenance
 // labels (user, untrusted, both, none), the user's request and the expiry — and that no
 // bidi override, zero-width character, terminal escape or (in HTML) tag reaches it raw:
 // `airlock pending` and `--json`, the approver page's card, the application API's
@@ -185,7 +189,7 @@ func TestEverySurfaceSaysTheSame(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := factsOf(canon)
-	if want.quorum != "2 needed, 1 so far (erin)" || want.destination != "host bank.example" || !strings.Contains(want.userRequest, "<U+202E>") {
+	if want.quorum != "2 needed, 1 so far (erin)" || want.deciders != "members of finance other than the requester" || want.destination != "host bank.example" || !strings.Contains(want.userRequest, "<U+202E>") {
 		t.Fatalf("canonical facts: %+v", want)
 	}
 	seen := map[string]bool{}
@@ -205,7 +209,7 @@ func TestEverySurfaceSaysTheSame(t *testing.T) {
 		t.Fatalf("pending: %v\n%s", err, out)
 	}
 	inText(t, "airlock pending", out, want, true)
-	if !strings.Contains(out, "deciders:    members of finance; 2 needed, 1 so far (erin)") {
+	if !strings.Contains(out, "deciders:    members of finance other than the requester; 2 needed, 1 so far (erin)") {
 		t.Errorf("airlock pending: deciders line:\n%s", out)
 	}
 	noRawHostile(t, "airlock pending", out, false)

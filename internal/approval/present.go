@@ -11,7 +11,7 @@ func PendingInput(p workflows.PendingConfirmation) presentation.Input {
 	in := presentation.Input{ID: p.ConfirmationID, WorkflowID: p.WorkflowID, CallID: p.CallID, Seq: p.Seq,
 		CapabilityID: p.CapabilityID, Version: p.Version, ToolName: p.ToolName, Arguments: p.Arguments, ArgsDigest: p.ArgsDigest,
 		Disclosure: p.Disclosure, Provenance: p.Provenance, Groups: p.ApproverGroups, Quorum: p.Quorum, Approvals: p.Approvals,
-		PasskeyRequired: p.PasskeyRequired, ExpiresAt: p.ExpiresAt, UserRequest: p.UserRequest}
+		PasskeyRequired: p.PasskeyRequired, DistinctApprover: p.DistinctApprover, ExpiresAt: p.ExpiresAt, UserRequest: p.UserRequest}
 	if p.Requester != nil {
 		in.RequesterPrincipal, in.RequesterClient = p.Requester.Principal, p.Requester.Client
 	}

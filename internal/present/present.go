@@ -19,7 +19,7 @@ func Input(row store.Confirmation) presentation.Input {
 	in := presentation.Input{ID: row.ID, WorkflowID: row.WorkflowID, CallID: row.CallID, Seq: row.Seq,
 		CapabilityID: row.CapabilityID, Version: row.Version, ToolName: toolOf(row.Display), Arguments: row.Arguments,
 		ArgsDigest: row.ArgsDigest, Provenance: row.Provenance, UserRequest: row.UserRequest, Groups: row.ApproverGroups,
-		Quorum: row.Quorum, PasskeyRequired: row.PasskeyRequired, CreatedAt: row.CreatedAt, ExpiresAt: row.ExpiresAt,
+		Quorum: row.Quorum, PasskeyRequired: row.PasskeyRequired, DistinctApprover: row.DistinctApprover, CreatedAt: row.CreatedAt, ExpiresAt: row.ExpiresAt,
 		Decision: row.Decision, Reason: row.Reason, DecidedAt: row.DecidedAt, DecidedBy: row.Approver}
 	if row.Approver != "" && row.ApproverProof != "" {
 		in.DecidedBy = row.Approver + " · " + row.ApproverProof

@@ -81,6 +81,10 @@ type Confirmation struct {
 	// Quorum is how many distinct approvals the call needs, from the policy (JSON or Cedar)
 	// it was issued under; 0 for rows issued before it was kept (surfaces read 1).
 	Quorum int
+	// DistinctApprover: its capability's policy required an approver other than the requester
+	// ("approval/distinct-approver", four eyes) when it was issued; surfaces say so. The
+	// worker judges by the policy it serves.
+	DistinctApprover bool
 	// UserRequest is the turn's user message that asked for the call, as the conversation's
 	// context held it when the confirmation was issued (model-independent, but a client's
 	// text: hostile like any other); "" when none was found or for older rows.
@@ -117,6 +121,7 @@ type confirmationRow struct {
 	Proof        string `db:"approver_proof"`
 	Passkey      int    `db:"passkey_required"`
 	Quorum       int    `db:"quorum"`
+	Distinct     int    `db:"distinct_approver"`
 	UserRequest  string `db:"user_request"`
 }
 
@@ -131,14 +136,14 @@ func (r confirmationRow) confirmation() Confirmation {
 		Generation: r.Generation, ConsumedBy: r.ConsumedBy, EditedDigest: r.EditedDigest,
 		Provenance: optionalJSON(r.Provenance), ApproverGroups: splitGroups(r.Groups), ApproverProof: r.Proof,
 		Disclosure: disclosureJSON(r.Disclosure), PasskeyRequired: r.Passkey != 0,
-		Quorum: r.Quorum, UserRequest: r.UserRequest,
+		Quorum: r.Quorum, DistinctApprover: r.Distinct != 0, UserRequest: r.UserRequest,
 	}
 }
 
 const confirmationCols = `id, token_hash, sealed_token, workflow_id, run_id, seq, call_id,
 	capability_id, version, args_digest, arguments, display, created_at, expires_at,
 	consumed_at, decision, approver, reason, decided_at, registry_revision, consumed_by, generation,
-	edited_digest, provenance, disclosure, approver_groups, approver_proof, passkey_required, quorum, user_request`
+	edited_digest, provenance, disclosure, approver_groups, approver_proof, passkey_required, quorum, distinct_approver, user_request`
 
 // CreateConfirmation stores a new pending, unconsumed confirmation and returns
 // it as stored. It is idempotent by c.ID: if a confirmation with this ID
@@ -161,8 +166,8 @@ func (s *Store) CreateConfirmation(ctx context.Context, c Confirmation) (Confirm
 	// On PostgreSQL the new row's notification rides the insert too (notifyChanged).
 	q := `INSERT INTO confirmations
 		(id, token_hash, sealed_token, workflow_id, run_id, seq, call_id, capability_id,
-		 version, args_digest, arguments, display, created_at, expires_at, registry_revision, provenance, disclosure, approver_groups, passkey_required, quorum, user_request)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		 version, args_digest, arguments, display, created_at, expires_at, registry_revision, provenance, disclosure, approver_groups, passkey_required, quorum, distinct_approver, user_request)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING
 		RETURNING ` + confirmationCols
 	if s.driver == DriverPostgres {
@@ -172,7 +177,7 @@ func (s *Store) CreateConfirmation(ctx context.Context, c Confirmation) (Confirm
 	err = s.db.GetContext(ctx, &r, s.q(q),
 		c.ID, c.TokenHash, bytesArg(c.SealedToken), c.WorkflowID, c.RunID, c.Seq, c.CallID,
 		c.CapabilityID, c.Version, c.ArgsDigest, args, c.Display,
-		tsArg(orNow(c.CreatedAt)), tsArg(c.ExpiresAt), c.RegistryRevision, string(c.Provenance), string(c.Disclosure), joinGroups(c.ApproverGroups), boolInt(c.PasskeyRequired), c.Quorum, c.UserRequest)
+		tsArg(orNow(c.CreatedAt)), tsArg(c.ExpiresAt), c.RegistryRevision, string(c.Provenance), string(c.Disclosure), joinGroups(c.ApproverGroups), boolInt(c.PasskeyRequired), c.Quorum, boolInt(c.DistinctApprover), c.UserRequest)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		s.touch(ctx, s.db) // the first attempt may have ended before its notification

@@ -454,6 +454,45 @@ func TestConfirmationCreateIdempotent(t *testing.T) {
 	})
 }
 
+// TestConfirmationDistinctApproverRoundTrips: the four-eyes flag a confirmation was issued
+// under is stored and read back by every read (one stored fact every surface words).
+func TestConfirmationDistinctApproverRoundTrips(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, s *Store, _ string) {
+		ctx := testCtx(t)
+		four := newConfirmation("conf-4eyes", 0xD1)
+		four.DistinctApprover, four.Quorum = true, 2
+		plain := newConfirmation("conf-plain", 0xD2)
+		for _, c := range []Confirmation{four, plain} {
+			got, err := s.CreateConfirmation(ctx, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.DistinctApprover != c.DistinctApprover {
+				t.Fatalf("%s: created DistinctApprover = %v, want %v", c.ID, got.DistinctApprover, c.DistinctApprover)
+			}
+			fetched, err := s.GetConfirmation(ctx, c.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fetched.DistinctApprover != c.DistinctApprover || fetched.Quorum != c.Quorum {
+				t.Fatalf("%s: fetched DistinctApprover = %v, quorum %d; want %v, %d", c.ID, fetched.DistinctApprover, fetched.Quorum, c.DistinctApprover, c.Quorum)
+			}
+		}
+		pending, err := s.ListPendingConfirmations(ctx, base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, c := range pending {
+			got[c.ID] = c.DistinctApprover
+		}
+		if len(got) != 2 || !got["conf-4eyes"] || got["conf-plain"] {
+			t.Fatalf("pending DistinctApprover = %v, want conf-4eyes only", got)
+		}
+	})
+}
+
 func assertConfirmation(t *testing.T, got, want Confirmation) {
 	t.Helper()
 	g, _ := json.Marshal(got)
