@@ -356,10 +356,12 @@ func (s *server) close() {
 
 // ensure returns the connected session, connecting first when there is none. One attempt
 // runs at a time, under the server's own lifetime (never the caller's context, so a session a
-// call opened outlives the call); callers wait for it until their context ends.
+// call opened outlives the call); callers wait for it until their context ends. A session an
+// attempt still lists the tools of is not returned before the listing ends: the pin check
+// needs the tools, and a call in that window would read "not connected yet".
 func (s *server) ensure(ctx context.Context) (*sdk.ClientSession, error) {
 	s.mu.Lock()
-	if s.sess != nil {
+	if s.sess != nil && s.connecting == nil {
 		sess := s.sess
 		s.mu.Unlock()
 		return sess, nil
