@@ -25,6 +25,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlock-dev/airlock/internal/display"
+	"github.com/airlock-dev/airlock/internal/redact"
 	"github.com/airlock-dev/airlock/registry"
 )
 
@@ -150,7 +151,8 @@ func (b *Bridge) Implementations(entries []registry.Entry) ([]registry.Implement
 		out = append(out, registry.Implementation{
 			ID: e.ID, Version: e.Version, Schema: schema,
 			Invoke: func(ctx context.Context, inv registry.Invocation) (registry.Output, error) {
-				return sv.call(ctx, p, inv.Arguments)
+				out, err := sv.call(ctx, p, inv.Arguments)
+				return out, sv.scrub(err)
 			},
 			Available: func() error { return sv.check(p) },
 			Ready:     func(context.Context) error { return sv.check(p) },
@@ -284,14 +286,55 @@ type server struct {
 	pins       map[string]pin
 	reported   map[string]bool
 	stderr     *tail
+
+	// secrets are the values no error or log line of this server may show: its headers' and
+	// env/secrets' values as last read, and the secret parts of its URL (see scrub).
+	secretsMu sync.Mutex
+	secrets   []string
+}
+
+// addSecrets records values scrub masks from now on.
+func (s *server) addSecrets(vs ...string) {
+	s.secretsMu.Lock()
+	defer s.secretsMu.Unlock()
+	for _, v := range vs {
+		if v != "" && !slices.Contains(s.secrets, v) {
+			s.secrets = append(s.secrets, v)
+		}
+	}
+}
+
+// scrub masks the server's secrets in err (redact.Error): a stdio server that prints its key
+// on stderr, an SDK error quoting the endpoint with its ?api_key=, a JSON-RPC error echoing a
+// header. A *registry.NotRunError in it has its Detail scrubbed too, since the executor reads
+// Detail (errors.As) into the call's result, the history and the audit.
+func (s *server) scrub(err error) error {
+	if err == nil {
+		return nil
+	}
+	s.secretsMu.Lock()
+	secrets := slices.Clone(s.secrets)
+	s.secretsMu.Unlock()
+	if len(secrets) == 0 {
+		return err
+	}
+	var nr *registry.NotRunError
+	if errors.As(err, &nr) {
+		nr.Detail = redact.String(nr.Detail, secrets...)
+	}
+	return redact.Error(err, secrets...)
 }
 
 func newServer(b *Bridge, c ServerConfig) *server {
 	ctx, cancel := context.WithCancel(context.Background())
 	connect, refresh, maxAge := c.Timings()
-	return &server{b: b, cfg: c, connectTO: connect, refresh: refresh, maxAge: maxAge, ctx: ctx, cancel: cancel,
+	s := &server{b: b, cfg: c, connectTO: connect, refresh: refresh, maxAge: maxAge, ctx: ctx, cancel: cancel,
 		kickCh: make(chan struct{}, 1), settled: make(chan struct{}), pins: map[string]pin{}, reported: map[string]bool{},
 		stderr: &tail{max: 2048}}
+	if redact.URL(c.URL) != c.URL {
+		s.addSecrets(redact.URLSecrets(c.URL)...) // a token in its query: the whole URL is masked
+	}
+	return s
 }
 
 func (s *server) bind(p pin) {
@@ -433,6 +476,7 @@ func (s *server) dial(ch chan struct{}) {
 
 // lost marks sess as gone (when it is still the current one) and wakes the loop to reconnect.
 func (s *server) lost(sess *sdk.ClientSession, why error) {
+	why = s.scrub(why)
 	s.mu.Lock()
 	if s.sess != sess {
 		s.mu.Unlock()
@@ -466,7 +510,7 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 		if tail := s.stderr.String(); tail != "" {
 			msg += "; its stderr ends: " + display.Visible(display.OneLine(tail))
 		}
-		return nil, fmt.Errorf("connect to MCP server %q (%s): %s", s.cfg.Name, s.cfg.Transport(), msg)
+		return nil, s.scrub(fmt.Errorf("connect to MCP server %q (%s): %s", s.cfg.Name, s.cfg.Transport(), msg))
 	}
 	return sess, nil
 }
@@ -482,6 +526,7 @@ func (s *server) transport() (sdk.Transport, error) {
 			if err != nil {
 				return nil, fmt.Errorf("MCP server %q: header %s: %w", c.Name, hd.Name, err)
 			}
+			s.addSecrets(v)
 			h.Set(hd.Name, hd.Prefix+v)
 		}
 		// Up to 16 idle connections to the server (net/http keeps 2 per host): tool calls of
@@ -515,6 +560,7 @@ func (s *server) transport() (sdk.Transport, error) {
 		if err != nil {
 			return nil, fmt.Errorf("MCP server %q: env/secrets %s: %w", c.Name, k, err)
 		}
+		s.addSecrets(v)
 		env = append(env, k+"="+v)
 	}
 	cmd := exec.Command(c.Command, c.Args...)
@@ -604,12 +650,12 @@ func (s *server) list(ctx context.Context, sess *sdk.ClientSession) error {
 	tools := map[string]liveTool{}
 	for t, err := range sess.Tools(ctx, nil) {
 		if err != nil {
-			werr := fmt.Errorf("MCP server %q: list tools: %w", s.cfg.Name, err)
+			werr := s.scrub(fmt.Errorf("MCP server %q: list tools: %w", s.cfg.Name, err))
 			switch {
 			case ctx.Err() != nil:
 			case sessionGone(err):
 				s.b.log.Info("MCP session no longer known to the server (it restarted or expired the session): opening a new one",
-					"server", s.cfg.Name, "reason", display.Visible(err.Error()))
+					"server", s.cfg.Name, "reason", display.Visible(werr.Error()))
 				s.forget(sess, werr)
 			default:
 				s.lost(sess, werr)
@@ -844,7 +890,7 @@ func (s *server) reopen(ctx context.Context, sess *sdk.ClientSession, why error)
 	s.mu.Unlock()
 	if current {
 		s.b.log.Info("MCP session no longer known to the server (it restarted or expired the session): opening a new one",
-			"server", s.cfg.Name, "reason", display.Visible(why.Error()))
+			"server", s.cfg.Name, "reason", display.Visible(s.scrub(why).Error()))
 		s.forget(sess, fmt.Errorf("the server no longer knows the session: %v", why))
 	}
 	return s.ensure(ctx)
@@ -853,6 +899,7 @@ func (s *server) reopen(ctx context.Context, sess *sdk.ClientSession, why error)
 // forget drops sess (when it is still the current one) without the warning lost gives: a
 // session the server expired is reopened, not a server that is down.
 func (s *server) forget(sess *sdk.ClientSession, why error) {
+	why = s.scrub(why)
 	s.mu.Lock()
 	if s.sess != sess {
 		s.mu.Unlock()

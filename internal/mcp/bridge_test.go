@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -521,4 +523,91 @@ func TestServerUnreachableAtCallIsNotRun(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "notes")); !os.IsNotExist(err) {
 		t.Fatal("a write landed on a server that was gone")
 	}
+}
+
+// A server's secrets never show in what its errors say (the call's result, the history, the
+// audit, airlock mcp status, the worker log): a token in the URL's query that the SDK's
+// errors quote, a stdio server printing its env/secrets value on stderr, an HTTP server
+// echoing its header's secret in a JSON-RPC error.
+func TestServerSecretsNeverShowInErrors(t *testing.T) {
+	dir := t.TempDir()
+	noSecret := func(what string, err error, secrets ...string) {
+		t.Helper()
+		if err == nil {
+			t.Fatalf("%s: want an error", what)
+		}
+		msgs := []string{err.Error()}
+		var nr *registry.NotRunError
+		if errors.As(err, &nr) {
+			msgs = append(msgs, nr.Detail)
+		}
+		for _, m := range msgs {
+			for _, s := range secrets {
+				if strings.Contains(m, s) {
+					t.Errorf("%s shows the secret %q: %s", what, s, m)
+				}
+			}
+		}
+	}
+
+	// A token in the URL's query.
+	ts := httpServer(t, newTestServer("v1", dir))
+	c := ServerConfig{Name: "notes", URL: ts.URL + "/?api_key=S3cretQueryTok", Refresh: "100ms", ConnectTimeout: "1s"}
+	reg, b, _ := bound(t, c, ImportOptions{})
+	echo := capability(t, reg, "echo")
+	ts.CloseClientConnections()
+	ts.Close()
+	eventually(t, "the server to be seen down", func() bool { return echo.Unavailable() != nil })
+	noSecret("unavailable", echo.Unavailable(), "S3cretQueryTok")
+	_, err := echo.Impl.Invoke(context.Background(), registry.Invocation{Arguments: json.RawMessage(`{"message":"x"}`)})
+	noSecret("call", err, "S3cretQueryTok")
+	for _, st := range b.Status(context.Background(), false) {
+		noSecret("status", errors.New(st.Problem+" "+fmt.Sprint(st.Tools)), "S3cretQueryTok")
+	}
+
+	// A stdio server that prints its secret on stderr and exits.
+	t.Setenv("MCPTEST_LEAKED_TOKEN", "ghp_StderrSecretTok")
+	sb := New(nil)
+	defer sb.Close()
+	sh := ServerConfig{Name: "leaky", Command: "/bin/sh", Args: []string{"-c", "echo invalid token $TOK >&2; exit 1"},
+		EnvSecrets: map[string]Secret{"TOK": {Env: "MCPTEST_LEAKED_TOKEN"}}, ConnectTimeout: "2s"}
+	sb.Configure(&Servers{SchemaV: ServersSchemaVersion, Servers: []ServerConfig{sh}})
+	e := echo.Entry
+	e.Airlock.MCP = &registry.MCP{Server: "leaky", Tool: "echo", Digest: echo.Airlock.MCP.Digest, Definition: echo.Airlock.MCP.Definition}
+	impls, err := sb.Implementations([]registry.Entry{e})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sb.WaitSettled(ctx)
+	noSecret("stdio unavailable", impls[0].Available(), "ghp_StderrSecretTok")
+	if err := impls[0].Available(); err == nil || !strings.Contains(err.Error(), "invalid token") {
+		t.Errorf("the stderr tail should still show, scrubbed: %v", err)
+	}
+	_, err = impls[0].Invoke(ctx, registry.Invocation{Arguments: json.RawMessage(`{"message":"x"}`)})
+	noSecret("stdio call", err, "ghp_StderrSecretTok")
+
+	// An HTTP server that echoes its header's secret in a JSON-RPC error.
+	t.Setenv("MCPTEST_HEADER_TOKEN", "HdrSecretTok42")
+	var echoKey atomic.Bool
+	srv := newTestServer("v1", dir)
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if echoKey.Load() {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"key %s is revoked"}}`, r.Header.Get("X-Api-Key"))
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	hc := ServerConfig{Name: "echoer", URL: hs.URL, Refresh: "1h", ConnectTimeout: "2s",
+		Headers: []Header{{Name: "X-Api-Key", Secret: Secret{Env: "MCPTEST_HEADER_TOKEN"}}}}
+	hreg, _, _ := bound(t, hc, ImportOptions{})
+	hecho := capability(t, hreg, "echo")
+	echoKey.Store(true)
+	_, err = hecho.Impl.Invoke(ctx, registry.Invocation{Arguments: json.RawMessage(`{"message":"x"}`)})
+	noSecret("header echo call", err, "HdrSecretTok42")
 }
