@@ -322,7 +322,9 @@ func (hc *httpCall) invoke(ctx context.Context, inv registry.Invocation) (regist
 	if int64(len(body)) > hc.maxBytes {
 		return registry.Output{}, fmt.Errorf("%s %s: status %d: %w (over %d bytes)", hc.h.Method, target, resp.StatusCode, ErrResponseTooLarge, hc.maxBytes)
 	}
-	res := HTTPResult{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type")}
+	// The status line and the content type are the server's text too: a secret it echoes
+	// there is replaced like one in the body.
+	res := HTTPResult{Status: resp.StatusCode, ContentType: hc.scrubText(resp.Header.Get("Content-Type"))}
 	res.Body = hc.bodyValue(body, res.ContentType)
 	data, err := json.Marshal(res)
 	if err != nil {
@@ -330,7 +332,7 @@ func (hc *httpCall) invoke(ctx context.Context, inv registry.Invocation) (regist
 	}
 	out := registry.Output{Data: data, SourceURL: req.URL.String()}
 	if !hc.accepted(resp.StatusCode) {
-		out.Error = fmt.Sprintf("%s %s answered %s (accepted: %s)", hc.h.Method, target, resp.Status, hc.acceptText())
+		out.Error = fmt.Sprintf("%s %s answered %s (accepted: %s)", hc.h.Method, target, hc.scrubText(resp.Status), hc.acceptText())
 	}
 	return out, nil
 }
@@ -343,10 +345,7 @@ func (hc *httpCall) bodyValue(body []byte, contentType string) json.RawMessage {
 		return nil
 	}
 	mt, _, _ := mime.ParseMediaType(contentType)
-	text := string(body)
-	for _, s := range hc.secrets {
-		text = strings.ReplaceAll(text, s, "[secret]")
-	}
+	text := hc.scrubText(string(body))
 	if (mt == "application/json" || strings.HasSuffix(mt, "+json")) && json.Valid([]byte(text)) {
 		var b bytes.Buffer
 		if json.Compact(&b, []byte(text)) == nil {
@@ -376,6 +375,14 @@ func (hc *httpCall) acceptText() string {
 		parts[i] = strconv.Itoa(s)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// scrubText replaces every secret value in text with "[secret]".
+func (hc *httpCall) scrubText(text string) string {
+	for _, s := range hc.secrets {
+		text = strings.ReplaceAll(text, s, "[secret]")
+	}
+	return text
 }
 
 // redact replaces secret values in an error's text (a transport error may quote a header).

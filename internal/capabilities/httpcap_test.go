@@ -415,3 +415,34 @@ func TestProtectedNameInCompatibilityCharacters(t *testing.T) {
 		t.Fatalf("fullwidth localhost: %v", err)
 	}
 }
+
+// A server that echoes the secret in its status line or its content type does not get it into
+// the call's result either (the model, the history and the audit read it).
+func TestHTTPCapabilitySecretEchoedInStatusOrContentType(t *testing.T) {
+	rec := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		auth := r.Header.Get("Authorization")
+		conn, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close()
+		fmt.Fprintf(buf, "HTTP/1.1 401 token %s revoked\r\nContent-Type: application/json; charset=utf-8; key=%q\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}", auth, auth)
+		buf.Flush()
+	})
+	doc := httpEntry("external-write", "external", "5s", fmt.Sprintf(createBlock, rec.srv.URL), `["labels","priority","project","title"]`)
+	c, err := loadHTTP(t, doc, rec, true, staticSecrets(map[string]string{"tickets-token": "s3cr3t-value"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := call(t, c, `{"project":"ops","title":"Disk full"}`)
+	if err != nil {
+		t.Fatalf("call: %v", err)
+	}
+	if out.Error == "" || !strings.Contains(out.Error, "401") {
+		t.Fatalf("want the 401 reported: %q", out.Error)
+	}
+	if strings.Contains(out.Error, "s3cr3t-value") || strings.Contains(string(out.Data), "s3cr3t-value") {
+		t.Errorf("the echoed secret came back: error %q, data %s", out.Error, out.Data)
+	}
+}
