@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/redact"
 )
 
 // Publish hands a signed checkpoint to where an operator keeps them, so a third party holds
@@ -20,21 +22,24 @@ import (
 //     line (ReadCheckpoints reads them back).
 func Publish(ctx context.Context, dest string, note []byte) error {
 	if strings.HasPrefix(dest, "http://") || strings.HasPrefix(dest, "https://") {
+		// The URL may carry a key (?token=, a password): errors show it masked (the worker
+		// logs them at every tick).
+		shown, secrets := redact.URL(dest), redact.URLSecrets(dest)
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, dest, bytes.NewReader(note))
 		if err != nil {
-			return fmt.Errorf("receipts: publish to %s: %w", dest, err)
+			return redact.Error(fmt.Errorf("receipts: publish to %s: %w", shown, err), secrets...)
 		}
 		req.Header.Set("Content-Type", "text/plain; charset=utf-8")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			return fmt.Errorf("receipts: publish: %w", err)
+			return redact.Error(fmt.Errorf("receipts: publish to %s: %w", shown, err), secrets...)
 		}
 		defer resp.Body.Close()
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 		if resp.StatusCode/100 != 2 {
-			return fmt.Errorf("receipts: publish to %s: status %s", dest, resp.Status)
+			return fmt.Errorf("receipts: publish to %s: status %s", shown, redact.String(resp.Status, secrets...))
 		}
 		return nil
 	}

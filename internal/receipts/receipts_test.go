@@ -297,3 +297,21 @@ func TestVerifyNamesRemovedFirstRecords(t *testing.T) {
 		t.Fatalf("first records removed: %v", err)
 	}
 }
+
+// A publish URL's key never shows in Publish's errors (the worker logs them at every tick):
+// not when the witness refuses, not when it cannot be reached.
+func TestPublishErrorsMaskTheURLsKey(t *testing.T) {
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", http.StatusForbidden) }))
+	defer bad.Close()
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	for _, dest := range []string{bad.URL + "/ck?token=W1tnessKey9", down.URL + "/ck?token=W1tnessKey9", "http://u:W1tnessKey9@" + strings.TrimPrefix(down.URL, "http://") + "/ck"} {
+		err := Publish(context.Background(), dest, []byte("note\n"))
+		if err == nil {
+			t.Fatalf("%s: want an error", dest)
+		}
+		if strings.Contains(err.Error(), "W1tnessKey9") {
+			t.Errorf("the URL's key shows: %v", err)
+		}
+	}
+}
