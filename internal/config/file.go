@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/airlock-dev/airlock/internal/privfile"
+	"github.com/airlock-dev/airlock/internal/redact"
 )
 
 // The configuration file (airlock.yaml): one place for the settings every Airlock process
@@ -263,10 +264,25 @@ func EffectiveSettings(c Config, flagged func(key string) (string, bool)) []Effe
 		}
 		if s.Secret && e.Source != SourceDefault {
 			e.Value = ""
+		} else {
+			e.Value = maskURLs(e.Value)
 		}
 		out = append(out, e)
 	}
 	return out
+}
+
+// maskURLs is v with the secrets of each http(s) URL in it masked (redact.URL), v being one
+// value or a comma-separated list: a base URL's ?api-key=, a witness URL's ?token= never show
+// in `config show`. Anything else is kept as it is.
+func maskURLs(v string) string {
+	parts := strings.Split(v, ",")
+	for i, p := range parts {
+		if t := strings.TrimSpace(p); strings.HasPrefix(t, "http://") || strings.HasPrefix(t, "https://") {
+			parts[i] = strings.Replace(p, t, redact.URL(t), 1)
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // quoteValue shows a value for `config show`: quoted (Go syntax: control characters escaped)

@@ -176,3 +176,32 @@ func TestOperatorsExampleFileParses(t *testing.T) {
 		}
 	}
 }
+
+// config show never shows a URL's key: a base URL's ?api-key=, a witness URL's ?token= in a
+// list are masked; the rest of the value (a host, a file path) stays readable.
+func TestEffectiveSettingsMaskURLSecrets(t *testing.T) {
+	t.Setenv("AIRLOCK_OPENAI_BASE_URL", "https://gw.example/v1?api-key=K3yInBaseURL")
+	t.Setenv("AIRLOCK_RECEIPTS_PUBLISH", "/srv/ck.txt, https://w.example/ck?token=T0kInWitnessURL")
+	seen := 0
+	for _, e := range EffectiveSettings(Config{}, nil) {
+		line := ShowLine(e)
+		if strings.Contains(line, "K3yInBaseURL") || strings.Contains(line, "T0kInWitnessURL") {
+			t.Errorf("a URL's key shown: %s", line)
+		}
+		switch e.Key {
+		case "openai_base_url":
+			seen++
+			if !strings.Contains(e.Value, "gw.example/v1") {
+				t.Errorf("openai_base_url = %q, want the host and path kept", e.Value)
+			}
+		case "receipts_publish":
+			seen++
+			if !strings.Contains(e.Value, "/srv/ck.txt") || !strings.Contains(e.Value, "w.example/ck") {
+				t.Errorf("receipts_publish = %q, want the path and the host kept", e.Value)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Fatalf("saw %d of the two settings", seen)
+	}
+}
