@@ -272,7 +272,8 @@ func (a *Activities) inferWith(ctx context.Context, p inference.Provider, in Inf
 		return out, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeResponseTooLarge, err)
 	}
 	if err != nil {
-		return out, fmt.Errorf("infer round %d: %w", in.Round, err)
+		// The model's answer failed (its stream broke, its connection reset): never the store's.
+		return out, fmt.Errorf("infer round %d: %w", in.Round, store.Elsewhere(err))
 	}
 	out.Response = resp
 	out.Folded = &FoldedRound{}

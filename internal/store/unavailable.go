@@ -19,13 +19,14 @@ import (
 // A failed HTTP request (*url.Error: a model provider, a fetched page, an HTTP capability, an
 // MCP server or webhook over HTTP) is never the store's, even when the network under it
 // failed: neither store driver speaks HTTP, and an operator told "store unreachable" about a
-// model's DNS failure debugs the wrong part.
+// model's DNS failure debugs the wrong part. Nor is an error marked Elsewhere.
 func Unavailable(err error) bool {
 	if err == nil {
 		return false
 	}
 	var ue *url.Error
-	if errors.As(err, &ue) {
+	var el *elsewhereError
+	if errors.As(err, &ue) || errors.As(err, &el) {
 		return false
 	}
 	var ne net.Error
@@ -45,3 +46,23 @@ func Unavailable(err error) bool {
 	return strings.Contains(msg, "connection refused") || strings.Contains(msg, "bad connection") ||
 		strings.Contains(msg, "the database system is")
 }
+
+// Elsewhere marks err as known not to come from the store (a model provider's answer, read
+// over a connection that broke mid-stream: io.ErrUnexpectedEOF, a reset): Unavailable is
+// false for it whatever it wraps. errors.Is and errors.As still reach err; its message is
+// err's. A nil err stays nil.
+func Elsewhere(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &elsewhereError{err: err}
+}
+
+// elsewhereError is Elsewhere's mark. It does not Unwrap (Is and As delegate): Temporal's
+// failure converter writes each Unwrap link into history as a cause, and this link would only
+// repeat err's message.
+type elsewhereError struct{ err error }
+
+func (e *elsewhereError) Error() string        { return e.err.Error() }
+func (e *elsewhereError) Is(target error) bool { return errors.Is(e.err, target) }
+func (e *elsewhereError) As(target any) bool   { return errors.As(e.err, target) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"testing"
@@ -38,6 +39,10 @@ func TestUnavailable(t *testing.T) {
 		{refused, true},
 		{fmt.Errorf("infer: %w", httpRefused), false},
 		{fmt.Errorf("infer: %w", httpDNS), false},
+		// A model's stream that broke mid-answer, marked by the Infer activity: not the store,
+		// though the same error from the store's connection would be.
+		{io.ErrUnexpectedEOF, true},
+		{fmt.Errorf("infer round 1: %w", Elsewhere(fmt.Errorf("stream: %w", io.ErrUnexpectedEOF))), false},
 		{fmt.Errorf("save turn result: %w", &pq.Error{Code: "57P01", Message: "terminating connection due to administrator command"}), true},
 		{&pq.Error{Code: "57P03", Message: "the database system is starting up"}, true},
 		{&pq.Error{Code: "08006"}, true},
