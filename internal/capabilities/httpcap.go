@@ -407,5 +407,8 @@ type redactedError struct {
 
 func (e redactedError) Error() string { return e.msg }
 
-// Unwrap keeps errors.Is working; the wrapped error's own text is never printed.
-func (e redactedError) Unwrap() error { return e.err }
+// Is and As reach the wrapped error; it does not Unwrap, so nothing that walks a chain by
+// Unwrap and prints each link (Temporal's failure converter) ever prints the wrapped error's
+// own text (see redact.Error).
+func (e redactedError) Is(target error) bool { return errors.Is(e.err, target) }
+func (e redactedError) As(target any) bool   { return errors.As(e.err, target) }
