@@ -19,6 +19,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/approvers"
 	"github.com/airlock-dev/airlock/internal/canonical"
 	"github.com/airlock-dev/airlock/internal/clients"
+	"github.com/airlock-dev/airlock/internal/display"
 	"github.com/airlock-dev/airlock/internal/inference"
 	"github.com/airlock-dev/airlock/internal/parse"
 	"github.com/airlock-dev/airlock/internal/passkey"
@@ -1019,22 +1020,43 @@ func (a *Activities) executeChecked(ctx context.Context, in ExecuteInput, conf *
 		}
 		b, _ := json.Marshal(ledgerEntry{ExecuteOutput: out, ArgsDigest: digest})
 		if err := a.finishLedger(ctx, ledgerKey, state, b); err != nil {
-			return ExecuteOutput{}, fmt.Errorf("execution ledger: %w", err)
+			if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) || ctx.Err() != nil {
+				return ExecuteOutput{}, fmt.Errorf("execution ledger: %w", err)
+			}
+			// The store stayed away until this attempt's end (finishLedger stops finishDeadline
+			// before it): the effect ran and its outcome is in hand, so it goes to the turn,
+			// whose history keeps it. Failing instead would make the next attempt read the
+			// ledger row started and report outcome_unknown for a call that completed. The row
+			// stays started: it is read again only if this completion is lost as well, and
+			// then outcome_unknown is the truth (never a second run).
+			if activity.IsActivity(ctx) {
+				activity.GetLogger(ctx).Warn("the execution ledger could not record the outcome before the attempt's end (the store is away): the outcome goes to the turn's history instead",
+					"ledger", ledgerKey, "outcome", out.Outcome, "error", display.Visible(err.Error()))
+			}
 		}
 	}
 	return out, nil
 }
 
+// finishDeadline is how long before the attempt's deadline finishLedger stops trying, so the
+// outcome still reaches the server within the attempt.
+const finishDeadline = 2 * time.Second
+
 // finishLedger records a started execution's outcome (store.FinishExecution). The effect has
 // run and its outcome is in hand: a store that fails now (a restart, a failover, dropped
 // connections) must not make the next attempt find the row still started and report
 // outcome_unknown for a call that completed. So a failed finish is tried again, 100 ms doubling
-// to 2 s apart and heartbeating, until it lands or the attempt's context ends; a conflict or a
-// missing row is final at once (stop-30 attack: two failed finishes in a row after a completed
-// effect).
+// to 2 s apart and heartbeating, until it lands or finishDeadline before the attempt's
+// deadline; a conflict or a missing row is final at once (stop-30 attack: two failed finishes
+// in a row after a completed effect).
 func (a *Activities) finishLedger(ctx context.Context, key, state string, result json.RawMessage) error {
 	stop := keepAlive(ctx)
 	defer stop()
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dl.Add(-finishDeadline))
+		defer cancel()
+	}
 	wait := 100 * time.Millisecond
 	for {
 		err := a.Store.FinishExecution(ctx, key, state, result, a.now())

@@ -363,6 +363,34 @@ func TestAttackFixedStoreBlipAfterEffectMakesExecutedCallOutcomeUnknown(t *testi
 	}
 }
 
+// The ledger's finish fails for the whole attempt (a store outage that outlasts it, right after
+// an approved effect ran and succeeded: make test's store-outage test met it when the store
+// went down between the ledger's begin and finish). The attempt stops retrying the finish
+// before its deadline and hands the outcome to the turn, whose history keeps it: the call is
+// reported executed, never outcome_unknown, and never runs twice.
+func TestStoreAwayForTheWholeFinishStillReportsTheEffect(t *testing.T) {
+	t.Parallel()
+	e := newApprovalEnv(t)
+	s30FailFirst(t, e.dbURL, "execfinishall", "executions", "BEFORE UPDATE", `NEW.state <> OLD.state`, 1000000)
+	runs, ps := raceTurns(t, e, "s30away", 1)
+	if err := e.approveUpdate(ps[0].ConfirmationID, workflows.DecisionApprove, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	res := result(t, runs[0])
+	ran := len(e.rec.of("record_value"))
+	fired := s30SeqValue(t, e.dbURL, "execfinishall")
+	t.Logf("ran %d; outcomes %s; injected finish failures %d", ran, outcomeList(res), fired)
+	if fired < 2 {
+		t.Fatalf("the finish failed %d times: the test proves nothing", fired)
+	}
+	if ran != 1 {
+		t.Fatalf("the call ran %d times", ran)
+	}
+	if got := outcomeList(res); got != "record_value:executed" {
+		t.Fatalf("the effect ran once and succeeded, yet the turn reports %s (%s)", got, res.Outcomes[0].Detail)
+	}
+}
+
 // `airlock pending` and `airlock turn show` against the PostgreSQL store through the CLI, with
 // airlock_prepare on and off, on a turn whose model put terminal controls, a bidi override,
 // HTML and a long string into the pending call's arguments: every line is terminal-safe. A bad
