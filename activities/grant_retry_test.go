@@ -22,22 +22,7 @@ func TestGrantUseRetriedUnderANewRevisionAsksAgain(t *testing.T) {
 	a := issuingStore(t)
 	a.Approvers = nil // no approvers file: a fresh use would be refused (approver_gone)
 	ctx := context.Background()
-	at := time.Now().UTC()
-	a.Now = func() time.Time { return at }
-	in := IssueInput{WorkflowID: "turn/n/2", RunID: "r", Seq: 1, CallID: "c1", CapabilityID: "x.send", Version: 1,
-		ArgsDigest: "d", Arguments: json.RawMessage(`{"to":"a@example.com"}`), TTL: time.Minute,
-		Principal: "alice", Conversation: "n", RegistryRevision: "cap:R1"}
-	if _, err := a.Store.CreateGrant(ctx, store.Grant{ID: "rg-cf-0", ConfirmationID: "cf-0", Conversation: "n", Principal: "alice",
-		CapabilityID: "x.send", Version: 1, ArgsDigest: "d", RegistryRevision: "cap:R1", Approver: "bob", Granted: 3,
-		GrantedAt: at.Add(-time.Minute), ExpiresAt: at.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	id := ConfirmationID(in.WorkflowID, in.RunID, in.Seq)
-	// First attempt: UseGrant commits (under R1, approver standing then) ... then kill -9.
-	if use, _, err := a.Store.UseGrant(ctx, store.GrantScope{ConfirmationID: id, Conversation: "n", Principal: "alice", CapabilityID: "x.send",
-		Version: 1, ArgsDigest: "d", RegistryRevision: "cap:R1", At: at}); err != nil || use == nil {
-		t.Fatalf("first attempt's use: %+v %v", use, err)
-	}
+	in, id, _ := grantUsedOnce(t, a, "turn/n/2") // the first attempt's UseGrant, under cap:R1
 	// Control: a fresh call under R2 finds no usable grant (closed policy_changed).
 	// (not run here, it would close the grant)
 
@@ -61,22 +46,7 @@ func TestGrantApprovalVoidedOnRetryIsNeverPutToPeople(t *testing.T) {
 	a := issuingStore(t)
 	a.Registry = cedarRegistry(t, `@id("p") permit (principal, action == Action::"system.health", resource);`, "")
 	ctx := context.Background()
-	at := time.Now().UTC()
-	a.Now = func() time.Time { return at }
-	in := IssueInput{WorkflowID: "turn/n/3", RunID: "r", Seq: 1, CallID: "c1", CapabilityID: "x.send", Version: 1,
-		ArgsDigest: "d", Arguments: json.RawMessage(`{"to":"a@example.com"}`), TTL: time.Minute,
-		Principal: "alice", Conversation: "n", RegistryRevision: "cap:R1"}
-	if _, err := a.Store.CreateGrant(ctx, store.Grant{ID: "rg-cf-0", ConfirmationID: "cf-0", Conversation: "n", Principal: "alice",
-		CapabilityID: "x.send", Version: 1, ArgsDigest: "d", RegistryRevision: "cap:R1", Approver: "bob", Granted: 3,
-		GrantedAt: at.Add(-time.Minute), ExpiresAt: at.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	id := ConfirmationID(in.WorkflowID, in.RunID, in.Seq)
-	// First attempt: UseGrant and CreateApprovedConfirmation commit, then kill -9.
-	if use, _, err := a.Store.UseGrant(ctx, store.GrantScope{ConfirmationID: id, Conversation: "n", Principal: "alice", CapabilityID: "x.send",
-		Version: 1, ArgsDigest: "d", RegistryRevision: "cap:R1", At: at}); err != nil || use == nil {
-		t.Fatalf("first attempt's use: %+v %v", use, err)
-	}
+	in, id, at := grantUsedOnce(t, a, "turn/n/3") // the first attempt's UseGrant, under cap:R1
 	_, hash, _ := token.Mint()
 	if _, err := a.Store.CreateApprovedConfirmation(ctx, store.Confirmation{ID: id, TokenHash: hash, WorkflowID: in.WorkflowID, RunID: in.RunID,
 		Seq: 1, CallID: "c1", CapabilityID: "x.send", Version: 1, ArgsDigest: "d", Arguments: in.Arguments, CreatedAt: at,
@@ -97,4 +67,29 @@ func TestGrantApprovalVoidedOnRetryIsNeverPutToPeople(t *testing.T) {
 			t.Fatalf("the voided grant's confirmation was audited as put to people: %+v", e)
 		}
 	}
+}
+
+// grantUsedOnce sets a's clock, stores bob's grant of three x.send calls under cap:R1 for
+// alice in conversation n, and takes one use of it for workflowID's first call, as a first
+// attempt of IssueConfirmation does before a kill -9. It returns that call's input, its
+// confirmation id and the clock's time.
+func grantUsedOnce(t *testing.T, a *Activities, workflowID string) (IssueInput, string, time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	at := time.Now().UTC()
+	a.Now = func() time.Time { return at }
+	in := IssueInput{WorkflowID: workflowID, RunID: "r", Seq: 1, CallID: "c1", CapabilityID: "x.send", Version: 1,
+		ArgsDigest: "d", Arguments: json.RawMessage(`{"to":"a@example.com"}`), TTL: time.Minute,
+		Principal: "alice", Conversation: "n", RegistryRevision: "cap:R1"}
+	if _, err := a.Store.CreateGrant(ctx, store.Grant{ID: "rg-cf-0", ConfirmationID: "cf-0", Conversation: "n", Principal: "alice",
+		CapabilityID: "x.send", Version: 1, ArgsDigest: "d", RegistryRevision: "cap:R1", Approver: "bob", Granted: 3,
+		GrantedAt: at.Add(-time.Minute), ExpiresAt: at.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	id := ConfirmationID(in.WorkflowID, in.RunID, in.Seq)
+	if use, _, err := a.Store.UseGrant(ctx, store.GrantScope{ConfirmationID: id, Conversation: "n", Principal: "alice", CapabilityID: "x.send",
+		Version: 1, ArgsDigest: "d", RegistryRevision: "cap:R1", At: at}); err != nil || use == nil {
+		t.Fatalf("first attempt's use: %+v %v", use, err)
+	}
+	return in, id, at
 }
