@@ -515,3 +515,18 @@ func TestEnsureTemporalKeepsConfiguredPorts(t *testing.T) {
 		t.Fatalf("HTTP and metrics on one port: %v", err)
 	}
 }
+
+// A crashed server's log tail keeps the panic's message, which Go prints before the stacks
+// the tail would otherwise hold alone.
+func TestLogTailKeepsThePanicMessage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "temporal.log")
+	log := "starting\npanic: listen tcp 127.0.0.1:7233: bind: address already in use\n\ngoroutine 1 [running]:\n" +
+		strings.Repeat("frame\n\t/src/x.go:1 +0x1\n", logTailLines)
+	if err := os.WriteFile(path, []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := logTail(path)
+	if !strings.HasPrefix(got, "panic: listen tcp 127.0.0.1:7233: bind: address already in use\n…\n") || strings.Count(got, "\n") != logTailLines+1 {
+		t.Fatalf("tail:\n%s", got)
+	}
+}

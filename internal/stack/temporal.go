@@ -716,15 +716,36 @@ func logTail(path string) string {
 		return "(no log: " + err.Error() + ")"
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Size() > logTailBytes {
-		_, _ = f.Seek(-logTailBytes, io.SeekEnd)
+	// Read far enough back to find a panic's message above its stacks (see below).
+	const window = 256 << 10
+	if fi, err := f.Stat(); err == nil && fi.Size() > window {
+		_, _ = f.Seek(-window, io.SeekEnd)
 	}
 	b, _ := io.ReadAll(f)
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) > logTailLines {
+		// A Go panic prints its message first and then its goroutines' stacks: the tail alone
+		// would hold only frames, so the message is kept in front of them.
+		var msg string
+		for _, l := range lines[:len(lines)-logTailLines] {
+			if strings.HasPrefix(l, "panic: ") {
+				msg = l
+			}
+		}
 		lines = lines[len(lines)-logTailLines:]
+		if msg != "" {
+			tail := strings.Join(lines, "\n")
+			if len(tail) > logTailBytes {
+				tail = tail[len(tail)-logTailBytes:]
+			}
+			return msg + "\n…\n" + tail
+		}
 	}
-	return strings.Join(lines, "\n")
+	tail := strings.Join(lines, "\n")
+	if len(tail) > logTailBytes {
+		tail = tail[len(tail)-logTailBytes:]
+	}
+	return tail
 }
 
 func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
